@@ -1,0 +1,43 @@
+"""Every exception treetool raises, under one base class."""
+
+from __future__ import annotations
+
+__all__ = [
+    "LoadError",
+    "PathError",
+    "SelectionError",
+    "StructureMismatch",
+    "TreetoolError",
+    "UnsafeError",
+]
+
+
+class TreetoolError(Exception):
+    """Base class of every error treetool raises on purpose."""
+
+
+class PathError(TreetoolError, KeyError):
+    """A path that does not exist in a tree, or a path string that does not parse.
+
+    It is a `KeyError` so that `except KeyError` keeps working, but its message prints as
+    plain text (a bare `KeyError` would print the repr of its message).
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class LoadError(TreetoolError):
+    """A file that cannot be read: missing, truncated, corrupt, or of an unknown format."""
+
+
+class UnsafeError(LoadError):
+    """A file asks for something that treetool refuses to do without `trust=True`."""
+
+
+class StructureMismatch(TreetoolError, ValueError):
+    """Two trees whose structures do not line up where they must."""
+
+
+class SelectionError(TreetoolError, ValueError):
+    """An edit that cannot be applied to the selected nodes."""
