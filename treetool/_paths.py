@@ -318,8 +318,6 @@ class Path(Sequence):
         GetAttrKey(name='weight')
         >>> str(p.parent)
         '.layers[0]'
-        >>> Path.parse("['params']['Dense_0']['kernel']") == Path.parse("params.Dense_0.kernel")
-        False
     """
 
     __slots__ = ("_keys", "_str")
@@ -533,22 +531,31 @@ def _bracket_key(inner: str, text: str, pos: int) -> Key:
 
 def _match(query: tuple[Key, ...], keys: tuple[Key, ...]) -> bool:
     """Glob matching with `**` (iterative dynamic programming over positions)."""
-    # states: set of query positions reachable after consuming keys[:i]
-    states = _closure({0}, query)
+    states = start_states(query)
     for k in keys:
-        nxt: set[int] = set()
-        for q in states:
-            if q >= len(query):
-                continue
-            qk = query[q]
-            if type(qk) is DeepWildcard:
-                nxt.add(q)  # ** consumes this key and stays
-            elif key_matches(qk, k):
-                nxt.add(q + 1)
-        if not nxt:
+        states = step_states(query, states, k)
+        if not states:
             return False
-        states = _closure(nxt, query)
     return len(query) in states
+
+
+def start_states(query: tuple[Key, ...]) -> frozenset[int]:
+    """The positions of `query` reachable before any key is consumed (for tree walks)."""
+    return frozenset(_closure({0}, query))
+
+
+def step_states(query: tuple[Key, ...], states: frozenset[int], key: Key) -> frozenset[int]:
+    """The positions of `query` reachable after consuming `key`; empty means no match below."""
+    nxt: set[int] = set()
+    for q in states:
+        if q >= len(query):
+            continue
+        qk = query[q]
+        if type(qk) is DeepWildcard:
+            nxt.add(q)  # ** consumes this key and stays
+        elif key_matches(qk, key):
+            nxt.add(q + 1)
+    return frozenset(_closure(nxt, query)) if nxt else frozenset()
 
 
 def _closure(states: set[int], query: tuple[Key, ...]) -> set[int]:

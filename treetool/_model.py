@@ -1,0 +1,328 @@
+"""The Node model: one lazy view of any pytree, shared by every renderer.
+
+`view(tree)` is O(1). A node's children are computed the first time they are asked for, one
+level at a time; aggregates (leaf count, parameters, bytes, dtypes) are computed once per node
+and cached. Nothing here reads array data.
+
+What is a container is jax's decision. Builtin containers (dict, list, tuple, namedtuple,
+OrderedDict, defaultdict, None) and the node types treetool itself defines are flattened here
+with jax's exact rules, so that views of loaded files need no jax; every other type is asked of
+jax, if jax has been imported (if it has not, nothing can have been registered with it).
+"""
+
+from __future__ import annotations
+
+import collections
+import gc
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._arrays import LeafInfo, is_array, leaf_info
+from ._paths import DictKey, GetAttrKey, Key, Path, SequenceKey, from_jax_key
+
+__all__ = ["Aggregates", "Node", "children", "register_flattener", "view"]
+
+IsLeaf = Callable[[Any], bool] | None
+
+#: kinds of inner nodes
+DICT, LIST, TUPLE, NAMEDTUPLE, NONE, CUSTOM, LEAF = (
+    "dict",
+    "list",
+    "tuple",
+    "namedtuple",
+    "none",
+    "custom",
+    "leaf",
+)
+
+# type -> function(obj) -> list of (Key, child); for node types treetool defines itself (Opaque).
+_FLATTENERS: dict[type, Callable[[Any], list[tuple[Key, Any]]]] = {}
+
+
+def register_flattener(cls: type, fn: Callable[[Any], list[tuple[Key, Any]]]) -> None:
+    """Teach the model how to open `cls` without jax (used for treetool's own node types).
+
+    The rule must agree with the jax registration of the same class.
+    """
+    _FLATTENERS[cls] = fn
+
+
+def _sorted_keys(d: dict) -> list:
+    try:
+        return sorted(d)
+    except TypeError:
+        return list(d)
+
+
+def children(obj: Any, is_leaf: IsLeaf = None) -> tuple[str, list[tuple[Key, Any]]]:
+    """One level of a pytree: `(kind, [(key, child), ...])`; kind is "leaf" for a leaf.
+
+    Example:
+        >>> children({"b": 1, "a": [2]})
+        ('dict', [(DictKey(key='a'), [2]), (DictKey(key='b'), 1)])
+        >>> children(3.0)
+        ('leaf', [])
+    """
+    if is_leaf is not None and is_leaf(obj):
+        return LEAF, []
+    t = type(obj)
+    if t is dict or t is collections.defaultdict:
+        return DICT, [(DictKey(k), obj[k]) for k in _sorted_keys(obj)]
+    if t is list:
+        return LIST, [(SequenceKey(i), c) for i, c in enumerate(obj)]
+    if t is tuple:
+        return TUPLE, [(SequenceKey(i), c) for i, c in enumerate(obj)]
+    if obj is None:
+        return NONE, []
+    if t is collections.OrderedDict:
+        return DICT, [(DictKey(k), v) for k, v in obj.items()]
+    fn = _FLATTENERS.get(t)
+    if fn is not None:
+        return CUSTOM, fn(obj)
+    if isinstance(obj, tuple) and hasattr(t, "_fields"):
+        return NAMEDTUPLE, [(GetAttrKey(f), c) for f, c in zip(t._fields, obj)]
+    if is_array(obj) or isinstance(obj, (str, bytes, int, float, complex)):
+        return LEAF, []
+    if "jax" not in sys.modules:
+        return LEAF, []
+    return _jax_children(obj)
+
+
+def _jax_children(obj: Any) -> tuple[str, list[tuple[Key, Any]]]:
+    from jax.tree_util import tree_flatten_with_path
+
+    flat, _ = tree_flatten_with_path(obj, is_leaf=lambda x: x is not obj)
+    if len(flat) == 1 and flat[0][0] == () and flat[0][1] is obj:
+        return LEAF, []
+    return CUSTOM, [(from_jax_key(p[0]), c) for p, c in flat]
+
+
+def node_data(obj: Any) -> tuple[type, Any] | None:
+    """`(type, aux data)` of a custom node as jax sees it (static fields), or None."""
+    if "jax" not in sys.modules:
+        return None
+    import jax
+
+    td = jax.tree_util.tree_structure(obj, is_leaf=lambda x: x is not obj)
+    return td.node_data()
+
+
+@contextmanager
+def no_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector around a bulk walk (4-5x faster on big trees)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+# --- aggregates ---------------------------------------------------------------------------
+
+
+@dataclass
+class Aggregates:
+    """Totals over a subtree. An array at several paths (tied weights) is counted once."""
+
+    leaves: int = 0
+    arrays: int = 0
+    params: int = 0
+    nbytes: int = 0
+    dtypes: collections.Counter = field(default_factory=collections.Counter)
+    tied: int = 0
+    tied_params: int = 0
+    complete: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-friendly dict."""
+        return {
+            "leaves": self.leaves,
+            "arrays": self.arrays,
+            "params": self.params,
+            "bytes": self.nbytes,
+            "dtypes": dict(self.dtypes),
+            "tied": self.tied,
+        }
+
+
+def aggregate(obj: Any, is_leaf: IsLeaf = None, limit: int | None = None) -> Aggregates:
+    """Walk a subtree iteratively and total it; stop after `limit` leaves (complete=False)."""
+    agg = Aggregates()
+    seen: set[int] = set()
+    stack = [obj]
+    with no_gc():
+        while stack:
+            x = stack.pop()
+            kind, kids = children(x, is_leaf)
+            if kind != LEAF:
+                stack.extend(c for _, c in reversed(kids))
+                continue
+            agg.leaves += 1
+            if limit is not None and agg.leaves > limit:
+                agg.complete = False
+                agg.leaves -= 1
+                break
+            info = leaf_info(x)
+            if info.shape is None:
+                continue
+            if id(x) in seen:
+                agg.tied += 1
+                agg.tied_params += info.params
+                continue
+            seen.add(id(x))
+            agg.arrays += 1
+            agg.params += info.params
+            agg.nbytes += info.nbytes
+            agg.dtypes[info.dtype] += 1
+    return agg
+
+
+# --- nodes --------------------------------------------------------------------------------
+
+
+class Node:
+    """A lazily expanded view of one position in a pytree.
+
+    Example:
+        >>> import numpy as np
+        >>> root = view({"w": np.zeros((2, 3), np.float32), "b": None})
+        >>> [str(c.path) for c in root.children]
+        ["['b']", "['w']"]
+        >>> leaf = root.child("w")
+        >>> leaf.is_leaf, leaf.info.label, root.aggregates.params
+        (True, 'f32[2,3]', 6)
+    """
+
+    __slots__ = ("_agg", "_children", "_info", "_kids", "is_leaf_fn", "key", "kind", "obj", "parent", "path")
+
+    def __init__(
+        self,
+        obj: Any,
+        path: Path = Path(),
+        key: Key | None = None,
+        parent: Node | None = None,
+        is_leaf: IsLeaf = None,
+    ) -> None:
+        self.obj = obj
+        self.path = path
+        self.key = key
+        self.parent = parent
+        self.is_leaf_fn = is_leaf
+        self.kind: str | None = None
+        self._kids: list[tuple[Key, Any]] | None = None
+        self._children: list[Node] | None = None
+        self._info: LeafInfo | None = None
+        self._agg: Aggregates | None = None
+
+    def __repr__(self) -> str:
+        return f"Node({str(self.path) or '<root>'}, {self.type_name})"
+
+    def _open(self) -> list[tuple[Key, Any]]:
+        if self._kids is None:
+            try:
+                self.kind, self._kids = children(self.obj, self.is_leaf_fn)
+            except Exception:
+                # A node that cannot be opened is shown as a leaf; renderers show the error.
+                self.kind, self._kids = LEAF, []
+                raise
+        return self._kids
+
+    @property
+    def node_kind(self) -> str:
+        """dict, list, tuple, namedtuple, none, custom or leaf."""
+        self._open()
+        return self.kind  # type: ignore[return-value]
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for a leaf of the pytree (None is an empty node, not a leaf)."""
+        return self.node_kind == LEAF
+
+    @property
+    def type_name(self) -> str:
+        """The class name of the object (`dict`, `Linear`, `ndarray`, `ArrayImpl`…)."""
+        t = type(self.obj)
+        name = getattr(t, "__name__", str(t))
+        return getattr(self.obj, "class_name", name) if name == "Opaque" else name
+
+    @property
+    def num_children(self) -> int:
+        """How many children this node has (cheap: one level)."""
+        return len(self._open())
+
+    @property
+    def children(self) -> list[Node]:
+        """The child nodes, built on first access."""
+        if self._children is None:
+            base = self.path
+            fn = self.is_leaf_fn
+            self._children = [Node(c, base + k, k, self, fn) for k, c in self._open()]
+        return self._children
+
+    def child_range(self, start: int, stop: int) -> list[Node]:
+        """Children `start:stop` only; wide nodes are paged with this."""
+        if self._children is not None:
+            return self._children[start:stop]
+        base, fn = self.path, self.is_leaf_fn
+        return [Node(c, base + k, k, self, fn) for k, c in self._open()[start:stop]]
+
+    def child(self, key: Any) -> Node:
+        """The child under `key`: a Key, an index, a name or a dict key."""
+        for c in self.children:
+            if c.key == key or (not isinstance(key, Key) and c.key.text == str(key)):
+                return c
+        raise KeyError(key)
+
+    @property
+    def info(self) -> LeafInfo:
+        """Leaf facts (metadata only); for inner nodes, kind is the node kind."""
+        if self._info is None:
+            self._info = leaf_info(self.obj) if self.is_leaf else LeafInfo(self.node_kind, self.type_name)
+        return self._info
+
+    @property
+    def aggregates(self) -> Aggregates:
+        """Totals over the subtree, computed once and cached."""
+        if self._agg is None:
+            self._agg = aggregate(self.obj, self.is_leaf_fn)
+        return self._agg
+
+    def aggregates_within(self, limit: int) -> Aggregates | None:
+        """The aggregates if they are cached or the subtree has at most `limit` leaves."""
+        if self._agg is not None:
+            return self._agg
+        agg = aggregate(self.obj, self.is_leaf_fn, limit=limit)
+        if agg.complete:
+            self._agg = agg
+            return agg
+        return None
+
+    def walk(self) -> Iterator[Node]:
+        """Every node of the subtree, depth first, iteratively (deep trees are fine)."""
+        stack = [self]
+        while stack:
+            n = stack.pop()
+            yield n
+            if not n.is_leaf:
+                stack.extend(reversed(n.children))
+
+
+def view(tree: Any, is_leaf: IsLeaf = None) -> Node:
+    """The lazy Node model of a pytree, in O(1).
+
+    Args:
+        tree: any pytree: a model, an optimizer state, a loaded checkpoint.
+        is_leaf: treat the nodes it returns True for as leaves (e.g. every equinox Module,
+            for a layer-level view).
+
+    Example:
+        >>> root = view({"layers": [{"w": 1.0}, {"w": 2.0}]})
+        >>> root.num_children, str(root.children[0].children[1].path)
+        (1, "['layers'][1]")
+    """
+    return Node(tree, Path(), None, None, is_leaf)

@@ -1,0 +1,316 @@
+"""Flat views of pytrees: leaves with paths, flatten/unflatten, flat dicts, get, globs.
+
+Walks here are iterative (no recursion limit: 10,000 levels are fine), pause the garbage
+collector, and build path strings incrementally, one prefix per inner node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from ._errors import PathError, StructureMismatch
+from ._model import LEAF, IsLeaf, children, no_gc
+from ._paths import (
+    DeepWildcard,
+    DictKey,
+    GetAttrKey,
+    Key,
+    Path,
+    SequenceKey,
+    key_matches,
+    start_states,
+    step_states,
+    suggest,
+)
+
+__all__ = [
+    "find",
+    "flatten",
+    "from_flat_dict",
+    "get",
+    "iter_leaves_with_paths",
+    "leaves_with_paths",
+    "nonfinite",
+    "resolve",
+    "to_flat_dict",
+    "unflatten",
+]
+
+
+def iter_leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> Iterator[tuple[Path, Any]]:
+    """Yield `(Path, leaf)` in jax's leaf order, iteratively, strings built per prefix."""
+    mk = Path._make
+    # stack of (obj, keys tuple, path string), reversed so that pop() is in order
+    stack: list[tuple[Any, tuple[Key, ...], str]] = [(tree, (), "")]
+    pop, push = stack.pop, stack.append
+    while stack:
+        obj, keys, text = pop()
+        kind, kids = children(obj, is_leaf)
+        if kind == LEAF:
+            yield mk(keys, text), obj
+            continue
+        for k, c in reversed(kids):
+            push((c, (*keys, k), text + str(k)))
+
+
+def leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, Any]]:
+    """Every leaf with its path, in jax's order; `str(path)` equals jax's `keystr`.
+
+    Example:
+        >>> [(str(p), x) for p, x in leaves_with_paths({"b": (1, 2), "a": None})]
+        [("['b'][0]", 1), ("['b'][1]", 2)]
+    """
+    with no_gc():
+        return list(iter_leaves_with_paths(tree, is_leaf))
+
+
+def flatten(tree: Any, is_leaf: IsLeaf = None) -> tuple[list[Any], Any]:
+    """`(leaves, treedef)`, exactly as `jax.tree_util.tree_flatten`.
+
+    Example:
+        >>> leaves, treedef = flatten({"a": 1, "b": [2, 3]})
+        >>> leaves
+        [1, 2, 3]
+        >>> unflatten(treedef, [10, 20, 30])
+        {'a': 10, 'b': [20, 30]}
+    """
+    import jax
+
+    return jax.tree_util.tree_flatten(tree, is_leaf=is_leaf)
+
+
+def unflatten(treedef: Any, leaves: Any) -> Any:
+    """Rebuild a tree from a treedef and its leaves (`jax.tree_util.tree_unflatten`)."""
+    import jax
+
+    leaves = list(leaves)
+    if treedef.num_leaves != len(leaves):
+        raise StructureMismatch(
+            f"unflatten: the treedef has {treedef.num_leaves} leaves, but {len(leaves)} were given"
+        )
+    return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+def to_flat_dict(tree: Any, is_leaf: IsLeaf = None) -> dict[str, Any]:
+    """`{keystr path: leaf}` for every leaf.
+
+    Example:
+        >>> to_flat_dict({"params": {"w": 1.0, "b": 0.0}})
+        {"['params']['b']": 0.0, "['params']['w']": 1.0}
+    """
+    with no_gc():
+        return {str(p): x for p, x in iter_leaves_with_paths(tree, is_leaf)}
+
+
+def from_flat_dict(flat: dict[Any, Any], like: Any, is_leaf: IsLeaf = None) -> Any:
+    """Rebuild a tree shaped like `like` from a flat dict keyed by path strings or Paths.
+
+    Keys may be in keystr form or any form `Path.parse` accepts (`params.w`).
+
+    Raises:
+        StructureMismatch: a path of `like` is missing from `flat`, or `flat` has extra keys.
+
+    Example:
+        >>> from_flat_dict({"['a']": 5, "['b'][0]": 6}, like={"a": 0, "b": [0]})
+        {'a': 5, 'b': [6]}
+    """
+    import jax
+
+    paths = [p for p, _ in iter_leaves_with_paths(like, is_leaf)]
+    norm: dict[str, Any] = {}
+    for k, v in flat.items():
+        norm[str(k) if isinstance(k, Path) else str(k)] = v
+    wanted = {str(p) for p in paths}
+    extra = [k for k in norm if k not in wanted]
+    if extra:
+        # accept other spellings (dotted form) by resolving them against `like`
+        for k in extra:
+            try:
+                real = str(resolve(like, k, is_leaf))
+            except (PathError, TypeError):
+                continue
+            norm.setdefault(real, norm.pop(k))
+        extra = [k for k in norm if k not in wanted]
+    missing = [str(p) for p in paths if str(p) not in norm]
+    if missing or extra:
+        lines = ["from_flat_dict: the flat dict does not match the structure of `like`"]
+        if missing:
+            lines.append(f"  missing {len(missing)}: {', '.join(missing[:5])}")
+        if extra:
+            lines.append(f"  unexpected {len(extra)}: {', '.join(map(str, extra[:5]))}")
+        raise StructureMismatch("\n".join(lines))
+    treedef = jax.tree_util.tree_structure(like, is_leaf=is_leaf)
+    return jax.tree_util.tree_unflatten(treedef, [norm[str(p)] for p in paths])
+
+
+# --- get / resolve ------------------------------------------------------------------------
+
+
+def _rank(query: Key, key: Key) -> int:
+    """Lower is a better loose match: the issue's rule for `layers.0`."""
+    if type(query) is type(key):
+        return 0
+    if type(key) is SequenceKey:
+        return 1
+    if type(key) is DictKey and not isinstance(key.key, str):
+        return 2
+    if type(key) is DictKey:
+        return 3
+    if type(key) is GetAttrKey:
+        return 4
+    return 5
+
+
+def _step(obj: Any, q: Key, is_leaf: IsLeaf) -> tuple[Key, Any] | None:
+    kind, kids = children(obj, is_leaf)
+    best = None
+    for k, c in kids:
+        if k == q:
+            return k, c
+        if key_matches(q, k) and (best is None or _rank(q, k) < _rank(q, best[0])):
+            best = (k, c)
+    return best
+
+
+def resolve(tree: Any, path: str | Path, is_leaf: IsLeaf = None) -> Path:
+    """The exact path in `tree` that `path` (keystr or dotted form) names.
+
+    Example:
+        >>> str(resolve({"layers": [{"w": 1}]}, "layers.0.w"))
+        "['layers'][0]['w']"
+    """
+    return _resolve(tree, path, is_leaf)[0]
+
+
+def get(tree: Any, path: str | Path, is_leaf: IsLeaf = None) -> Any:
+    """The subtree at `path`: keystr form, dotted form (`layers.0.weight`) or a Path.
+
+    Raises:
+        PathError: (a KeyError) the path is not in the tree; the message names the deepest
+            valid prefix, what it holds, and the closest existing paths.
+
+    Example:
+        >>> tree = {"params": {"Dense_0": {"kernel": 1.0}}}
+        >>> get(tree, "['params']['Dense_0']['kernel']"), get(tree, "params.Dense_0.kernel")
+        (1.0, 1.0)
+    """
+    return _resolve(tree, path, is_leaf)[1]
+
+
+def _resolve(tree: Any, path: str | Path, is_leaf: IsLeaf) -> tuple[Path, Any]:
+    query = Path.parse(path)
+    if query.is_pattern:
+        raise PathError(
+            f"{str(query)!r} is a glob: use tt.select(tree, {str(path)!r}) to get every match"
+        )
+    obj, keys = tree, []
+    for i, q in enumerate(query):
+        hit = _step(obj, q, is_leaf)
+        if hit is None:
+            raise PathError(_miss_message(tree, query, i, obj, Path(keys), is_leaf))
+        keys.append(hit[0])
+        obj = hit[1]
+    return Path(keys), obj
+
+
+def _miss_message(tree: Any, query: Path, i: int, obj: Any, prefix: Path, is_leaf: IsLeaf) -> str:
+    kind, kids = children(obj, is_leaf)
+    where = str(prefix) or "the root"
+    missing = str(query[i])
+    if kind == LEAF:
+        has = f"{where} is a leaf ({type(obj).__name__}), it has no {missing}"
+    elif not kids:
+        has = f"{where} ({type(obj).__name__}) is empty"
+    else:
+        names = [str(k) for k, _ in kids]
+        shown = ", ".join(names[:8]) + (f", … ({len(names)} in all)" if len(names) > 8 else "")
+        has = f"{where} has no {missing}; it has {shown}"
+    candidates = _candidate_paths(tree, prefix, obj, is_leaf)
+    close = suggest(str(query), candidates)
+    msg = f"no path {str(query)!r} in the tree: {has}"
+    if close:
+        msg += ". Did you mean " + " or ".join(repr(c) for c in close) + "?"
+    return msg
+
+
+def _candidate_paths(tree: Any, prefix: Path, obj: Any, is_leaf: IsLeaf, limit: int = 20000) -> list[str]:
+    out: list[str] = []
+    stack: list[tuple[Any, str]] = [(tree, "")]
+    while stack and len(out) < limit:
+        x, text = stack.pop()
+        kind, kids = children(x, is_leaf)
+        for k, c in reversed(kids):
+            t = text + str(k)
+            out.append(t)
+            stack.append((c, t))
+    return out
+
+
+# --- globs --------------------------------------------------------------------------------
+
+
+def find(tree: Any, pattern: str | Path, is_leaf: IsLeaf = None, leaves_only: bool = False) -> list[tuple[Path, Any]]:
+    """Every node (or leaf) whose path matches a glob, in depth-first (jax) order.
+
+    `*` matches one step, `**` any number of steps, `[*]` any index; names match loosely
+    (`.bias` finds `['bias']`). Subtrees that cannot match are not walked.
+
+    Example:
+        >>> tree = {"layers": [{"w": 1, "b": 2}, {"w": 3, "b": 4}]}
+        >>> [str(p) for p, _ in find(tree, "**.b")]
+        ["['layers'][0]['b']", "['layers'][1]['b']"]
+    """
+    query = Path.parse(pattern).keys
+    n = len(query)
+    out: list[tuple[Path, Any]] = []
+    stack: list[tuple[Any, tuple[Key, ...], frozenset[int]]] = [(tree, (), start_states(query))]
+    with no_gc():
+        while stack:
+            obj, keys, states = stack.pop()
+            kind, kids = children(obj, is_leaf)
+            if n in states and (not leaves_only or kind == LEAF):
+                out.append((Path._make(keys), obj))
+            for k, c in reversed(kids):
+                nxt = step_states(query, states, k)
+                if nxt:
+                    stack.append((c, (*keys, k), nxt))
+    return out
+
+
+def has_deep(pattern: Path) -> bool:
+    """Whether a pattern holds `**`."""
+    return any(type(k) is DeepWildcard for k in pattern)
+
+
+# --- numbers ------------------------------------------------------------------------------
+
+
+def nonfinite(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, int, int]]:
+    """Every floating or complex array leaf holding NaN or Inf: `(path, nan_count, inf_count)`.
+
+    Example:
+        >>> import numpy as np
+        >>> [(str(p), n, i) for p, n, i in nonfinite({"a": np.array([np.nan, np.inf, 1.0]), "b": np.ones(2)})]
+        [("['a']", 1, 1)]
+    """
+    import numpy as np
+
+    from ._arrays import _as_float, _chunks, is_array, is_key
+
+    out = []
+    for p, x in leaves_with_paths(tree, is_leaf):
+        if not is_array(x) or is_key(x):
+            continue
+        kind = getattr(getattr(x, "dtype", None), "kind", "V")
+        if kind in "iub":
+            continue
+        n_nan = n_inf = 0
+        for raw in _chunks(x):
+            c = _as_float(raw)
+            nan = int(np.count_nonzero(np.isnan(c)))
+            n_nan += nan
+            n_inf += int(c.size - np.count_nonzero(np.isfinite(c)) - nan)
+        if n_nan or n_inf:
+            out.append((p, n_nan, n_inf))
+    return out
