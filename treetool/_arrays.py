@@ -192,9 +192,7 @@ class LazyArray:
                 row_bytes = math.prod(self.shape[1:]) * self.dtype.itemsize
                 with self._open() as fh:
                     data = self._read(fh, start * row_bytes, (stop - start) * row_bytes)
-                arr = np.frombuffer(data, dtype=self.dtype).reshape(
-                    (stop - start, *self.shape[1:])
-                )
+                arr = np.frombuffer(data, dtype=self.dtype).reshape((stop - start, *self.shape[1:]))
                 return arr[0] if squeeze else arr
         return self.read()[index]
 
@@ -345,7 +343,9 @@ def leaf_info(x: Any) -> LeafInfo:
 def _array_info(kind: str, tname: str, shape: tuple, dtype: Any, device: str | None) -> LeafInfo:
     shape = tuple(int(s) for s in shape)
     key = is_key_meta(shape, dtype)
-    nbytes = _key_nbytes(shape, dtype) if key and _is_typed_key_dtype(dtype) else _nbytes(shape, dtype)
+    nbytes = (
+        _key_nbytes(shape, dtype) if key and _is_typed_key_dtype(dtype) else _nbytes(shape, dtype)
+    )
     return LeafInfo(
         kind,
         tname,

@@ -198,7 +198,18 @@ class Node:
         (True, 'f32[2,3]', 6)
     """
 
-    __slots__ = ("_agg", "_children", "_info", "_kids", "is_leaf_fn", "key", "kind", "obj", "parent", "path")
+    __slots__ = (
+        "_agg",
+        "_children",
+        "_info",
+        "_kids",
+        "is_leaf_fn",
+        "key",
+        "kind",
+        "obj",
+        "parent",
+        "path",
+    )
 
     def __init__(
         self,
@@ -282,7 +293,9 @@ class Node:
     def info(self) -> LeafInfo:
         """Leaf facts (metadata only); for inner nodes, kind is the node kind."""
         if self._info is None:
-            self._info = leaf_info(self.obj) if self.is_leaf else LeafInfo(self.node_kind, self.type_name)
+            self._info = (
+                leaf_info(self.obj) if self.is_leaf else LeafInfo(self.node_kind, self.type_name)
+            )
         return self._info
 
     @property

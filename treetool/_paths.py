@@ -64,7 +64,9 @@ class DictKey(Key):
         return f"DictKey(key={self.key!r})"
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is DictKey and type(other.key) is type(self.key) and other.key == self.key
+        return (
+            type(other) is DictKey and type(other.key) is type(self.key) and other.key == self.key
+        )
 
     def __hash__(self) -> int:
         return hash(("dict", self.key))

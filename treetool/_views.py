@@ -234,7 +234,9 @@ def _miss_message(tree: Any, query: Path, i: int, obj: Any, prefix: Path, is_lea
     return msg
 
 
-def _candidate_paths(tree: Any, prefix: Path, obj: Any, is_leaf: IsLeaf, limit: int = 20000) -> list[str]:
+def _candidate_paths(
+    tree: Any, prefix: Path, obj: Any, is_leaf: IsLeaf, limit: int = 20000
+) -> list[str]:
     out: list[str] = []
     stack: list[tuple[Any, str]] = [(tree, "")]
     while stack and len(out) < limit:
@@ -250,7 +252,9 @@ def _candidate_paths(tree: Any, prefix: Path, obj: Any, is_leaf: IsLeaf, limit: 
 # --- globs --------------------------------------------------------------------------------
 
 
-def find(tree: Any, pattern: str | Path, is_leaf: IsLeaf = None, leaves_only: bool = False) -> list[tuple[Path, Any]]:
+def find(
+    tree: Any, pattern: str | Path, is_leaf: IsLeaf = None, leaves_only: bool = False
+) -> list[tuple[Path, Any]]:
     """Every node (or leaf) whose path matches a glob, in depth-first (jax) order.
 
     `*` matches one step, `**` any number of steps, `[*]` any index; names match loosely
