@@ -182,6 +182,9 @@ def aggregate(obj: Any, is_leaf: IsLeaf = None, limit: int | None = None) -> Agg
     return agg
 
 
+_ROOT = Path()
+
+
 # --- nodes --------------------------------------------------------------------------------
 
 
@@ -214,7 +217,7 @@ class Node:
     def __init__(
         self,
         obj: Any,
-        path: Path = Path(),
+        path: Path = _ROOT,
         key: Key | None = None,
         parent: Node | None = None,
         is_leaf: IsLeaf = None,

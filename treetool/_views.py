@@ -120,7 +120,7 @@ def from_flat_dict(flat: dict[Any, Any], like: Any, is_leaf: IsLeaf = None) -> A
     paths = [p for p, _ in iter_leaves_with_paths(like, is_leaf)]
     norm: dict[str, Any] = {}
     for k, v in flat.items():
-        norm[str(k) if isinstance(k, Path) else str(k)] = v
+        norm[str(k)] = v
     wanted = {str(p) for p in paths}
     extra = [k for k in norm if k not in wanted]
     if extra:
@@ -163,7 +163,7 @@ def _rank(query: Key, key: Key) -> int:
 
 
 def _step(obj: Any, q: Key, is_leaf: IsLeaf) -> tuple[Key, Any] | None:
-    kind, kids = children(obj, is_leaf)
+    _, kids = children(obj, is_leaf)
     best = None
     for k, c in kids:
         if k == q:
@@ -241,7 +241,7 @@ def _candidate_paths(
     stack: list[tuple[Any, str]] = [(tree, "")]
     while stack and len(out) < limit:
         x, text = stack.pop()
-        kind, kids = children(x, is_leaf)
+        _, kids = children(x, is_leaf)
         for k, c in reversed(kids):
             t = text + str(k)
             out.append(t)
