@@ -226,17 +226,20 @@ def _miss_message(tree: Any, query: Path, i: int, obj: Any, prefix: Path, is_lea
         names = [str(k) for k, _ in kids]
         shown = ", ".join(names[:8]) + (f", … ({len(names)} in all)" if len(names) > 8 else "")
         has = f"{where} has no {missing}; it has {shown}"
-    candidates = _candidate_paths(tree, prefix, obj, is_leaf)
-    close = suggest(str(query), candidates)
+    close = []
+    if kind != LEAF and kids:
+        rest = Path._make(query.keys[i + 1 :])
+        by_text = {k.text: k for k, _ in kids}
+        close = [str(prefix + by_text[t]) + str(rest) for t in suggest(query[i].text, by_text)]
+    if not close:
+        close = suggest(str(query), _candidate_paths(tree, is_leaf))
     msg = f"no path {str(query)!r} in the tree: {has}"
     if close:
         msg += ". Did you mean " + " or ".join(repr(c) for c in close) + "?"
     return msg
 
 
-def _candidate_paths(
-    tree: Any, prefix: Path, obj: Any, is_leaf: IsLeaf, limit: int = 20000
-) -> list[str]:
+def _candidate_paths(tree: Any, is_leaf: IsLeaf, limit: int = 20000) -> list[str]:
     out: list[str] = []
     stack: list[tuple[Any, str]] = [(tree, "")]
     while stack and len(out) < limit:

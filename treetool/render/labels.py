@@ -132,7 +132,7 @@ class NodeLabel:
         """`130 params · 520 B`, or '' when unknown or zero."""
         parts = []
         if self.params:
-            parts.append(f"{fmt_count(self.params)} params")
+            parts.append(f"{fmt_count(self.params)} param{'s' if self.params != 1 else ''}")
         if self.nbytes:
             parts.append(fmt_bytes(self.nbytes))
         return " · ".join(parts)

@@ -1,0 +1,65 @@
+"""The built-in example of `treetool demo`: a small equinox transformer and its adamw state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["TinyTransformer", "demo_tree"]
+
+
+def _model_classes() -> Any:
+    import equinox as eqx
+    import jax
+
+    class Block(eqx.Module):
+        """Pre-norm attention and MLP, as in a GPT block."""
+
+        norm1: eqx.nn.LayerNorm
+        attn: eqx.nn.MultiheadAttention
+        norm2: eqx.nn.LayerNorm
+        mlp: eqx.nn.MLP
+
+        def __init__(self, dim: int, heads: int, key: jax.Array) -> None:
+            k1, k2 = jax.random.split(key)
+            self.norm1 = eqx.nn.LayerNorm(dim)
+            self.attn = eqx.nn.MultiheadAttention(heads, dim, key=k1)
+            self.norm2 = eqx.nn.LayerNorm(dim)
+            self.mlp = eqx.nn.MLP(dim, dim, 4 * dim, 1, key=k2)
+
+    class TinyTransformer(eqx.Module):
+        """Token embedding, a stack of blocks, a final norm and an unembedding."""
+
+        embed: eqx.nn.Embedding
+        blocks: list
+        norm: eqx.nn.LayerNorm
+        head: eqx.nn.Linear
+        vocab: int = eqx.field(static=True)
+
+        def __init__(self, vocab: int, dim: int, depth: int, heads: int, key: jax.Array) -> None:
+            keys = jax.random.split(key, depth + 2)
+            self.vocab = vocab
+            self.embed = eqx.nn.Embedding(vocab, dim, key=keys[0])
+            self.blocks = [Block(dim, heads, k) for k in keys[1:-1]]
+            self.norm = eqx.nn.LayerNorm(dim)
+            self.head = eqx.nn.Linear(dim, vocab, use_bias=False, key=keys[-1])
+
+    return TinyTransformer
+
+
+def TinyTransformer(
+    vocab: int = 64, dim: int = 16, depth: int = 4, heads: int = 2, seed: int = 0
+) -> Any:
+    """A small but real equinox transformer."""
+    import jax
+
+    return _model_classes()(vocab, dim, depth, heads, jax.random.key(seed))
+
+
+def demo_tree() -> dict[str, Any]:
+    """`{"model": TinyTransformer, "opt_state": adamw state}`: what `treetool demo` shows."""
+    import equinox as eqx
+    import optax
+
+    model = TinyTransformer()
+    opt_state = optax.adamw(1e-3).init(eqx.filter(model, eqx.is_array))
+    return {"model": model, "opt_state": opt_state}

@@ -1,0 +1,378 @@
+"""The `treetool` command.
+
+Imports stay inside the commands: `treetool --help` imports neither jax nor textual. Every
+failure is one line on stderr, `treetool: error: …`, with exit code 2 (a traceback only with
+`--debug`). stdout carries only the requested output, so `--json` pipes cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+__all__ = ["load_target", "main"]
+
+EXIT_OK, EXIT_DIFFERENT, EXIT_ERROR = 0, 1, 2
+
+
+class CliError(Exception):
+    """A user-facing error: printed as one line, exit code 2."""
+
+
+# --- targets ------------------------------------------------------------------------------
+
+
+def load_target(spec: str, *, trust: bool = False) -> tuple[Any, str]:
+    """Turn `FILE`, `DIR` or `module:attr` into `(pytree, format name)`.
+
+    A file or directory is read by `treetool.load` (safe by default). `module:attr` imports the
+    module (the current directory is on the import path) and follows the dotted attribute; a
+    function or a class found there is called with no arguments.
+    """
+    if os.path.exists(spec):
+        import treetool.io as io
+
+        tree = io.load(spec, trust=trust)
+        detect = getattr(io, "detect_format", None)
+        fmt = detect(spec) if detect is not None else "file"
+        return tree, str(fmt)
+    if ":" in spec and not spec.startswith(("/", ".")):
+        return _import_target(spec), "python"
+    raise CliError(f"{spec}: no such file or directory (and not a module:attr object)")
+
+
+def _import_target(spec: str) -> Any:
+    import importlib
+    import inspect
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise CliError(f"{spec}: expected module:attr, e.g. mypkg.models:make_model")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        raise CliError(f"{spec}: cannot import module {e.name!r}") from None
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            names = [n for n in dir(obj) if not n.startswith("_")]
+            from ._paths import suggest
+
+            close = suggest(part, names)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise CliError(f"{spec}: {module_name} has no attribute {part!r}{hint}") from None
+    if inspect.isroutine(obj) or inspect.isclass(obj):
+        obj = obj()
+    return obj
+
+
+def _select(tree: Any, pattern: str | None) -> list[tuple[Any, Any]] | None:
+    if not pattern:
+        return None
+    from ._views import find
+
+    return find(tree, pattern)
+
+
+# --- output helpers -----------------------------------------------------------------------
+
+
+def _console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def _leaf_record(path: Any, x: Any) -> dict[str, Any]:
+    from ._arrays import leaf_info
+
+    info = leaf_info(x)
+    return {
+        "path": str(path),
+        "shape": list(info.shape) if info.shape is not None else None,
+        "dtype": info.dtype,
+        "nbytes": info.nbytes,
+        "device": info.device,
+        "type": info.type_name,
+    }
+
+
+def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
+    from ._model import aggregate
+    from ._views import find, leaves_with_paths
+
+    pairs = find(tree, pattern, leaves_only=True) if pattern else leaves_with_paths(tree)
+    agg = aggregate(tree)
+    return {
+        "format": fmt,
+        "totals": {"leaves": agg.leaves, "params": agg.params, "bytes": agg.nbytes},
+        "leaves": [_leaf_record(p, x) for p, x in pairs],
+    }
+
+
+def _print_json(data: Any) -> None:
+    import json
+
+    json.dump(data, sys.stdout, indent=2, default=_json_default)
+    sys.stdout.write("\n")
+
+
+def _json_default(x: Any) -> Any:
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    if hasattr(x, "to_dict"):
+        return x.to_dict()
+    return repr(x)
+
+
+def _note_opaque(tree: Any) -> None:
+    """One line on stderr when a loaded tree holds objects whose code was not run."""
+    from ._model import view
+
+    classes: list[str] = []
+    for n in view(tree).walk():
+        if type(n.obj).__name__ == "Opaque":
+            cp = getattr(n.obj, "class_path", n.type_name)
+            if cp not in classes:
+                classes.append(cp)
+        if len(classes) > 8:
+            break
+    if classes:
+        print(
+            f"treetool: {len(classes)} class(es) not executed ({', '.join(classes[:8])}); "
+            "shown as placeholders: pass --trust to run the file's code",
+            file=sys.stderr,
+        )
+
+
+# --- commands -----------------------------------------------------------------------------
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    tree, fmt = load_target(args.target, trust=args.trust)
+    if args.json:
+        _print_json(_json_listing(tree, fmt, args.filter))
+        _note_opaque(tree)
+        return EXIT_OK
+    _show(tree, args, title=args.target)
+    _note_opaque(tree)
+    return EXIT_OK
+
+
+def _show(tree: Any, args: argparse.Namespace, title: str) -> None:
+    """The TUI on a terminal, a rich tree otherwise."""
+    if not args.no_tui and sys.stdout.isatty() and sys.stdin.isatty() and not args.filter:
+        try:
+            from treetool.tui import run
+        except ImportError:
+            run = None
+        if run is not None:
+            run(tree, title=title)
+            return
+    from .render.text import TreeView
+
+    console = _console()
+    matches = _select(tree, args.filter)
+    if matches is None:
+        console.print(TreeView(tree, depth=args.depth, width=args.width))
+        return
+    if not matches:
+        raise CliError(f"{title}: nothing matches {args.filter!r}")
+    from ._model import Node
+
+    for path, sub in matches:
+        node = Node(sub, path)
+        console.print(TreeView(node, depth=max(args.depth - len(path), 0), width=args.width))
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    tree, fmt = load_target(args.target, trust=args.trust)
+    if args.json:
+        _print_json(_json_listing(tree, fmt, args.glob))
+        return EXIT_OK
+    from ._views import find, iter_leaves_with_paths
+
+    pairs = find(tree, args.glob, leaves_only=True) if args.glob else iter_leaves_with_paths(tree)
+    from ._arrays import leaf_info
+    from ._model import Node
+    from .render.labels import leaf_text
+
+    out = sys.stdout
+    count = 0
+    for p, x in pairs:
+        info = leaf_info(x)
+        if info.shape is not None:
+            out.write(f"{p}\t{list(info.shape)}\t{info.dtype}\n")
+        else:
+            out.write(f"{p}\t-\t{leaf_text(Node(x))}\n")
+        count += 1
+    if args.glob and count == 0:
+        raise CliError(f"{args.target}: no leaf matches {args.glob!r}")
+    return EXIT_OK
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    from ._errors import PathError
+    from ._views import resolve
+
+    tree, _ = load_target(args.target, trust=args.trust)
+    try:
+        path = resolve(tree, args.path)
+    except PathError as e:
+        raise CliError(f"{args.target}: {e}") from None
+    from ._views import get
+
+    value = get(tree, path)
+    from .render.leaf import leaf_report
+
+    report = leaf_report(path, value)
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        _console().print(report)
+    return EXIT_OK
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from ._summary import summary
+
+    tree, _ = load_target(args.target, trust=args.trust)
+    s = summary(tree, depth=args.depth)
+    if args.json:
+        _print_json(s.to_dict())
+    else:
+        _console().print(s)
+    return EXIT_OK
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    a, _ = load_target(args.a, trust=args.trust)
+    b, _ = load_target(args.b, trust=args.trust)
+    import treetool
+
+    d = treetool.diff(a, b, rtol=args.rtol, atol=args.atol, values=args.values)
+    if args.json:
+        _print_json(d.to_dict())
+    else:
+        _console().print(treetool.render(d))
+    return EXIT_DIFFERENT if d else EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from ._demo import demo_tree
+
+    tree = demo_tree()
+    if args.json:
+        _print_json(_json_listing(tree, "python", None))
+        return EXIT_OK
+    args.filter = None
+    args.width = 20
+    _show(tree, args, title="treetool demo: an equinox transformer and its adamw state")
+    return EXIT_OK
+
+
+# --- parser -------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="treetool",
+        description="Look inside JAX pytrees, checkpoints and models: paths, shapes, dtypes, "
+        "params, bytes; diffs; a terminal UI. TARGET is a checkpoint file or directory "
+        "(read safely: no code from the file runs without --trust) or module:attr (a pytree, "
+        "or a function/class called with no arguments).",
+    )
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("--version", action="version", version="treetool 0.1.0")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def common(sp: argparse.ArgumentParser, json: bool = True) -> None:
+        sp.add_argument("--trust", action="store_true", help="run code from pickles (unsafe)")
+        if json:
+            sp.add_argument("--json", action="store_true", help="machine-readable output")
+
+    sp = sub.add_parser("inspect", help="show a tree (TUI on a terminal, printed otherwise)")
+    sp.add_argument("target", metavar="TARGET")
+    sp.add_argument("--no-tui", action="store_true", help="print instead of opening the TUI")
+    sp.add_argument("--depth", type=int, default=3, help="levels to print (default 3)")
+    sp.add_argument("--width", type=int, default=20, help="rows per node before '… N more'")
+    sp.add_argument("--filter", metavar="GLOB", help="only paths matching GLOB (e.g. '**.bias')")
+    common(sp)
+    sp.set_defaults(func=cmd_inspect)
+
+    sp = sub.add_parser("ls", help="one leaf per line: path, shape, dtype")
+    sp.add_argument("target", metavar="TARGET")
+    sp.add_argument("glob", metavar="GLOB", nargs="?", help="only leaves matching GLOB")
+    common(sp)
+    sp.set_defaults(func=cmd_ls)
+
+    sp = sub.add_parser("get", help="one leaf: facts, stats and values (reads only that leaf)")
+    sp.add_argument("target", metavar="TARGET")
+    sp.add_argument("path", metavar="PATH", help="keystr (['a'][0].w) or dotted (a.0.w) path")
+    common(sp)
+    sp.set_defaults(func=cmd_get)
+
+    sp = sub.add_parser("summary", help="params, bytes and dtypes per subtree")
+    sp.add_argument("target", metavar="TARGET")
+    sp.add_argument("--depth", type=int, default=1, help="subtree depth (default 1)")
+    common(sp)
+    sp.set_defaults(func=cmd_summary)
+
+    sp = sub.add_parser("diff", help="what differs between two trees (exit 0 equal, 1 different)")
+    sp.add_argument("a", metavar="A")
+    sp.add_argument("b", metavar="B")
+    sp.add_argument("--rtol", type=float, default=0.0)
+    sp.add_argument("--atol", type=float, default=0.0)
+    sp.add_argument(
+        "--values", action=argparse.BooleanOptionalAction, default=True, help="compare values"
+    )
+    common(sp)
+    sp.set_defaults(func=cmd_diff)
+
+    sp = sub.add_parser("demo", help="a small equinox model with its optax state")
+    sp.add_argument("--no-tui", action="store_true", help="print instead of opening the TUI")
+    sp.add_argument("--depth", type=int, default=3, help="levels to print (default 3)")
+    sp.add_argument("--json", action="store_true", help="machine-readable output")
+    sp.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `treetool` console script."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return EXIT_ERROR
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as e:
+        if args.debug:
+            raise
+        print(f"treetool: error: {_one_line(e)}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _one_line(e: BaseException) -> str:
+    from ._errors import TreetoolError
+
+    text = (
+        str(e) if isinstance(e, (CliError, TreetoolError, OSError)) else f"{type(e).__name__}: {e}"
+    )
+    lines = [s for s in text.splitlines() if s.strip()]
+    if not lines:
+        return type(e).__name__
+    return lines[0] if len(lines) == 1 else lines[0] + " " + " ".join(s.strip() for s in lines[1:4])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

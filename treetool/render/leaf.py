@@ -1,0 +1,152 @@
+"""One leaf in full: facts, stats, a histogram and a value preview (`treetool get`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from .._arrays import is_array, leaf_info, stats
+from .._paths import Path
+from .labels import fmt_bytes, fmt_count
+
+__all__ = ["LeafReport", "leaf_report", "sparkline"]
+
+_BARS = " ▁▂▃▄▅▆▇█"
+
+
+def sparkline(counts: list[int]) -> str:
+    """A histogram as one line of block characters.
+
+    Example:
+        >>> sparkline([0, 1, 4, 8])
+        ' ▁▄█'
+    """
+    top = max(counts) if counts else 0
+    if top == 0:
+        return " " * len(counts)
+    return "".join(_BARS[round(c / top * 8)] for c in counts)
+
+
+@dataclass
+class LeafReport:
+    """What `treetool get` prints about one path."""
+
+    path: Path
+    value: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        """Facts, stats and (small) values as JSON."""
+        info = leaf_info(self.value)
+        out: dict[str, Any] = {
+            "path": str(self.path),
+            "type": info.type_name,
+            "shape": list(info.shape) if info.shape is not None else None,
+            "dtype": info.dtype,
+            "nbytes": info.nbytes,
+            "params": info.params,
+            "device": info.device,
+            "is_key": info.is_key,
+        }
+        st = self._stats()
+        out["stats"] = st.to_dict() if st is not None else None
+        arr = self._values()
+        out["values"] = arr.tolist() if arr is not None and arr.size <= 1000 else None
+        if info.shape is None:
+            out["value"] = repr(self.value)
+        return out
+
+    def _stats(self) -> Any:
+        if not is_array(self.value) or leaf_info(self.value).is_key:
+            return None
+        if type(self.value).__name__ == "ShapeDtypeStruct":
+            return None
+        return stats(self.value)
+
+    def _values(self) -> Any:
+        import numpy as np
+
+        if not is_array(self.value) or type(self.value).__name__ == "ShapeDtypeStruct":
+            return None
+        info = leaf_info(self.value)
+        if info.is_key and info.dtype and info.dtype.startswith("key<"):
+            import jax
+
+            return np.asarray(jax.random.key_data(self.value))
+        return np.asarray(self.value)
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        import numpy as np
+
+        info = leaf_info(self.value)
+        t = Table.grid(padding=(0, 2))
+        t.add_column(style="bold")
+        t.add_column()
+        t.add_row("path", Text(str(self.path), style="green"))
+        t.add_row("type", info.type_name)
+        if info.shape is not None:
+            t.add_row("shape", str(tuple(info.shape)))
+            t.add_row("dtype", str(info.dtype))
+            t.add_row("params", fmt_count(info.params))
+            t.add_row("bytes", fmt_bytes(info.nbytes))
+            t.add_row("device", str(info.device))
+            if info.is_key:
+                t.add_row("PRNG key", "yes")
+        st = self._stats()
+        parts: list[Any] = [t]
+        if st is not None:
+            s = Table.grid(padding=(0, 2))
+            s.add_column(style="bold")
+            s.add_column()
+            for k in ("min", "max", "mean", "std"):
+                v = getattr(st, k)
+                s.add_row(k, "-" if v is None else f"{v:.6g}")
+            s.add_row("zeros", fmt_count(st.zeros))
+            s.add_row("nan / inf", f"{st.nan} / {st.inf}", style="red" if st.nan or st.inf else "")
+            if st.histogram is not None:
+                counts, edges = st.histogram
+                s.add_row("histogram", f"{edges[0]:.3g} {sparkline(counts)} {edges[-1]:.3g}")
+            parts += [Text(""), s]
+        arr = self._values()
+        if arr is not None:
+            text = np.array2string(arr, threshold=200, edgeitems=3, max_line_width=100)
+            parts += [Text(""), Text(text)]
+        elif info.shape is None:
+            parts += [Text(""), Text(repr(self.value)[:2000])]
+        yield Group(*parts)
+
+
+def leaf_report(path: Path, value: Any) -> Any:
+    """A rich renderable of one path: a LeafReport for a leaf, a tree for a subtree."""
+    from .._model import Node
+
+    node = Node(value, path)
+    if node.is_leaf:
+        return LeafReport(path, value)
+    from .text import TreeView
+
+    return _Subtree(TreeView(node, depth=3), path, value)
+
+
+@dataclass
+class _Subtree:
+    tree: Any
+    path: Path
+    value: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        from .._views import leaves_with_paths
+
+        return {
+            "path": str(self.path),
+            "leaves": [
+                LeafReport(self.path + p, x).to_dict() | {"path": str(self.path + p)}
+                for p, x in leaves_with_paths(self.value)
+            ],
+        }
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        yield self.tree
