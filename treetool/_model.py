@@ -206,24 +206,24 @@ class Node:
         "_children",
         "_info",
         "_kids",
+        "_path",
         "is_leaf_fn",
         "key",
         "kind",
         "obj",
         "parent",
-        "path",
     )
 
     def __init__(
         self,
         obj: Any,
-        path: Path = _ROOT,
+        path: Path | None = _ROOT,
         key: Key | None = None,
         parent: Node | None = None,
         is_leaf: IsLeaf = None,
     ) -> None:
         self.obj = obj
-        self.path = path
+        self._path = path
         self.key = key
         self.parent = parent
         self.is_leaf_fn = is_leaf
@@ -235,6 +235,20 @@ class Node:
 
     def __repr__(self) -> str:
         return f"Node({str(self.path) or '<root>'}, {self.type_name})"
+
+    @property
+    def path(self) -> Path:
+        """The path from the root, built on first access (deep trees stay linear)."""
+        if self._path is None:
+            chain = []
+            n: Node | None = self
+            while n is not None and n._path is None:
+                chain.append(n)
+                n = n.parent
+            base = n._path if n is not None else _ROOT
+            for m in reversed(chain):
+                base = m._path = base + m.key  # type: ignore[operator]
+        return self._path  # type: ignore[return-value]
 
     def _open(self) -> list[tuple[Key, Any]]:
         if self._kids is None:
@@ -273,17 +287,16 @@ class Node:
     def children(self) -> list[Node]:
         """The child nodes, built on first access."""
         if self._children is None:
-            base = self.path
             fn = self.is_leaf_fn
-            self._children = [Node(c, base + k, k, self, fn) for k, c in self._open()]
+            self._children = [Node(c, None, k, self, fn) for k, c in self._open()]
         return self._children
 
     def child_range(self, start: int, stop: int) -> list[Node]:
         """Children `start:stop` only; wide nodes are paged with this."""
         if self._children is not None:
             return self._children[start:stop]
-        base, fn = self.path, self.is_leaf_fn
-        return [Node(c, base + k, k, self, fn) for k, c in self._open()[start:stop]]
+        fn = self.is_leaf_fn
+        return [Node(c, None, k, self, fn) for k, c in self._open()[start:stop]]
 
     def child(self, key: Any) -> Node:
         """The child under `key`: a Key, an index, a name or a dict key."""

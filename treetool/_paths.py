@@ -446,7 +446,7 @@ def from_jax_key(k: Any) -> Key:
 
 # --- parsing ------------------------------------------------------------------------------
 
-_NAME_END = re.compile(r"[.\[]")
+_NAME_END = re.compile(r"[.\[\]]")
 _FLAT = re.compile(r"<flat index (\d+)>")
 
 
