@@ -11,11 +11,10 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from trees import Point, corpus
 
 import treetool as tt
 from treetool._views import find, resolve
-
-from trees import Point, corpus
 
 jtu = jax.tree_util
 NAMES = sorted(corpus())
