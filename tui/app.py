@@ -1,0 +1,407 @@
+"""The treetool Textual app: a lazy tree, a details pane, a Leaves table, search and tabs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+from textual import work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
+from textual.worker import get_current_worker
+
+from .._model import Node, view
+from .leaf_index import Cancelled, LeafIndex, expression, match_paths
+from .messages import LeafChosen, NodeFocused
+from .screens import HelpScreen
+from .tabs import TabSpec, load_tab_modules, tabs_for
+from .widgets import DetailsPane, LeavesTable, PytreeTree, SearchBar, TotalsBar
+from .widgets.totals import totals_text
+
+__all__ = ["TreetoolApp", "root_name_for"]
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def root_name_for(title: str | None) -> str:
+    """The name copied path expressions start with: `model` for title "model" or
+    "pkg.mod:model", else `tree`.
+
+    Example:
+        >>> root_name_for("model"), root_name_for("examples.mlp:params"), root_name_for("a.npz")
+        ('model', 'params', 'tree')
+    """
+    if not title:
+        return "tree"
+    name = title.rsplit(":", 1)[-1] if ":" in title else title
+    return name if _IDENT.match(name) else "tree"
+
+
+class TreetoolApp(App[None]):
+    """Browse a pytree: `TreetoolApp(tree).run()`, or `treetool.tui.run(tree)`.
+
+    Args:
+        obj: any pytree.
+        title: shown in the header; also names the root in copied expressions.
+        other: a second tree for a Diff tab (shown once `treetool.diff` exists).
+        is_leaf: treat the nodes it returns True for as leaves.
+    """
+
+    CSS_PATH = "app.tcss"
+    TITLE = "treetool"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit", tooltip="Quit treetool", id="app.quit"),
+        Binding("question_mark", "help", "Help", tooltip="Show every key", id="app.help"),
+        Binding(
+            "slash", "search", "Search", tooltip="Search paths by glob or text", id="app.search"
+        ),
+        Binding("n", "next_match", "Next", tooltip="Jump to the next match", id="app.next"),
+        Binding(
+            "N",
+            "prev_match",
+            "Prev",
+            show=False,
+            tooltip="Jump to the previous match",
+            id="app.prev",
+        ),
+        Binding(
+            "y",
+            "copy_path",
+            "Copy path",
+            tooltip="Copy the path as an expression (model.layers[0].w)",
+            id="app.copy",
+        ),
+        Binding(
+            "Y",
+            "copy_keystr",
+            "Copy keystr",
+            show=False,
+            tooltip="Copy the path in keystr form (.layers[0].w)",
+            id="app.copy_keystr",
+        ),
+        Binding(
+            "t",
+            "show_tab('tree')",
+            "Tree",
+            show=False,
+            tooltip="Show the Tree tab",
+            id="app.tab_tree",
+        ),
+        Binding(
+            "L",
+            "show_tab('leaves')",
+            "Leaves",
+            show=False,
+            tooltip="Show the Leaves tab",
+            id="app.tab_leaves",
+        ),
+        Binding(
+            "d",
+            "toggle_details",
+            "Details",
+            show=False,
+            tooltip="Show or hide the details pane",
+            id="app.details",
+        ),
+    ]
+    """
+    | Key(s) | Description |
+    | :- | :- |
+    | q | Quit. |
+    | ? | Help: every key. |
+    | / | Search by glob (`**.bias`) or text; enter jumps to the first match. |
+    | n, N | Next, previous match. |
+    | y, Y | Copy the path: as an expression (`model.layers[0].weight`), in keystr form. |
+    | t, L | Tree tab, Leaves tab. |
+    | d | Show or hide the details pane. |
+    | ctrl+p | Command palette: every action. |
+    """
+
+    def __init__(
+        self,
+        obj: Any,
+        *,
+        title: str | None = None,
+        other: object | None = None,
+        is_leaf: Any = None,
+    ) -> None:
+        super().__init__()
+        self.obj = obj
+        self.other = other
+        self.is_leaf = is_leaf
+        self.root_name = root_name_for(title)
+        self.title = "treetool"
+        self.sub_title = title or type(obj).__name__
+        self.model: Node = view(obj, is_leaf)
+        self.index: LeafIndex | None = None
+        self.matches: list[str] = []
+        self.match_pos = -1
+        self.node: Node = self.model
+        self._tab_errors: list[str] = []
+        load_tab_modules(on_error=lambda name, e: self._tab_errors.append(f"{name}: {e}"))
+        self.extra_tabs: list[TabSpec] = tabs_for(
+            obj, on_error=lambda spec, e: self._tab_errors.append(f"tab {spec.id}: {e}")
+        )
+
+    # --- layout --------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Header(icon="🌳")
+        yield TotalsBar(totals_text(None, None), id="totals")
+        with Horizontal(id="main"):
+            with TabbedContent(id="tabs", initial="tree"):
+                with TabPane("Tree", id="tree"):
+                    yield PytreeTree(self.model, self.root_name, id="tree-view")
+                with TabPane("Leaves", id="leaves"):
+                    yield LeavesTable(id="leaves-table")
+                for spec in self.extra_tabs:
+                    with TabPane(spec.title, id=spec.id):
+                        yield spec.make(self.obj)
+            yield DetailsPane(self.root_name, id="details")
+        yield SearchBar(id="search")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(PytreeTree).focus()
+        self.query_one(DetailsPane).show(self.model)
+        for err in self._tab_errors:
+            self.notify(f"a tab failed and is left out: {err}", severity="error", timeout=8)
+        self._build_index()
+        if self.other is not None:
+            self.notify(
+                "other= was given, but the Diff tab needs treetool.diff, which is not available "
+                "yet; showing the first tree only",
+                severity="warning",
+                timeout=8,
+            )
+
+    def on_resize(self) -> None:
+        self.query_one("#details").set_class(self.size.width < 80, "-narrow")
+
+    # --- workers ---------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="index")
+    def _build_index(self) -> None:
+        worker = get_current_worker()
+        agg = self.model.aggregates
+        if worker.is_cancelled:
+            return
+        self.call_from_thread(self._set_totals, None)
+        try:
+            index = LeafIndex.build(self.obj, self.is_leaf, cancelled=lambda: worker.is_cancelled)
+        except Cancelled:
+            return
+        if not worker.is_cancelled:
+            self.call_from_thread(self._set_index, index)
+        del agg
+
+    def _set_totals(self, devices: dict[str, int] | None) -> None:
+        self.query_one(TotalsBar).update(totals_text(self.model.aggregates, devices))
+        self.query_one(PytreeTree).refresh_labels()
+
+    def _set_index(self, index: LeafIndex) -> None:
+        self.index = index
+        self._set_totals(index.devices_count())
+        self.query_one(LeavesTable).set_index(index)
+        query = self.query_one("#search-input", Input).value
+        if query:
+            self._search(query)
+
+    @work(thread=True, exclusive=True, group="search")
+    def _search(self, query: str) -> None:
+        from .leaf_index import is_glob
+
+        worker = get_current_worker()
+        if not is_glob(query) and self.index is None:
+            self.call_from_thread(self._set_matches, query, None, "")
+            return
+        try:
+            found = match_paths(query, self.index, self.obj, self.is_leaf)
+        except Exception as e:  # a malformed glob: say why in the bar
+            if not worker.is_cancelled:
+                self.call_from_thread(self._set_matches, query, [], f"{e}")
+            return
+        if not worker.is_cancelled:
+            self.call_from_thread(self._set_matches, query, found, "")
+
+    def _set_matches(self, query: str, found: list[str] | None, error: str) -> None:
+        if query != self.query_one("#search-input", Input).value:
+            return
+        bar = self.query_one(SearchBar)
+        tree = self.query_one(PytreeTree)
+        if found is None:
+            bar.set_count("indexing…")
+            return
+        self.matches = found
+        self.match_pos = -1
+        tree.matches = frozenset(found)
+        tree.refresh()
+        self.query_one(LeavesTable).set_filter(found if query.strip() else None)
+        if error:
+            bar.set_count(error)
+        else:
+            bar.set_count(f"{len(found):,} match{'es' if len(found) != 1 else ''}")
+
+    # --- events ----------------------------------------------------------------------------
+
+    def on_node_focused(self, message: NodeFocused) -> None:
+        self.node = message.node
+        self.query_one(DetailsPane).show(message.node)
+
+    def on_leaves_table_highlighted(self, message: LeavesTable.Highlighted) -> None:
+        from .leaf_index import node_chain
+
+        try:
+            chain = node_chain(self.model, message.path)
+        except KeyError:
+            return
+        node = chain[-1][0] if chain else self.model
+        self.node = node
+        self.query_one(DetailsPane).show(node)
+
+    def on_leaf_chosen(self, message: LeafChosen) -> None:
+        self.query_one(TabbedContent).active = "tree"
+        tree = self.query_one(PytreeTree)
+        tree.reveal(message.path)
+        tree.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id != "search-input":
+            return
+        if not event.value.strip():
+            self._set_matches(event.value, [], "")
+            self.query_one(SearchBar).set_count("")
+            self.query_one(LeavesTable).set_filter(None)
+            return
+        self.query_one(SearchBar).set_count("searching…")
+        self._search(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id != "search-input":
+            return
+        self.action_focus_tree()
+        if self.matches:
+            self.match_pos = -1
+            self.action_next_match()
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        pane = event.pane.id
+        if pane == "leaves":
+            self.query_one(LeavesTable).focus()
+        elif pane == "tree":
+            self.query_one(PytreeTree).focus()
+
+    # --- actions ---------------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        """Show every key binding."""
+        groups: list[tuple[str, list[BindingType]]] = [
+            ("Everywhere", list(self.BINDINGS)),
+            ("Tree", list(PytreeTree.BINDINGS) + list(_TREE_KEYS)),
+            ("Leaves table", list(LeavesTable.BINDINGS)),
+            ("Search bar", list(SearchBar.BINDINGS)),
+        ]
+        self.push_screen(HelpScreen(groups))
+
+    def action_search(self) -> None:
+        """Open the search bar."""
+        self.query_one(SearchBar).open()
+
+    def action_focus_tree(self) -> None:
+        """Give the focus back to the active tab's main widget."""
+        active = self.query_one(TabbedContent).active
+        if active == "leaves":
+            self.query_one(LeavesTable).focus()
+        else:
+            self.query_one(TabbedContent).active = "tree" if active in ("tree", "") else active
+            if active in ("tree", ""):
+                self.query_one(PytreeTree).focus()
+
+    def _jump(self, step: int) -> None:
+        if not self.matches:
+            self.notify("no matches: press / to search", severity="warning", timeout=3)
+            return
+        self.match_pos = (self.match_pos + step) % len(self.matches)
+        path = self.matches[self.match_pos]
+        tabs = self.query_one(TabbedContent)
+        if tabs.active == "leaves":
+            table = self.query_one(LeavesTable)
+            for row in range(table.row_count):
+                if table.path_at(row) == path:
+                    table.cursor = row
+                    break
+        else:
+            tabs.active = "tree"
+            tree = self.query_one(PytreeTree)
+            tree.reveal(path)
+            tree.focus()
+        self.query_one(SearchBar).set_count(f"{self.match_pos + 1}/{len(self.matches):,}")
+
+    def action_next_match(self) -> None:
+        """Jump to the next search match."""
+        self._jump(1)
+
+    def action_prev_match(self) -> None:
+        """Jump to the previous search match."""
+        self._jump(-1)
+
+    def action_copy_path(self) -> None:
+        """Copy the selected path as an expression: `model.layers[0].weight`."""
+        keystr = str(self.node.path)
+        text = expression(self.root_name, keystr)
+        self.copy_to_clipboard(text)
+        self.notify(f"copied {text}  (Y copies the keystr {keystr or '(root)'!s})", timeout=4)
+
+    def action_copy_keystr(self) -> None:
+        """Copy the selected path in keystr form: `.layers[0].weight`."""
+        keystr = str(self.node.path)
+        self.copy_to_clipboard(keystr)
+        self.notify(f"copied {keystr or '(root: empty path)'}", timeout=4)
+
+    def action_show_tab(self, tab: str) -> None:
+        """Switch to a tab by id."""
+        self.query_one(TabbedContent).active = tab
+
+    def action_sort_leaves(self) -> None:
+        """Show the Leaves tab sorted by the next column."""
+        self.query_one(TabbedContent).active = "leaves"
+        self.query_one(LeavesTable).action_sort_next()
+
+    def action_toggle_details(self) -> None:
+        """Show or hide the details pane."""
+        self.query_one(DetailsPane).toggle_class("-hidden")
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for title, help_text, action in _COMMANDS:
+            yield SystemCommand(
+                title, help_text, lambda a=action: self.call_later(self.run_action, a)
+            )
+
+
+_TREE_KEYS: tuple[Binding, ...] = (
+    Binding("up,down", "", "Move", tooltip="Move the cursor"),
+    Binding(
+        "enter,space", "", "Toggle", tooltip="Open or close a node; on '… more', add the next page"
+    ),
+    Binding("shift+left", "", "Parent", tooltip="Cursor to the parent"),
+    Binding("shift+up,shift+down", "", "Siblings", tooltip="Previous, next sibling"),
+)
+
+_COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("Search paths", "Filter and highlight paths by glob or text (/)", "search"),
+    ("Next match", "Jump to the next search match (n)", "next_match"),
+    ("Previous match", "Jump to the previous search match (N)", "prev_match"),
+    ("Copy path as expression", "Copy model.layers[0].weight-style path (y)", "copy_path"),
+    ("Copy keystr path", "Copy the jax keystr form .layers[0].weight (Y)", "copy_keystr"),
+    ("Show Tree tab", "The lazy tree (t)", "show_tab('tree')"),
+    ("Show Leaves tab", "Every leaf in a sortable table (L)", "show_tab('leaves')"),
+    ("Toggle details pane", "Show or hide the details pane (d)", "toggle_details"),
+    ("Sort leaves by next column", "In the Leaves tab (s)", "sort_leaves"),
+    ("Help", "Every key binding (?)", "help"),
+)

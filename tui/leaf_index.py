@@ -1,0 +1,234 @@
+"""A flat, lazily built index of every leaf, for the Leaves table and for search.
+
+The index is built once, in a worker thread, with one iterative walk (`iter_leaves_with_paths`,
+GC paused). It keeps columns, not objects: the path text, the leaf itself, an interned label
+(`f32[128,784]`), dtype and device, and numpy arrays of params and bytes, about 100 bytes
+per leaf. Nothing here imports Textual, so it is tested and benchmarked on its own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._arrays import leaf_info
+from .._model import Node, no_gc
+from .._views import find, iter_leaves_with_paths
+
+__all__ = ["COLUMNS", "LeafIndex", "expression", "match_paths", "node_chain"]
+
+#: (column id, title) of the Leaves table, in display order
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("path", "Path"),
+    ("type", "Type"),
+    ("dtype", "Dtype"),
+    ("params", "Params"),
+    ("nbytes", "Bytes"),
+    ("device", "Device"),
+)
+
+_GLOB_CHARS = frozenset("*?")
+
+
+class Cancelled(Exception):
+    """The walk was stopped because its worker was cancelled."""
+
+
+@dataclass
+class LeafIndex:
+    """Columns over every leaf of a tree, in jax's leaf order.
+
+    Example:
+        >>> import numpy as np
+        >>> idx = LeafIndex.build({"b": np.zeros(3, np.int32), "a": [np.ones((2, 2))]})
+        >>> idx.paths, idx.types, idx.params.tolist()
+        (["['a'][0]", "['b']"], ['f64[2,2]', 'i32[3]'], [4, 3])
+        >>> [idx.paths[i] for i in idx.order("params")]
+        ["['b']", "['a'][0]"]
+    """
+
+    paths: list[str]
+    leaves: list[Any]
+    types: list[str]
+    dtypes: list[str]
+    devices: list[str]
+    params: np.ndarray
+    nbytes: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    @classmethod
+    def build(
+        cls,
+        tree: Any,
+        is_leaf: Callable[[Any], bool] | None = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> LeafIndex:
+        """Walk `tree` once; `cancelled()` is polled every 4096 leaves (raises `Cancelled`)."""
+        paths: list[str] = []
+        leaves: list[Any] = []
+        types: list[str] = []
+        dtypes: list[str] = []
+        devices: list[str] = []
+        params: list[int] = []
+        nbytes: list[int] = []
+        intern: dict[str, str] = {}
+        with no_gc():
+            for i, (path, leaf) in enumerate(iter_leaves_with_paths(tree, is_leaf)):
+                if cancelled is not None and not i & 4095 and cancelled():
+                    raise Cancelled
+                info = leaf_info(leaf)
+                paths.append(str(path))
+                leaves.append(leaf)
+                label = info.label if info.shape is not None else info.type_name
+                types.append(intern.setdefault(label, label))
+                dt = info.dtype or ""
+                dtypes.append(intern.setdefault(dt, dt))
+                dev = info.device or ""
+                devices.append(intern.setdefault(dev, dev))
+                params.append(info.params)
+                nbytes.append(info.nbytes)
+        return cls(
+            paths,
+            leaves,
+            types,
+            dtypes,
+            devices,
+            np.asarray(params, dtype=np.int64),
+            np.asarray(nbytes, dtype=np.int64),
+        )
+
+    def column(self, name: str) -> list[str] | np.ndarray:
+        """One column by id (see `COLUMNS`)."""
+        return {
+            "path": self.paths,
+            "type": self.types,
+            "dtype": self.dtypes,
+            "params": self.params,
+            "nbytes": self.nbytes,
+            "device": self.devices,
+        }[name]
+
+    def cell(self, name: str, row: int) -> str:
+        """The text of one cell."""
+        from ..render.labels import fmt_bytes, fmt_count
+
+        if name == "params":
+            return fmt_count(int(self.params[row]))
+        if name == "nbytes":
+            return fmt_bytes(int(self.nbytes[row]))
+        return self.column(name)[row]  # type: ignore[return-value]
+
+    def order(self, name: str, reverse: bool = False, rows: np.ndarray | None = None) -> np.ndarray:
+        """Row numbers sorted by a column (stable: ties keep leaf order), optionally a subset."""
+        rows = np.arange(len(self), dtype=np.int64) if rows is None else rows
+        col = self.column(name)
+        if isinstance(col, np.ndarray):
+            keys = col[rows]
+            perm = np.argsort(-keys if reverse else keys, kind="stable")
+            return rows[perm]
+        out = sorted(rows.tolist(), key=col.__getitem__, reverse=reverse)
+        if reverse:  # keep ties in leaf order
+            out = sorted(out, key=col.__getitem__, reverse=True)
+        return np.asarray(out, dtype=np.int64)
+
+    def devices_count(self) -> dict[str, int]:
+        """How many leaves sit on each device (`cpu:0`, `host`, `file`…)."""
+        out: dict[str, int] = {}
+        for d in self.devices:
+            if d:
+                out[d] = out.get(d, 0) + 1
+        return out
+
+
+def is_glob(query: str) -> bool:
+    """Whether a search query is a glob (`**.bias`, `layers[*]`) rather than a substring."""
+    return any(c in _GLOB_CHARS for c in query)
+
+
+def match_paths(
+    query: str, index: LeafIndex | None, tree: Any, is_leaf: Callable[[Any], bool] | None = None
+) -> list[str]:
+    """Paths matching a search: a glob (any node, via `find`) or a substring of leaf paths.
+
+    Substring search is case-insensitive unless the query has an upper-case letter.
+
+    Example:
+        >>> import numpy as np
+        >>> t = {"enc": {"w": 1.0, "b": 2.0}, "dec": {"w": 3.0}}
+        >>> match_paths("**.w", None, t)
+        ["['dec']['w']", "['enc']['w']"]
+        >>> match_paths("ENC", LeafIndex.build(t), t), match_paths("enc']['b", LeafIndex.build(t), t)
+        ([], ["['enc']['b']"])
+    """
+    query = query.strip()
+    if not query:
+        return []
+    if is_glob(query):
+        return [str(p) for p, _ in find(tree, query, is_leaf) if p]
+    if index is None:
+        raise ValueError("a substring search needs the leaf index")
+    if query != query.lower():
+        return [p for p in index.paths if query in p]
+    q = query.lower()
+    return [p for p in index.paths if q in p.lower()]
+
+
+_ROOT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def expression(root_name: str, path: str) -> str:
+    """A Python expression for a path: `model.layers[0].weight`, `params['dense']['kernel']`.
+
+    Example:
+        >>> expression("model", ".layers[0].weight"), expression("state", "[0].mu['w']")
+        ('model.layers[0].weight', "state[0].mu['w']")
+    """
+    name = root_name if _ROOT_NAME.match(root_name) else "tree"
+    return name + path
+
+
+def node_chain(root: Node, path: str) -> list[tuple[Node, int]]:
+    """The nodes from the root's child down to the node at `path`, each with its index in
+    its parent. Raises KeyError when no such node exists.
+
+    Example:
+        >>> from treetool._model import view
+        >>> chain = node_chain(view({"a": [1, {"b": 2}]}), "['a'][1]['b']")
+        >>> [(str(n.path), i) for n, i in chain]
+        [("['a']", 0), ("['a'][1]", 1), ("['a'][1]['b']", 0)]
+    """
+    out: list[tuple[Node, int]] = []
+    node, rest = root, path
+    while rest:
+        idx = _child_index(node, rest)
+        if idx is None:
+            raise KeyError(
+                f"no node at {path!r}: nothing matches {rest!r} under {str(node.path)!r}"
+            )
+        node = node.children[idx]
+        rest = rest[len(str(node.key)) :]
+        out.append((node, idx))
+    return out
+
+
+def _child_index(node: Node, rest: str) -> int | None:
+    if node.is_leaf:
+        return None
+    if node.node_kind in ("list", "tuple") and rest.startswith("["):
+        end = rest.find("]")
+        if end > 1 and rest[1:end].isdigit():
+            i = int(rest[1:end])
+            return i if i < node.num_children else None
+    best, best_len = None, -1
+    for i, child in enumerate(node.children):
+        ks = str(child.key)
+        n = len(ks)
+        if n > best_len and rest.startswith(ks) and (len(rest) == n or rest[n] in ".["):
+            best, best_len = i, n
+    return best

@@ -1,0 +1,5 @@
+"""Screens of the treetool app."""
+
+from .help import HelpScreen
+
+__all__ = ["HelpScreen"]

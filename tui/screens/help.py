@@ -1,0 +1,71 @@
+"""The `?` help screen: every key binding of the app and its widgets, from their BINDINGS."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+__all__ = ["HelpScreen", "bindings_table"]
+
+_INTRO = (
+    "treetool browses a pytree lazily: children are added when a node is opened, wide nodes "
+    "in pages (select '… more'), runs of identical siblings fold into one row. Search takes a "
+    "glob (**.bias, layers[*].weight) or plain text. Ctrl+P opens the command palette."
+)
+
+
+def bindings_table(groups: list[tuple[str, list[BindingType]]]) -> Table:
+    """A table of (key, description) per group of bindings."""
+    t = Table(box=None, padding=(0, 2), show_header=False, expand=True)
+    t.add_column(style="bold cyan", no_wrap=True)
+    t.add_column()
+    for title, bindings in groups:
+        t.add_row(Text(title, style="bold underline"), "")
+        for b in bindings:
+            if not isinstance(b, Binding):
+                continue
+            keys = ", ".join(k.strip() for k in b.key.split(","))
+            t.add_row(keys, b.tooltip or b.description)
+        t.add_row("", "")
+    return t
+
+
+class HelpScreen(ModalScreen[None]):
+    """Lists every binding; escape, q or ? closes it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "escape,q,question_mark",
+            "dismiss",
+            "Close help",
+            tooltip="Close this screen",
+            id="help.close",
+        ),
+    ]
+
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll {
+        width: 84; max-width: 100%; height: 90%; max-height: 100%;
+        border: round $accent; background: $surface; padding: 0 1;
+    }
+    HelpScreen #help-intro { margin-bottom: 1; color: $text-muted; }
+    """
+
+    def __init__(self, groups: list[tuple[str, list[BindingType]]]) -> None:
+        super().__init__()
+        self.groups = groups
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll() as v:
+            v.border_title = "treetool help"
+            v.border_subtitle = "escape to close"
+            yield Static(_INTRO, id="help-intro")
+            yield Static(bindings_table(self.groups), id="help-keys")

@@ -1,0 +1,252 @@
+"""The details pane: the selected node's path, facts, stats, histogram and value preview.
+
+Facts come from metadata and show at once; everything that reads array data or walks a
+subtree (stats, histogram, preview, totals of an inner node) runs in a thread worker of the
+`stats` group, which is exclusive, so moving the cursor drops the stale result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual import work
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+from textual.worker import get_current_worker
+
+from ..._arrays import LazyArray, stats
+from ..._model import Node
+from ...render.labels import Budget, dtype_style, fmt_bytes, fmt_count, label
+from ..leaf_index import expression
+from ..messages import DetailsReady
+from .histogram import histogram_text
+
+__all__ = ["DetailsPane", "compute_parts"]
+
+#: largest children listed for an inner node, and how many children are scanned for them
+TOP_CHILDREN = 8
+SCAN_CHILDREN = 2_000
+#: bytes of a leaf read for its value preview
+PREVIEW_BYTES = 1 << 20
+
+
+def _facts_table(rows: list[tuple[str, Any]]) -> Table:
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="bold dim", no_wrap=True)
+    t.add_column(overflow="fold")
+    for k, v in rows:
+        t.add_row(k, v if isinstance(v, Text) else Text(str(v)))
+    return t
+
+
+def leaf_facts(node: Node) -> list[tuple[str, Any]]:
+    """The metadata rows of a leaf (no data read)."""
+    info = node.info
+    obj = node.obj
+    rows: list[tuple[str, Any]] = [("type", f"{type(obj).__module__}.{type(obj).__qualname__}")]
+    if type(obj).__name__ == "Opaque":
+        rows.append(
+            ("not executed", Text(str(getattr(obj, "class_path", node.type_name)), "bold red"))
+        )
+    if info.shape is not None:
+        rows.append(("shape", str(info.shape)))
+        rows.append(("dtype", Text(str(info.dtype), dtype_style(info.dtype))))
+        rows.append(("params", f"{info.params:,}"))
+        rows.append(("bytes", f"{info.nbytes:,} ({fmt_bytes(info.nbytes)})"))
+        if info.device:
+            rows.append(("device", info.device))
+        sharding = getattr(obj, "sharding", None)
+        if sharding is not None and info.kind == "jax":
+            rows.append(("sharding", str(sharding)))
+        rows.append(("PRNG key", "yes" if info.is_key else "no"))
+        if info.weak_type:
+            rows.append(("weak type", "yes"))
+        if isinstance(obj, LazyArray):
+            rows.append(("file", f"{obj.file} @ {obj.offset:,} (read on demand)"))
+    else:
+        rows.append(("value", _short(obj)))
+    return rows
+
+
+def _short(x: Any, limit: int = 400) -> str:
+    try:
+        r = repr(x)
+    except Exception as e:  # a broken __repr__ must not break the pane
+        r = f"<repr failed: {type(e).__name__}: {e}>"
+    return r if len(r) <= limit else r[: limit - 1] + "…"
+
+
+def _preview(x: Any, width: int = 60) -> str:
+    with np.printoptions(threshold=60, edgeitems=3, precision=4, linewidth=max(width, 20)):
+        if isinstance(x, LazyArray):
+            rows = x.shape[0] if x.shape else 1
+            row_bytes = max(1, x.nbytes // max(rows, 1))
+            take = max(1, min(rows, PREVIEW_BYTES // row_bytes))
+            if x.shape and take < rows:
+                return np.array2string(np.asarray(x[0:take])) + f"\n… first {take} of {rows} rows"
+            return np.array2string(np.asarray(x))
+        return np.array2string(np.asarray(x))
+
+
+def compute_parts(node: Node, width: int = 60) -> dict[str, Any]:
+    """Everything slow about a node: stats, histogram and preview of a leaf; totals, dtypes
+    and largest children of an inner node. Runs in a worker thread.
+
+    Example:
+        >>> from treetool._model import view
+        >>> parts = compute_parts(view({"w": np.arange(4.0)}).children[0])
+        >>> parts["stats"].max, parts["preview"]
+        (3.0, '[0. 1. 2. 3.]')
+    """
+    out: dict[str, Any] = {}
+    if node.is_leaf:
+        info = node.info
+        if info.shape is not None and info.kind != "abstract" and not info.is_key and info.params:
+            try:
+                out["stats"] = stats(node.obj)
+            except Exception as e:
+                out["error"] = f"stats failed: {type(e).__name__}: {e}"
+            try:
+                out["preview"] = _preview(node.obj, width)
+            except Exception as e:
+                out["error"] = f"preview failed: {type(e).__name__}: {e}"
+        return out
+    agg = node.aggregates
+    out["aggregates"] = agg
+    kids = node.child_range(0, min(node.num_children, SCAN_CHILDREN))
+    budget = Budget(200_000)
+    sized = []
+    for c in kids:
+        lbl = label(c, budget)
+        sized.append((lbl.params or 0, lbl.nbytes or 0, c))
+    sized.sort(key=lambda t: (-t[1], -t[0]))
+    out["largest"] = [(str(c.key), p, b) for p, b, c in sized[:TOP_CHILDREN] if b or p]
+    out["scanned"] = len(kids)
+    return out
+
+
+class DetailsPane(VerticalScroll):
+    """Shows the node under the cursor; updated by `show(node)`."""
+
+    DEFAULT_CSS = """
+    DetailsPane { padding: 0 1; }
+    DetailsPane > Static { margin-bottom: 1; }
+    DetailsPane > #details-path { color: $text; }
+    """
+
+    def __init__(self, root_name: str, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.root_name = root_name
+        self.node: Node | None = None
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield Static(id="details-path")
+        yield Static(id="details-facts")
+        yield Static(id="details-stats")
+        yield Static(id="details-preview")
+
+    def show(self, node: Node) -> None:
+        """Show `node`: facts now, the slow parts when the worker is done."""
+        self.node = node
+        keystr = str(node.path)
+        path = Text()
+        path.append(expression(self.root_name, keystr), style="bold")
+        path.append("\n")
+        path.append(keystr or "(root)", style="dim")
+        self.query_one("#details-path", Static).update(path)
+        if node.is_leaf:
+            facts = leaf_facts(node)
+            pending = (
+                bool(node.info.params) and node.info.kind != "abstract" and not node.info.is_key
+            )
+        else:
+            facts = [
+                ("type", node.type_name),
+                ("kind", node.node_kind),
+                ("children", f"{node.num_children:,}"),
+            ]
+            pending = True
+        self.query_one("#details-facts", Static).update(_facts_table(facts))
+        self.query_one("#details-stats", Static).update(
+            Text("computing…", style="dim italic") if pending else ""
+        )
+        self.query_one("#details-preview", Static).update("")
+        if pending:
+            self._compute(node, max(20, self.scrollable_content_region.width - 1))
+
+    @work(thread=True, exclusive=True, group="stats")
+    def _compute(self, node: Node, width: int) -> None:
+        parts = compute_parts(node, width)
+        if not get_current_worker().is_cancelled:
+            self.post_message(DetailsReady(node, parts))
+
+    def on_details_ready(self, message: DetailsReady) -> None:
+        if message.node is not self.node:
+            return
+        parts = message.parts
+        stats_w = self.query_one("#details-stats", Static)
+        preview_w = self.query_one("#details-preview", Static)
+        if "aggregates" in parts:
+            stats_w.update(self._inner(parts))
+            return
+        blocks: list[Any] = []
+        s = parts.get("stats")
+        if s is not None:
+            rows = [
+                ("min", _num(s.min)),
+                ("max", _num(s.max)),
+                ("mean", _num(s.mean)),
+                ("std", _num(s.std)),
+                ("zeros", f"{s.zeros:,}"),
+                ("NaN", Text(f"{s.nan:,}", "bold red" if s.nan else "")),
+                ("Inf", Text(f"{s.inf:,}", "bold red" if s.inf else "")),
+            ]
+            blocks.append(Text("stats", style="bold underline"))
+            blocks.append(_facts_table(rows))
+            if s.histogram is not None:
+                counts, edges = s.histogram
+                blocks.append(Text("histogram", style="bold underline"))
+                blocks.append(histogram_text(counts, edges))
+        if "error" in parts:
+            blocks.append(Text(parts["error"], style="bold red"))
+        stats_w.update(Group(*blocks))
+        if "preview" in parts:
+            preview_w.update(Group(Text("values", style="bold underline"), Text(parts["preview"])))
+
+    def _inner(self, parts: dict[str, Any]) -> Group:
+        agg = parts["aggregates"]
+        rows = [
+            ("leaves", f"{agg.leaves:,}"),
+            ("arrays", f"{agg.arrays:,}"),
+            ("params", f"{agg.params:,} ({fmt_count(agg.params)})"),
+            ("bytes", f"{agg.nbytes:,} ({fmt_bytes(agg.nbytes)})"),
+        ]
+        if agg.tied:
+            rows.append(("tied", f"{agg.tied:,} leaves share arrays"))
+        blocks: list[Any] = [_facts_table(rows)]
+        if agg.dtypes:
+            t = Table("dtype", "arrays", box=None, padding=(0, 2), header_style="bold dim")
+            for dt, n in agg.dtypes.most_common():
+                t.add_row(Text(dt, dtype_style(dt)), f"{n:,}")
+            blocks.append(t)
+        if parts["largest"]:
+            t = Table(
+                "largest children",
+                "params",
+                "bytes",
+                box=None,
+                padding=(0, 2),
+                header_style="bold dim",
+            )
+            for key, p, b in parts["largest"]:
+                t.add_row(key, fmt_count(p), fmt_bytes(b))
+            blocks.append(t)
+        return Group(*blocks)
+
+
+def _num(x: float | None) -> str:
+    return "–" if x is None else f"{x:.6g}"

@@ -1,0 +1,307 @@
+"""A virtual table of every leaf: only the rows on screen are ever rendered.
+
+Textual's DataTable stores every row as widgets' data and takes seconds to add 1e6 rows; this
+table is a `ScrollView` whose `render_line` reads straight from a `LeafIndex`, so scrolling
+and sorting cost the same at 1e3 and 1e6 leaves.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+from rich.segment import Segment
+from rich.style import Style
+from textual import events, work
+from textual.binding import Binding, BindingType
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.worker import get_current_worker
+
+from ..leaf_index import COLUMNS, LeafIndex
+from ..messages import LeafChosen
+
+__all__ = ["LeavesTable"]
+
+#: fixed widths of every column but the path, which takes the rest
+_WIDTHS = {"type": 18, "dtype": 9, "params": 8, "nbytes": 10, "device": 9}
+_RIGHT = frozenset({"params", "nbytes"})
+
+
+class LeavesTable(ScrollView, can_focus=True):
+    """Every leaf as a row (path, type, dtype, params, bytes, device); sortable, filterable."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up,k", "cursor(-1)", "Up", show=False, tooltip="Previous leaf", id="leaves.up"),
+        Binding("down,j", "cursor(1)", "Down", show=False, tooltip="Next leaf", id="leaves.down"),
+        Binding(
+            "pageup", "page(-1)", "Page up", show=False, tooltip="One page up", id="leaves.pageup"
+        ),
+        Binding(
+            "pagedown",
+            "page(1)",
+            "Page down",
+            show=False,
+            tooltip="One page down",
+            id="leaves.pagedown",
+        ),
+        Binding("home", "edge(0)", "First", show=False, tooltip="First leaf", id="leaves.home"),
+        Binding("end", "edge(1)", "Last", show=False, tooltip="Last leaf", id="leaves.end"),
+        Binding("s", "sort_next", "Sort", tooltip="Sort by the next column", id="leaves.sort"),
+        Binding("r", "reverse", "Reverse", tooltip="Reverse the sort order", id="leaves.reverse"),
+        Binding(
+            "enter",
+            "choose",
+            "Show in tree",
+            tooltip="Show this leaf in the Tree tab",
+            id="leaves.choose",
+        ),
+    ]
+    """
+    | Key(s) | Description |
+    | :- | :- |
+    | up/down, j/k | Move the cursor. |
+    | pageup/pagedown, home/end | Move by a page, to the first/last leaf. |
+    | s | Sort by the next column (path, type, dtype, params, bytes, device). |
+    | r | Reverse the sort order. |
+    | enter | Show the leaf in the Tree tab. |
+    | click on a header | Sort by that column (again: reverse). |
+    """
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "leaves-table--header",
+        "leaves-table--cursor",
+        "leaves-table--odd",
+    }
+
+    DEFAULT_CSS = """
+    LeavesTable { background: $surface; scrollbar-gutter: stable; }
+    LeavesTable > .leaves-table--header { background: $panel; text-style: bold; color: $text-accent; }
+    LeavesTable > .leaves-table--cursor { background: $block-cursor-blurred-background; }
+    LeavesTable:focus > .leaves-table--cursor { background: $block-cursor-background; color: $block-cursor-foreground; }
+    LeavesTable > .leaves-table--odd { background: $surface-lighten-1; }
+    """
+
+    cursor = reactive(0, always_update=True)
+    sort_column: reactive[str | None] = reactive(None)
+    sort_reverse = reactive(False)
+
+    class Highlighted(Message):
+        """The cursor moved onto a leaf; handled by `on_leaves_table_highlighted`."""
+
+        def __init__(self, path: str) -> None:
+            super().__init__()
+            self.path = path
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.index: LeafIndex | None = None
+        self.rows: np.ndarray = np.zeros(0, dtype=np.int64)
+        self.filter_rows: np.ndarray | None = None
+
+    # --- data --------------------------------------------------------------------------
+
+    def set_index(self, index: LeafIndex) -> None:
+        """Show the leaves of `index` (in leaf order until sorted)."""
+        self.index = index
+        self._apply_order()
+
+    def set_filter(self, paths: list[str] | None) -> None:
+        """Show only these leaf paths (None: every leaf)."""
+        if self.index is None:
+            return
+        if paths is None:
+            self.filter_rows = None
+        else:
+            wanted = set(paths)
+            self.filter_rows = np.asarray(
+                [i for i, p in enumerate(self.index.paths) if p in wanted], dtype=np.int64
+            )
+        self._apply_order()
+
+    def _apply_order(self) -> None:
+        if self.index is None:
+            return
+        if self.sort_column is None:
+            rows = (
+                np.arange(len(self.index), dtype=np.int64)
+                if self.filter_rows is None
+                else self.filter_rows
+            )
+            self._set_rows(rows)
+        else:
+            self._sort(self.sort_column, self.sort_reverse)
+
+    @work(thread=True, exclusive=True, group="sort")
+    def _sort(self, column: str, reverse: bool) -> None:
+        index = self.index
+        if index is None:
+            return
+        rows = index.order(column, reverse, self.filter_rows)
+        if not get_current_worker().is_cancelled:
+            self.app.call_from_thread(self._set_rows, rows)
+
+    def _set_rows(self, rows: np.ndarray) -> None:
+        self.rows = rows
+        self.virtual_size = Size(self.size.width, len(rows) + 1)
+        self.cursor = min(self.cursor, max(len(rows) - 1, 0))
+        self.refresh()
+
+    @property
+    def row_count(self) -> int:
+        """How many rows are shown (after the filter)."""
+        return len(self.rows)
+
+    def path_at(self, row: int) -> str | None:
+        """The path shown on row `row` (0 is the first leaf row), or None."""
+        if self.index is None or not 0 <= row < len(self.rows):
+            return None
+        return self.index.paths[int(self.rows[row])]
+
+    # --- layout ------------------------------------------------------------------------
+
+    def _widths(self) -> list[tuple[str, int]]:
+        total = self.scrollable_content_region.width or self.size.width
+        fixed = sum(_WIDTHS.values()) + len(_WIDTHS)
+        path_w = max(12, total - fixed)
+        return [(c, path_w if c == "path" else _WIDTHS[c]) for c, _ in COLUMNS]
+
+    @staticmethod
+    def _fit(text: str, width: int, right: bool, keep_end: bool) -> str:
+        if len(text) > width:
+            text = ("…" + text[-(width - 1) :]) if keep_end else (text[: width - 1] + "…")
+        return text.rjust(width) if right else text.ljust(width)
+
+    def render_line(self, y: int) -> Strip:
+        widths = self._widths()
+        width = self.scrollable_content_region.width or self.size.width
+        if y == 0:
+            style = self.get_component_rich_style("leaves-table--header")
+            cells = []
+            for (col, w), (_, title) in zip(widths, COLUMNS):
+                mark = ""
+                if col == self.sort_column:
+                    mark = " ▼" if self.sort_reverse else " ▲"
+                cells.append(self._fit(title + mark, w, col in _RIGHT, False))
+            segs = [Segment(" ".join(cells), style)]
+            return Strip(segs).adjust_cell_length(width, style)
+        row = int(self.scroll_offset.y) + y - 1
+        base = self.rich_style
+        if self.index is None:
+            if y == 1:
+                return Strip(
+                    [Segment("indexing leaves…", base + Style(italic=True, dim=True))]
+                ).adjust_cell_length(width, base)
+            return Strip.blank(width, base)
+        if row >= len(self.rows):
+            return Strip.blank(width, base)
+        i = int(self.rows[row])
+        if row == self.cursor:
+            style = base + self.get_component_rich_style("leaves-table--cursor")
+        elif row % 2:
+            style = base + self.get_component_rich_style("leaves-table--odd")
+        else:
+            style = base
+        segs = []
+        index = self.index
+        for n, (col, w) in enumerate(widths):
+            if n:
+                segs.append(Segment(" ", style))
+            text = self._fit(index.cell(col, i), w, col in _RIGHT, col == "path")
+            segs.append(Segment(text, style + self._cell_style(col, i)))
+        return Strip(segs).adjust_cell_length(width, style)
+
+    def _cell_style(self, col: str, i: int) -> Style:
+        from ...render.labels import dtype_style
+
+        if col in ("type", "dtype") and self.index is not None:
+            return Style.parse(dtype_style(self.index.dtypes[i]))
+        if col in _RIGHT:
+            return Style(dim=True)
+        return Style()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.virtual_size = Size(event.size.width, len(self.rows) + 1)
+
+    # --- cursor ------------------------------------------------------------------------
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        page = max(1, self.scrollable_content_region.height - 1)
+        top = int(self.scroll_offset.y)
+        if new < top:
+            self.scroll_to(y=new, animate=False, immediate=True)
+        elif new >= top + page:
+            self.scroll_to(y=new - page + 1, animate=False, immediate=True)
+        self.refresh()
+        path = self.path_at(new)
+        if path is not None and self.has_focus:
+            self.post_message(self.Highlighted(path))
+
+    def on_focus(self) -> None:
+        path = self.path_at(self.cursor)
+        if path is not None:
+            self.post_message(self.Highlighted(path))
+
+    def watch_sort_column(self) -> None:
+        self._apply_order()
+
+    def watch_sort_reverse(self) -> None:
+        self._apply_order()
+
+    def action_cursor(self, delta: int) -> None:
+        """Move the cursor by `delta` rows."""
+        self.cursor = max(0, min(len(self.rows) - 1, self.cursor + delta))
+
+    def action_page(self, direction: int) -> None:
+        """Move the cursor one page up or down."""
+        self.action_cursor(direction * max(1, self.scrollable_content_region.height - 2))
+
+    def action_edge(self, end: int) -> None:
+        """Move to the first (0) or last (1) row."""
+        self.cursor = max(0, len(self.rows) - 1) if end else 0
+
+    def action_sort_next(self) -> None:
+        """Sort by the next column (leaf order after the last one)."""
+        ids = [c for c, _ in COLUMNS]
+        if self.sort_column is None:
+            self.sort_column = ids[0]
+        else:
+            i = ids.index(self.sort_column) + 1
+            self.sort_column = ids[i] if i < len(ids) else None
+
+    def sort_by(self, column: str | None, reverse: bool = False) -> None:
+        """Sort by a column id (None: leaf order)."""
+        self.set_reactive(LeavesTable.sort_reverse, reverse)
+        self.sort_column = column
+        self._apply_order()
+
+    def action_reverse(self) -> None:
+        """Reverse the current sort."""
+        self.sort_reverse = not self.sort_reverse
+
+    def action_choose(self) -> None:
+        """Show the leaf under the cursor in the Tree tab."""
+        path = self.path_at(self.cursor)
+        if path is not None:
+            self.post_message(LeafChosen(path))
+
+    def on_click(self, event: events.Click) -> None:
+        if event.y == 0:
+            x = event.x
+            for col, w in self._widths():
+                if x < w + 1:
+                    if col == self.sort_column:
+                        self.sort_reverse = not self.sort_reverse
+                    else:
+                        self.sort_by(col)
+                    return
+                x -= w + 1
+            return
+        row = int(self.scroll_offset.y) + event.y - 1
+        if 0 <= row < len(self.rows):
+            if row == self.cursor and event.chain > 1:
+                self.action_choose()
+            self.cursor = row

@@ -1,0 +1,58 @@
+"""The totals line under the header: leaves, params, bytes, dtypes, devices."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from ..._model import Aggregates
+from ...render.labels import dtype_style, fmt_bytes, fmt_count
+
+__all__ = ["TotalsBar", "totals_text"]
+
+
+def totals_text(agg: Aggregates | None, devices: dict[str, int] | None) -> Text:
+    """`12 leaves · 1,234 params · 4.9 KB · f32×10 i32×2 · cpu:0`.
+
+    Example:
+        >>> from collections import Counter
+        >>> agg = Aggregates(leaves=3, arrays=3, params=130, nbytes=520, dtypes=Counter(float32=3))
+        >>> totals_text(agg, {"host": 3}).plain
+        '3 leaves · 130 params · 520 B · f32×3 · host'
+    """
+    from ..._arrays import short_dtype
+
+    t = Text()
+    if agg is None:
+        t.append("counting…", style="dim italic")
+        return t
+    t.append(f"{agg.leaves:,} leaves", style="bold")
+    t.append(" · ")
+    t.append(f"{fmt_count(agg.params)} params", style="bold")
+    t.append(" · ")
+    t.append(fmt_bytes(agg.nbytes), style="bold")
+    if agg.dtypes:
+        t.append(" · ")
+        for n, (dt, c) in enumerate(agg.dtypes.most_common(6)):
+            if n:
+                t.append(" ")
+            t.append(f"{short_dtype(dt)}×{c:,}", style=dtype_style(dt))
+        if len(agg.dtypes) > 6:
+            t.append(f" +{len(agg.dtypes) - 6}", style="dim")
+    if agg.tied:
+        t.append(f" · {agg.tied:,} tied", style="yellow")
+    if devices is None:
+        t.append(" · devices…", style="dim italic")
+    elif devices:
+        t.append(" · ")
+        names = sorted(devices)
+        t.append(", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else ""))
+    return t
+
+
+class TotalsBar(Static):
+    """One line of totals for the whole tree, filled in by the app's workers."""
+
+    DEFAULT_CSS = """
+    TotalsBar { height: 1; padding: 0 1; background: $boost; }
+    """
