@@ -56,7 +56,7 @@ def test_view_is_lazy_on_a_million_leaves(million, count_children):
 def test_aggregates_stay_within_the_budget(million, count_children):
     text = _render(TreeView(tt.view(million), depth=2, width=20, budget=5_000))
     assert count_children["n"] <= 5_000 + 1_000 * 2 + 500
-    assert "['layer000']  dict (1000)" in text
+    assert "['layer000']  dict[1000]" in text
 
 
 def test_node_api():

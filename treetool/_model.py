@@ -207,6 +207,7 @@ class Node:
         "_info",
         "_kids",
         "_path",
+        "error",
         "is_leaf_fn",
         "key",
         "kind",
@@ -232,6 +233,8 @@ class Node:
         self._children: list[Node] | None = None
         self._info: LeafInfo | None = None
         self._agg: Aggregates | None = None
+        #: "Type: message" when opening this node failed; it is then shown as a leaf.
+        self.error: str | None = None
 
     def __repr__(self) -> str:
         return f"Node({str(self.path) or '<root>'}, {self.type_name})"
@@ -254,9 +257,10 @@ class Node:
         if self._kids is None:
             try:
                 self.kind, self._kids = children(self.obj, self.is_leaf_fn)
-            except Exception:
+            except Exception as e:
                 # A node that cannot be opened is shown as a leaf; renderers show the error.
                 self.kind, self._kids = LEAF, []
+                self.error = f"{type(e).__name__}: {e}"
                 raise
         return self._kids
 

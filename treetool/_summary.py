@@ -90,9 +90,9 @@ def summary(tree: Any, depth: int = 1, is_leaf: IsLeaf = None) -> Summary:
     rows: dict[str, SummaryRow] = {}
     order: list[str] = []
     stack = [(root, 0)]
-    while stack:  # the nodes at `depth` (and leaves above it), in tree order
+    while stack:  # the nodes at `depth` (and leaves or empty nodes above it), in tree order
         n, d = stack.pop()
-        if d == depth or n.is_leaf:
+        if d == depth or n.is_leaf or n.num_children == 0:
             key = str(n.path)
             rows[key] = SummaryRow(key, n.info.label if n.is_leaf else n.type_name)
             order.append(key)

@@ -6,6 +6,8 @@ Placement) render themselves; anything else is drawn as a tree of its Node model
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import Any
 
 __all__ = ["render"]
@@ -26,7 +28,7 @@ def render(
     Example:
         >>> import rich, treetool as tt
         >>> rich.print(tt.render({"a": [1, 2]}, depth=1))
-        dict (1)
+        dict[1]
         └── ['a']  list[2]
     """
     if _renders_itself(obj):
@@ -41,3 +43,17 @@ def _renders_itself(obj: Any) -> bool:
     if t.__module__.startswith("treetool") or t.__module__.startswith("rich"):
         return hasattr(t, "__rich_console__") or hasattr(t, "__rich__")
     return False
+
+
+class _CallableModule(types.ModuleType):
+    """`treetool.render` is both this package and the `render()` function.
+
+    Importing any `treetool.render.*` module makes Python bind the package to the name
+    `render` on `treetool`, which would hide the function; calling the package calls it.
+    """
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return render(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -166,7 +166,7 @@ def inner_type(node: Node, agg: Aggregates | None = None) -> str:
     kind = node.node_kind
     name = node.type_name
     if kind in ("dict", "list", "tuple"):
-        return f"{name}[{n}]" if kind != "dict" else f"{name} ({n})"
+        return f"{name}[{n}]"
     if kind == NAMEDTUPLE:
         return name
     if kind == "none":
@@ -177,6 +177,8 @@ def inner_type(node: Node, agg: Aggregates | None = None) -> str:
 def label(node: Node, budget: Budget | None = None) -> NodeLabel:
     """The label of a node; aggregates only while `budget` allows (None: always)."""
     try:
+        if node.error is not None:
+            return NodeLabel(key_text(node), node.type_name, error=node.error)
         if node.is_leaf:
             info = node.info
             return NodeLabel(
@@ -187,7 +189,10 @@ def label(node: Node, budget: Budget | None = None) -> NodeLabel:
                 dtype=info.dtype,
                 flags=_flags(node),
             )
-        agg = _aggregates(node, budget)
+        try:
+            agg = _aggregates(node, budget)
+        except Exception:  # a broken descendant shows its own error; no totals here
+            agg = None
         dtype = None
         if agg is not None and len(agg.dtypes) == 1:
             dtype = next(iter(agg.dtypes))
@@ -201,7 +206,9 @@ def label(node: Node, budget: Budget | None = None) -> NodeLabel:
             flags=_flags(node),
         )
     except Exception as e:  # one broken node never breaks the view
-        return NodeLabel(key_text(node), type(node.obj).__name__, error=f"{type(e).__name__}: {e}")
+        return NodeLabel(
+            key_text(node), node.type_name, error=node.error or f"{type(e).__name__}: {e}"
+        )
 
 
 def _aggregates(node: Node, budget: Budget | None) -> Aggregates | None:
@@ -240,7 +247,7 @@ def signature(node: Node, limit: int = 512, budget: Budget | None = None) -> tup
         if n.is_leaf:
             info = n.info
             out.append(
-                ("L", info.shape, info.dtype) if info.shape is not None else ("L", type(n.obj))
+                ("L", info.shape, info.dtype) if info.shape is not None else ("L", leaf_text(n))
             )
             continue
         out.append((n.type_name, n.node_kind, tuple(str(c.key) for c in n.children)))

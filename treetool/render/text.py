@@ -99,7 +99,7 @@ class TreeView:
         >>> c = Console(file=io.StringIO(), width=60, color_system=None)
         >>> c.print(TreeView({"w": np.zeros((2, 3), np.float32), "b": [1, 2]}))
         >>> print(c.file.getvalue(), end="")
-        dict (2)  6 params · 24 B
+        dict[2]  6 params · 24 B
         ├── ['b']  list[2]
         │   ├── [0]  1
         │   └── [1]  2

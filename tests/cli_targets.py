@@ -1,0 +1,32 @@
+"""Objects that the CLI tests name as `cli_targets:NAME` (run with tests/ as the cwd)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def small():
+    return {
+        "params": {
+            "dense": {
+                "kernel": np.arange(6, dtype=np.float32).reshape(2, 3),
+                "bias": np.zeros(3, np.float32),
+            },
+        },
+        "step": 7,
+        "name": "tiny",
+    }
+
+
+def mlp():
+    import equinox as eqx
+    import jax
+
+    return eqx.nn.MLP(3, 2, 4, 1, key=jax.random.key(0))
+
+
+def broken():
+    raise RuntimeError("the factory failed\nwith a second line")
+
+
+TABLE = {"w": np.ones((2, 2), np.float16)}
