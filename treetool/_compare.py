@@ -1,0 +1,339 @@
+"""Comparing two leaves: shape, dtype, values (in chunks, NaN equal to NaN) and sharding.
+
+Values are streamed in chunks of about a megabyte: neither side is ever copied whole (a
+file-backed `LazyArray` is read chunk by chunk), and a chunk whose bytes are equal costs one
+vectorised comparison. Only chunks that differ pay for the statistics (max abs and rel
+difference, count, first index).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ._arrays import LazyArray, dtype_name, is_key, short_dtype
+
+__all__ = ["LeafComparer", "leaf_label", "sharding_text"]
+
+_CHUNK_BYTES = 1 << 20
+
+# leaf classes: what kind of leaf a type is, cached per type
+_OBJECT, _NUMPY, _JAX, _LAZY, _ABSTRACT = range(5)
+_class_cache: dict[type, int] = {}
+
+
+def _leaf_class(x: Any) -> int:
+    t = type(x)
+    c = _class_cache.get(t)
+    if c is None:
+        c = _classify(t, x)
+        _class_cache[t] = c
+    return c
+
+
+def _classify(t: type, x: Any) -> int:
+    if issubclass(t, (np.ndarray, np.generic)):
+        return _NUMPY
+    if issubclass(t, LazyArray):
+        return _LAZY
+    jax = sys.modules.get("jax")
+    if jax is not None and isinstance(x, jax.Array):
+        return _JAX
+    if t.__name__ == "ShapeDtypeStruct" and hasattr(x, "shape"):
+        return _ABSTRACT
+    return _OBJECT
+
+
+def leaf_label(x: Any) -> str:
+    """`f32[8,4]` for arrays; the type name otherwise."""
+    if _leaf_class(x) != _OBJECT:
+        return f"{short_dtype(x.dtype)}[{','.join(str(int(s)) for s in x.shape)}]"
+    if x is None:
+        return "None"
+    return type(x).__name__
+
+
+def sharding_text(s: Any) -> str:
+    """A short description of a jax sharding: `cpu:0`, `NamedSharding(x=4,y=2; P('x', None))`."""
+    name = type(s).__name__
+    if name == "SingleDeviceSharding":
+        d = next(iter(s.device_set))
+        return f"{d.platform}:{d.id}"
+    if name == "NamedSharding":
+        axes = ",".join(f"{k}={v}" for k, v in s.mesh.shape.items())
+        spec = ", ".join(repr(p) for p in s.spec)
+        return f"NamedSharding({axes}; P({spec}))"
+    return str(s)
+
+
+def _host(x: Any, cls: int) -> Any:
+    """An object with numpy semantics: the array itself, or a LazyArray (streamed)."""
+    if cls == _LAZY:
+        return x
+    if is_key(x) and dtype_name(x.dtype).startswith("key<"):
+        import jax
+
+        return np.asarray(jax.random.key_data(x))
+    return np.asarray(x)
+
+
+def _chunks(x: Any, size: int, step: int) -> Iterator[np.ndarray]:
+    """1-D chunks of `step` elements in C order (the last may be shorter)."""
+    if isinstance(x, LazyArray):
+        if x.fortran_order:
+            x = x.read()
+        else:
+            yield from x.iter_chunks(step)
+            return
+    if x.flags.c_contiguous:
+        flat = x.reshape(-1)
+        for i in range(0, size, step):
+            yield flat[i : i + step]
+    else:
+        for i in range(0, size, step):
+            yield x.flat[i : i + step]
+
+
+def _float_like(dtype: np.dtype) -> bool:
+    if dtype.kind == "f":
+        return True
+    return dtype.kind == "V" and dtype_name(dtype).startswith(("float", "bfloat"))
+
+
+def _vector_eq(dtype: np.dtype) -> bool:
+    """Whether `a == b` is a plain elementwise comparison for this dtype."""
+    return dtype.kind in "fiubc" or _float_like(dtype) or _int_like(dtype)
+
+
+def _int_like(dtype: np.dtype) -> bool:
+    if dtype.kind in "iu":
+        return True
+    return dtype.kind == "V" and dtype_name(dtype).startswith(("int", "uint"))
+
+
+class _ValueStats:
+    """Accumulates the differences found chunk by chunk."""
+
+    __slots__ = ("before", "after", "count", "first", "max_abs", "max_rel")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: int | None = None
+        self.before: Any = None
+        self.after: Any = None
+        self.max_abs: float | None = None
+        self.max_rel: float | None = None
+
+    def add(self, ca: np.ndarray, cb: np.ndarray, offset: int, rtol: float, atol: float) -> None:
+        dtype = ca.dtype
+        with np.errstate(all="ignore"):
+            if _float_like(dtype) or dtype.kind == "c":
+                wide = np.complex128 if dtype.kind == "c" else np.float64
+                fa, fb = ca.astype(wide), cb.astype(wide)
+                both_nan = np.isnan(fa) & np.isnan(fb)
+                diff = np.abs(fa - fb)
+                mag = np.maximum(np.abs(fa), np.abs(fb))
+                eq = (fa == fb) | both_nan
+                if rtol or atol:
+                    eq |= diff <= atol + rtol * mag
+            elif _int_like(dtype) or dtype.kind == "b":
+                fa, fb = ca.astype(np.float64), cb.astype(np.float64)
+                diff = np.abs(fa - fb)
+                mag = np.maximum(np.abs(fa), np.abs(fb))
+                eq = ca == cb
+                if rtol or atol:
+                    eq |= diff <= atol + rtol * mag
+            else:
+                eq = np.asarray(ca == cb, dtype=bool)
+                diff = mag = None
+            neq = ~eq
+            n = int(np.count_nonzero(neq))
+            if not n:
+                return
+            self.count += n
+            if self.first is None:
+                k = int(np.argmax(neq))
+                self.first = offset + k
+                self.before, self.after = _item(ca[k]), _item(cb[k])
+            if diff is None:
+                return
+            d = diff[neq]
+            ok = np.isfinite(d)
+            if not ok.any():
+                return
+            d = d[ok]
+            m = mag[neq][ok]
+            hi = float(d.max())
+            rel = float(np.max(np.where(m > 0, d / np.where(m > 0, m, 1.0), 0.0)))
+            self.max_abs = hi if self.max_abs is None else max(self.max_abs, hi)
+            self.max_rel = rel if self.max_rel is None else max(self.max_rel, rel)
+
+
+def _item(x: Any) -> Any:
+    try:
+        v = x.item()
+    except Exception:
+        return repr(x)
+    if isinstance(v, complex):
+        return repr(v)
+    if isinstance(v, bytes):
+        return v.decode("latin-1")
+    return v
+
+
+class LeafComparer:
+    """Compares pairs of leaves with fixed options; `compare` answers None or a change.
+
+    A change is `(kind, before, after, detail)`, kind one of "node_type", "shape", "dtype",
+    "value", "sharding".
+    """
+
+    __slots__ = ("atol", "rtol", "values")
+
+    def __init__(self, *, rtol: float = 0.0, atol: float = 0.0, values: bool = True) -> None:
+        if not (rtol >= 0 and atol >= 0):
+            raise ValueError(f"rtol and atol must be >= 0, got rtol={rtol!r}, atol={atol!r}")
+        self.rtol = float(rtol)
+        self.atol = float(atol)
+        self.values = values
+
+    def compare(self, a: Any, b: Any) -> tuple[str, Any, Any, dict] | None:
+        """The most significant difference between two leaves, or None."""
+        ca, cb = _leaf_class(a), _leaf_class(b)
+        if ca == _OBJECT or cb == _OBJECT:
+            return self._objects(a, b, ca, cb)
+        sa, sb = a.shape, b.shape
+        if sa != sb and tuple(sa) != tuple(sb):
+            return (
+                "shape",
+                tuple(int(s) for s in sa),
+                tuple(int(s) for s in sb),
+                {"labels": [leaf_label(a), leaf_label(b)]},
+            )
+        da, db = a.dtype, b.dtype
+        if da != db:
+            return (
+                "dtype",
+                dtype_name(da),
+                dtype_name(db),
+                {"labels": [leaf_label(a), leaf_label(b)]},
+            )
+        shard = None
+        if ca == _JAX and cb == _JAX:
+            shard = self._sharding(a, b)
+        if self.values and ca != _ABSTRACT and cb != _ABSTRACT:
+            v = self._values(a, b, ca, cb)
+            if v is not None:
+                if shard is not None:
+                    v[3]["sharding"] = [shard[1], shard[2]]
+                return v
+        return shard
+
+    def _objects(self, a: Any, b: Any, ca: int, cb: int) -> tuple[str, Any, Any, dict] | None:
+        ta, tb = type(a), type(b)
+        if ca != cb or ta is not tb:
+            from ._align import type_key
+
+            if ca == _OBJECT and cb == _OBJECT and type_key(a) == type_key(b):
+                pass
+            else:
+                return (
+                    "node_type",
+                    leaf_label(a),
+                    leaf_label(b),
+                    {"before_kind": "leaf", "after_kind": "leaf"},
+                )
+        if not self.values or _same_object_value(a, b):
+            return None
+        return ("value", _plain(a), _plain(b), {"count": 1, "size": 1, "first_index": []})
+
+    def _sharding(self, a: Any, b: Any) -> tuple[str, Any, Any, dict] | None:
+        try:
+            sa, sb = a.sharding, b.sharding
+        except Exception:  # deleted buffers, tracers
+            return None
+        if sa is sb:
+            return None
+        try:
+            if sa == sb or sa.is_equivalent_to(sb, len(a.shape)):
+                return None
+        except Exception:
+            return None
+        return ("sharding", sharding_text(sa), sharding_text(sb), {})
+
+    def _values(self, a: Any, b: Any, ca: int, cb: int) -> tuple[str, Any, Any, dict] | None:
+        xa, xb = _host(a, ca), _host(b, cb)
+        size = math.prod(xa.shape)
+        itemsize = max(xa.dtype.itemsize, 1)
+        step = max(_CHUNK_BYTES // itemsize, 1)
+        lazy = isinstance(xa, LazyArray) or isinstance(xb, LazyArray)
+        fast = _vector_eq(xa.dtype)
+        if size <= step and not lazy:
+            # one chunk: the common case of many small leaves
+            if fast and bool(np.all(xa == xb)):
+                return None
+            return self._slow(xa.reshape(-1), xb.reshape(-1), 0, None, a.shape, size)
+        st: _ValueStats | None = None
+        offset = 0
+        for pa, pb in zip(_chunks(xa, size, step), _chunks(xb, size, step)):
+            if not (fast and np.array_equal(pa, pb)):
+                st = self._accumulate(pa, pb, offset, st)
+            offset += pa.size
+        return self._result(st, a.shape, size)
+
+    def _accumulate(
+        self, pa: np.ndarray, pb: np.ndarray, offset: int, st: _ValueStats | None
+    ) -> _ValueStats:
+        if st is None:
+            st = _ValueStats()
+        st.add(pa, pb, offset, self.rtol, self.atol)
+        return st
+
+    def _slow(
+        self,
+        pa: np.ndarray,
+        pb: np.ndarray,
+        offset: int,
+        st: _ValueStats | None,
+        shape: tuple,
+        size: int,
+    ) -> tuple[str, Any, Any, dict] | None:
+        return self._result(self._accumulate(pa, pb, offset, st), shape, size)
+
+    @staticmethod
+    def _result(
+        st: _ValueStats | None, shape: tuple, size: int
+    ) -> tuple[str, Any, Any, dict] | None:
+        if st is None or st.count == 0:
+            return None
+        first = [int(i) for i in np.unravel_index(st.first, tuple(shape))] if shape else []
+        detail = {
+            "count": st.count,
+            "size": size,
+            "first_index": first,
+            "max_abs": st.max_abs,
+            "max_rel": st.max_rel,
+        }
+        return ("value", st.before, st.after, detail)
+
+
+def _same_object_value(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    try:
+        return bool(a == b)
+    except Exception:  # == that raises or is ambiguous: only identity counts
+        return False
+
+
+def _plain(x: Any) -> Any:
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    r = repr(x)
+    return r if len(r) <= 80 else r[:79] + "…"

@@ -1,0 +1,477 @@
+"""Structural and value diff of two pytrees, aligned by path, and explanations of mismatches.
+
+`diff(a, b)` walks both trees at once, one level at a time with jax's rules (`_model.children`),
+and reports every difference, one `Change` per path, the most significant kind first: added,
+removed, node_type, static, shape, dtype, value, sharding. A subtree that exists on one side
+only is one change at its topmost path. Sequences whose lengths differ are aligned like difflib
+(`_align`), so a layer inserted in the middle is one `added`.
+
+When jax is imported and both trees have the same treedef (the common case of comparing a
+model with its updated self), the structure is settled by two C++ flattens and only the leaves
+are compared.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._align import align, signature, type_key
+from ._compare import LeafComparer, leaf_label
+from ._explain import explain, explain_mismatch
+from ._model import CUSTOM, LEAF, LIST, TUPLE, IsLeaf, aggregate, children, no_gc, node_data
+from ._paths import GetAttrKey, Key, Path
+
+__all__ = ["KINDS", "Change", "TreeDiff", "diff", "explain", "explain_mismatch"]
+
+#: kinds of change, most significant first
+KINDS = ("added", "removed", "node_type", "static", "shape", "dtype", "value", "sharding")
+
+_SEQUENCES = (LIST, TUPLE)
+_MOVE_CHECKS = 1000
+
+
+@dataclass(frozen=True)
+class Change:
+    """One difference between two trees, at one path.
+
+    `path` is the keystr path (in `b`; for a `removed` change, in `a`). `before`/`after` are
+    what each side has, by kind: labels (`f32[3]`, `Linear`) for added/removed/node_type,
+    `{field: value}` for static, shape tuples, dtype names, the first differing elements for
+    value, sharding descriptions for sharding. `detail` is a dict of facts (JSON-friendly).
+
+    Example:
+        >>> import numpy as np, treetool as tt
+        >>> tt.diff({"w": np.zeros(3)}, {"w": np.zeros(4)}).changes[0]
+        Change(path="['w']", kind='shape', before=(3,), after=(4,), detail={...})
+    """
+
+    path: str
+    kind: str
+    before: Any
+    after: Any
+    detail: dict[str, Any] = field(default_factory=dict)
+    #: the path as key entries (used by renderers to group changes under their parents)
+    keys: tuple[Key, ...] = field(default=(), repr=False, compare=False, kw_only=True)
+
+    @property
+    def sign(self) -> str:
+        """`+` added, `-` removed, `~` changed."""
+        return "+" if self.kind == "added" else "-" if self.kind == "removed" else "~"
+
+    @property
+    def summary(self) -> str:
+        """What changed, in words: `f32[8,8] → f32[16,8]`, `3 of 64 elements differ …`."""
+        from .render.diff import change_text
+
+        return change_text(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-friendly dict: path, kind, before, after, detail."""
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "before": _jsonable(self.before),
+            "after": _jsonable(self.after),
+            "detail": _jsonable(self.detail),
+        }
+
+
+class TreeDiff:
+    """Every difference between two trees; true when there is any.
+
+    Rich-renderable (code-review style), and `to_dict()` gives JSON. Holds references to the
+    two trees (no copies) so that renderers can show what is unchanged around a change.
+
+    Example:
+        >>> import treetool as tt
+        >>> d = tt.diff({"a": 1.0, "b": [1, 2]}, {"a": 2.0, "b": [1, 2, 3]})
+        >>> bool(d), [(c.path, c.kind) for c in d.changes]
+        (True, [("['a']", 'value'), ("['b'][2]", 'added')])
+        >>> d.counts
+        {'added': 1, 'removed': 0, 'changed': 1}
+    """
+
+    def __init__(
+        self,
+        changes: list[Change],
+        a: Any = None,
+        b: Any = None,
+        *,
+        is_leaf: IsLeaf = None,
+        rtol: float = 0.0,
+        atol: float = 0.0,
+        values: bool = True,
+    ) -> None:
+        self.changes = changes
+        self.a = a
+        self.b = b
+        self.is_leaf = is_leaf
+        self.rtol = rtol
+        self.atol = atol
+        self.values = values
+
+    def __bool__(self) -> bool:
+        return bool(self.changes)
+
+    def __len__(self) -> int:
+        return len(self.changes)
+
+    def __iter__(self) -> Iterator[Change]:
+        return iter(self.changes)
+
+    def __getitem__(self, path: str | Path) -> Change:
+        """The change at `path` (keystr text or a Path); KeyError if that path did not change."""
+        text = str(Path.parse(path)) if not isinstance(path, Path) else str(path)
+        for c in self.changes:
+            if c.path == text:
+                return c
+        raise KeyError(text)
+
+    @property
+    def by_kind(self) -> dict[str, int]:
+        """How many changes of each kind, in significance order (kinds with none omitted)."""
+        n = Counter(c.kind for c in self.changes)
+        return {k: n[k] for k in KINDS if n[k]}
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """`{'added': n, 'removed': n, 'changed': n}`."""
+        n = Counter(c.sign for c in self.changes)
+        return {"added": n["+"], "removed": n["-"], "changed": n["~"]}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly: `{"equal", "counts", "kinds", "options", "changes": [...]}`."""
+        return {
+            "equal": not self.changes,
+            "counts": self.counts,
+            "kinds": self.by_kind,
+            "options": {"rtol": self.rtol, "atol": self.atol, "values": self.values},
+            "changes": [c.to_dict() for c in self.changes],
+        }
+
+    def __repr__(self) -> str:
+        if not self.changes:
+            return "TreeDiff(equal)"
+        kinds = ", ".join(f"{n} {k}" for k, n in self.by_kind.items())
+        return f"TreeDiff({len(self.changes)} changes: {kinds})"
+
+    def __str__(self) -> str:
+        from .render.diff import diff_text
+
+        return diff_text(self)
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from .render.diff import DiffView
+
+        yield DiffView(self)
+
+
+def diff(
+    a: Any,
+    b: Any,
+    *,
+    rtol: float = 0.0,
+    atol: float = 0.0,
+    is_leaf: IsLeaf = None,
+    values: bool = True,
+) -> TreeDiff:
+    """Every difference between two pytrees, aligned by path.
+
+    Args:
+        a, b: any two pytrees (models, optimizer states, loaded checkpoints); their structures
+            may differ.
+        rtol, atol: values are equal when `|a - b| <= atol + rtol * max(|a|, |b|)`; NaN equals
+            NaN at the same place.
+        is_leaf: treat the nodes it returns True for as leaves, on both sides.
+        values: False compares only structure, shapes and dtypes (no array data is read).
+
+    Returns:
+        A `TreeDiff`: true when anything differs; `.changes` lists one `Change` per path.
+
+    Example:
+        >>> import numpy as np, treetool as tt
+        >>> a = {"w": np.ones((2, 3), np.float32), "b": np.zeros(3, np.float32)}
+        >>> b = {"w": np.ones((2, 3), np.float32), "b": np.zeros(3, np.float16), "c": 1}
+        >>> for c in tt.diff(a, b):
+        ...     print(c.sign, c.path, c.kind, c.summary)
+        ~ ['b'] dtype f32[3] → f16[3]
+        + ['c'] added int
+    """
+    cmp = LeafComparer(rtol=rtol, atol=atol, values=values)
+    with no_gc():
+        changes = _same_treedef_changes(a, b, is_leaf, cmp)
+        if changes is None:
+            walker = _Walker(is_leaf, cmp)
+            walker.run(a, b)
+            walker.detect_moves()
+            changes = walker.changes
+    return TreeDiff(changes, a, b, is_leaf=is_leaf, rtol=rtol, atol=atol, values=values)
+
+
+def _same_treedef_changes(a: Any, b: Any, is_leaf: IsLeaf, cmp: LeafComparer) -> list | None:
+    """The changes when both trees have the same jax treedef (leaves only); None otherwise."""
+    jax = sys.modules.get("jax")
+    if jax is None or a is b:
+        return None if jax is None else []
+    tu = jax.tree_util
+    try:
+        la, ta = tu.tree_flatten(a, is_leaf)
+        lb, tb = tu.tree_flatten(b, is_leaf)
+        if not bool(ta == tb):
+            return None
+    except Exception:  # an unhashable or ambiguous aux data: the walk decides
+        return None
+    found = []
+    compare = cmp.compare
+    for i, x in enumerate(la):
+        y = lb[i]
+        if x is not y:
+            r = compare(x, y)
+            if r is not None:
+                found.append((i, r))
+    if not found:
+        return []
+    paths = tu.tree_flatten_with_path(b, is_leaf)[0]
+    out = []
+    for i, r in found:
+        p = Path.from_jax(paths[i][0])
+        out.append(Change(str(p), *r, keys=p.keys))
+    return out
+
+
+class _Walker:
+    """The iterative walk over two trees; collects changes in tree order."""
+
+    def __init__(self, is_leaf: IsLeaf, cmp: LeafComparer) -> None:
+        self.is_leaf = is_leaf
+        self.cmp = cmp
+        self.changes: list[Change] = []
+        self.added: list[tuple[Change, Any]] = []
+        self.removed: list[tuple[Change, Any]] = []
+
+    def emit(self, ka: tuple, kb: tuple, kind: str, before: Any, after: Any, detail: dict) -> None:
+        keys = ka if kind == "removed" else kb
+        path = str(Path._make(keys))
+        if kind not in ("added", "removed") and ka != kb:
+            detail["path_before"] = str(Path._make(ka))
+        self.changes.append(Change(path, kind, before, after, detail, keys=keys))
+
+    def run(self, a: Any, b: Any) -> None:
+        is_leaf, compare = self.is_leaf, self.cmp.compare
+        # items: (a, b, a's keys, b's keys, None) for a pair to compare, or
+        # (obj, kind, a's keys, b's keys, lengths) for a subtree that one side only has
+        stack: list[tuple[Any, Any, tuple, tuple, Any]] = [(a, b, (), (), None)]
+        pop, push = stack.pop, stack.append
+        while stack:
+            a, b, ka, kb, one_side = pop()
+            if one_side is not None:
+                self._one_side(ka, kb, b, a, one_side[0])
+                continue
+            if a is b:
+                continue
+            kind_a, kids_a = children(a, is_leaf)
+            kind_b, kids_b = children(b, is_leaf)
+            if kind_a == LEAF and kind_b == LEAF:
+                r = compare(a, b)
+                if r is not None:
+                    self.emit(ka, kb, *r)
+                continue
+            if kind_a == LEAF or kind_b == LEAF or type_key(a) != type_key(b):
+                self.emit(ka, kb, "node_type", _node_label(a, kind_a, kids_a),
+                          _node_label(b, kind_b, kids_b),
+                          {"before_kind": kind_a, "after_kind": kind_b,
+                           "before_type": type_key(a), "after_type": type_key(b),
+                           "before_desc": _describe(a, kind_a, kids_a),
+                           "after_desc": _describe(b, kind_b, kids_b)})  # fmt: skip
+                if kind_a == LEAF or kind_b == LEAF or not _share_keys(kids_a, kids_b):
+                    continue
+            elif kind_a == CUSTOM:
+                st = _static_change(a, b, kids_a)
+                if st is not None:
+                    self.emit(ka, kb, *st)
+            if kind_a in _SEQUENCES and kind_b in _SEQUENCES:
+                pairs = align([c for _, c in kids_a], [c for _, c in kids_b], is_leaf)
+                lengths = ([len(kids_a), len(kids_b)],)
+            else:
+                pairs = _pair_keys(kids_a, kids_b)
+                lengths = (None,)
+            for i, j in reversed(pairs):
+                if i is None:
+                    k, c = kids_b[j]
+                    push((c, "added", ka, (*kb, k), lengths))
+                elif j is None:
+                    k, c = kids_a[i]
+                    push((c, "removed", (*ka, k), kb, lengths))
+                else:
+                    push(
+                        (kids_a[i][1], kids_b[j][1], (*ka, kids_a[i][0]), (*kb, kids_b[j][0]), None)
+                    )
+
+    def _one_side(self, ka: tuple, kb: tuple, kind: str, obj: Any, lengths: list | None) -> None:
+        agg = aggregate(obj, self.is_leaf)
+        kind_o, kids = children(obj, self.is_leaf)
+        detail: dict[str, Any] = {
+            "node_kind": kind_o,
+            "leaves": agg.leaves,
+            "params": agg.params,
+            "bytes": agg.nbytes,
+        }
+        if lengths is not None:
+            detail["lengths"] = lengths
+        lbl = _node_label(obj, kind_o, kids)
+        before, after = (None, lbl) if kind == "added" else (lbl, None)
+        self.emit(ka, kb, kind, before, after, detail)
+        (self.added if kind == "added" else self.removed).append((self.changes[-1], obj))
+
+    def detect_moves(self) -> None:
+        """Mark removed+added pairs that hold identical subtrees as moved (a renamed key)."""
+        if not self.added or not self.removed:
+            return
+        pool: dict[tuple, list[tuple[Change, Any]]] = {}
+        for ch, obj in self.added:
+            pool.setdefault(signature(obj, self.is_leaf), []).append((ch, obj))
+        budget = _MOVE_CHECKS
+        for ch, obj in self.removed:
+            cands = pool.get(signature(obj, self.is_leaf))
+            if not cands:
+                continue
+            for n, (ch2, obj2) in enumerate(cands):
+                budget -= 1
+                if budget < 0:
+                    return
+                if self._same(obj, obj2):
+                    ch.detail["moved_to"] = ch2.path
+                    ch2.detail["moved_from"] = ch.path
+                    del cands[n]
+                    break
+
+    def _same(self, a: Any, b: Any) -> bool:
+        w = _Walker(self.is_leaf, self.cmp)
+        w.run(a, b)
+        return not w.changes
+
+
+def _pair_keys(kids_a: list, kids_b: list) -> list[tuple[int | None, int | None]]:
+    """Pair children by key, in a merged order: a's keys, with b's extra keys interleaved."""
+    pos_a = {k: i for i, (k, _) in enumerate(kids_a)}
+    pos_b = {k: j for j, (k, _) in enumerate(kids_b)}
+    pairs: list[tuple[int | None, int | None]] = []
+    nxt = 0
+    for i, (k, _) in enumerate(kids_a):
+        j = pos_b.get(k)
+        if j is None:
+            pairs.append((i, None))
+            continue
+        while nxt < j:
+            if kids_b[nxt][0] not in pos_a:
+                pairs.append((None, nxt))
+            nxt += 1
+        pairs.append((i, j))
+        nxt = max(nxt, j + 1)
+    pairs.extend((None, j) for j in range(nxt, len(kids_b)) if kids_b[j][0] not in pos_a)
+    return pairs
+
+
+def _share_keys(kids_a: list, kids_b: list) -> bool:
+    keys = {str(k) for k, _ in kids_a}
+    return any(str(k) in keys for k, _ in kids_b)
+
+
+def _node_label(obj: Any, kind: str, kids: list) -> str:
+    """`f32[3]` for a leaf, `list[3]`, `dict (2)`, `Linear`, `None` for nodes."""
+    if kind == LEAF:
+        return leaf_label(obj)
+    if kind == "none":
+        return "None"
+    name = getattr(obj, "class_name", None) if type(obj).__name__ == "Opaque" else None
+    name = name or type(obj).__name__
+    if kind in _SEQUENCES:
+        return f"{name}[{len(kids)}]"
+    if kind == "dict":
+        return f"{name} ({len(kids)})"
+    return name
+
+
+def _describe(obj: Any, kind: str, kids: list) -> str:
+    """What a side has at a path, as `explain_mismatch` words it."""
+    if kind == LEAF:
+        return f"a leaf {leaf_label(obj)}"
+    if kind == "none":
+        return "None (a node with no children)"
+    label = _node_label(obj, kind, [])
+    if kind == "dict":
+        keys = [k.key for k, _ in kids]
+        return f"a {label.split(' ')[0]} with keys {keys!r}"
+    if kind in _SEQUENCES:
+        return f"a {type(obj).__name__} of {len(kids)} children"
+    return f"a {label} node with {len(kids)} children"
+
+
+def _static_names(obj: Any, kids: list) -> list[str]:
+    child_names = {k.name for k, _ in kids if isinstance(k, GetAttrKey)}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        names = [f.name for f in dataclasses.fields(obj)]
+    elif type(obj).__name__ == "Opaque":
+        names = [n for n in getattr(obj, "fields", {}) if isinstance(n, str)]
+    else:
+        names = []
+    return [n for n in names if n not in child_names]
+
+
+def _static_change(a: Any, b: Any, kids_a: list) -> tuple[str, Any, Any, dict] | None:
+    """`("static", {field: a's}, {field: b's}, {"fields": [...]})` when aux data differ."""
+    if type(a) is not type(b):
+        return None  # an Opaque against a live object: their aux data are not comparable
+    da, db = node_data(a), node_data(b)
+    if da is None or db is None or _equal(da[1], db[1]):
+        return None
+    before, after = {}, {}
+    for n in _static_names(a, kids_a):
+        va, vb = getattr(a, n, None), getattr(b, n, None)
+        if not _equal(va, vb):
+            before[n], after[n] = va, vb
+    if not before:
+        return "static", repr(da[1]), repr(db[1]), {"fields": []}
+    return "static", before, after, {"fields": list(before)}
+
+
+def _equal(x: Any, y: Any) -> bool:
+    if x is y:
+        return True
+    try:
+        return bool(x == y)
+    except Exception:  # arrays as static data, or == that raises
+        pass
+    try:
+        import numpy as np
+
+        return bool(np.array_equal(np.asarray(x), np.asarray(y)))
+    except Exception:
+        return False
+
+
+def _jsonable(x: Any) -> Any:
+    if x is None or isinstance(x, (bool, int, str)):
+        return x
+    if isinstance(x, float):
+        return x if math.isfinite(x) else str(x)
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, Key):
+        return str(x)
+    item = getattr(x, "item", None)
+    if callable(item) and getattr(x, "shape", None) == ():
+        try:
+            return _jsonable(item())
+        except Exception:
+            pass
+    r = repr(x)
+    return r if len(r) <= 200 else r[:199] + "…"
