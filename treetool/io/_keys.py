@@ -1,0 +1,88 @@
+"""Flat files (npz, safetensors) store leaves under key-path strings; rebuild nested trees.
+
+`tt.save` writes each leaf under `str(path)` (`['params']['dense']['kernel']`, `['layers'][0]`).
+When every name in a file is such a path made of dict keys and list indices, loading rebuilds
+the nested dicts and lists; otherwise (names from other tools, `layers.0.weight`) the tree is a
+flat dict of names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._errors import PathError
+from .._paths import DictKey, Path, SequenceKey
+
+__all__ = ["tree_from_keystrs"]
+
+
+class _Flat(Exception):
+    pass
+
+
+_LIST = object()  # marks a dict that stands for a list while building
+
+
+def _parse(name: str) -> Path | None:
+    if not name.startswith("["):
+        return None
+    try:
+        path = Path.parse(name)
+    except PathError:
+        return None
+    if str(path) != name or not all(type(k) in (DictKey, SequenceKey) for k in path):
+        return None
+    return path
+
+
+def tree_from_keystrs(flat: dict[str, Any]) -> Any:
+    """Nested dicts/lists from `{keystr: leaf}`, or the flat dict if the names are not paths.
+
+    Example:
+        >>> tree_from_keystrs({"['a'][0]": 1, "['a'][1]": 2, "['b']": 3})
+        {'a': [1, 2], 'b': 3}
+        >>> tree_from_keystrs({"layers.0.w": 1})
+        {'layers.0.w': 1}
+    """
+    if not flat:
+        return {}
+    paths = []
+    for name in flat:
+        p = _parse(name)
+        if p is None or len(p) == 0:
+            return dict(flat)
+        paths.append(p)
+    root: dict = {}
+    try:
+        for p, leaf in zip(paths, flat.values()):
+            node: Any = root
+            for k, nxt in zip(p[:-1], p[1:]):
+                key = k.key if type(k) is DictKey else k.idx
+                child = node.get(key) if isinstance(node, dict) else None
+                if child is None:
+                    child = {} if type(nxt) is DictKey else {_LIST: True}
+                    node[key] = child
+                elif not isinstance(child, dict) or (_LIST in child) != (type(nxt) is SequenceKey):
+                    raise _Flat
+                node = child
+            last = p[-1]
+            key = last.key if type(last) is DictKey else last.idx
+            if key in node or (_LIST in node) != (type(last) is SequenceKey):
+                raise _Flat
+            node[key] = leaf
+        if _LIST in root:
+            raise _Flat
+        return _lists(root)
+    except (_Flat, TypeError):
+        return dict(flat)
+
+
+def _lists(node: Any) -> Any:
+    if not isinstance(node, dict):
+        return node
+    if _LIST in node:
+        idx = sorted(k for k in node if k is not _LIST)
+        if idx != list(range(len(idx))):
+            raise _Flat
+        return [_lists(node[i]) for i in idx]
+    return {k: _lists(v) for k, v in node.items()}

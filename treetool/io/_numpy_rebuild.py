@@ -1,0 +1,184 @@
+"""The allow-listed reconstructors of pickled numpy and jax arrays, imitated by treetool.
+
+The unpickler never looks these up by name and calls them: it recognises the names and runs
+the functions below, which only ever build dtypes, numpy arrays or `LazyArray` leaves from
+plain data.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .._arrays import LazyArray
+from .._errors import LoadError
+
+__all__ = ["PendingArray", "PendingDtype", "array_from_state", "dtype_of", "make_dtype"]
+
+_ML_DTYPES = frozenset(
+    {
+        "bfloat16",
+        "float8_e4m3fn",
+        "float8_e4m3fnuz",
+        "float8_e4m3b11fnuz",
+        "float8_e5m2",
+        "float8_e5m2fnuz",
+        "float8_e3m4",
+        "float8_e4m3",
+        "float8_e8m0fnu",
+        "float4_e2m1fn",
+        "float6_e2m3fn",
+        "float6_e3m2fn",
+        "int2",
+        "int4",
+        "uint2",
+        "uint4",
+    }
+)
+
+
+class MlDtypeType:
+    """The `ml_dtypes.<name>` scalar type named by a file (only names ml_dtypes defines)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class PendingDtype:
+    """A dtype built by `numpy.dtype(...)`, waiting for its BUILD state (byte order)."""
+
+    __slots__ = ("dtype",)
+
+    def __init__(self, dtype: np.dtype) -> None:
+        self.dtype = dtype
+
+    def build(self, state: Any) -> np.dtype:
+        if isinstance(state, tuple) and len(state) >= 2 and state[1] in ("<", ">", "|", "="):
+            if state[1] in ("<", ">") and self.dtype.byteorder not in ("|",):
+                return self.dtype.newbyteorder(state[1])
+            return self.dtype
+        raise LoadError(f"unsupported dtype state {_short(state)}")
+
+
+class PendingArray:
+    """An ndarray made by `numpy.core.multiarray._reconstruct`, waiting for its BUILD state."""
+
+    __slots__ = ()
+
+
+def _short(x: Any) -> str:
+    r = repr(x)
+    return r if len(r) < 80 else r[:77] + "..."
+
+
+def make_dtype(args: Any) -> PendingDtype:
+    """`numpy.dtype(obj, align, copy)` for a type-string or an ml_dtypes type."""
+    if not isinstance(args, tuple) or not args:
+        raise LoadError(f"bad numpy.dtype arguments {_short(args)}")
+    spec = args[0]
+    if isinstance(spec, MlDtypeType):
+        import ml_dtypes
+
+        return PendingDtype(np.dtype(getattr(ml_dtypes, spec.name)))
+    if isinstance(spec, str) and len(spec) <= 16 and spec.isascii():
+        try:
+            dt = np.dtype(spec)
+        except TypeError:
+            raise LoadError(f"unknown dtype {spec!r}") from None
+        if dt.fields is not None or dt.subdtype is not None:
+            raise LoadError(f"structured dtype {spec!r} is not supported")
+        return PendingDtype(dt)
+    raise LoadError(f"unsupported numpy.dtype argument {_short(spec)}")
+
+
+def dtype_of(x: Any) -> np.dtype:
+    """The np.dtype of a dtype argument found in a file."""
+    if isinstance(x, np.dtype):
+        return x
+    if isinstance(x, PendingDtype):
+        return x.dtype
+    raise LoadError(f"expected a dtype, found {_short(x)}")
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    if type(x) is not tuple or len(x) > 64:
+        raise LoadError(f"bad array shape {_short(x)}")
+    for d in x:
+        if type(d) is not int or d < 0:
+            raise LoadError(f"bad array shape {_short(x)}")
+    return x
+
+
+def array_from_data(
+    shape: tuple[int, ...], dtype: np.dtype, data: Any, fortran: bool, lazy: bool
+) -> Any:
+    """An array from raw data: bytes/bytearray (in memory) or a LazyArray of raw bytes."""
+    shape = _shape(shape)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if dtype.kind == "O":
+        if not isinstance(data, list) or len(data) != math.prod(shape):
+            raise LoadError("object array data does not match its shape")
+        arr = np.empty(len(data), dtype=object)
+        arr[:] = data if data else arr[:0]
+        return arr.reshape(shape, order="F" if fortran else "C")
+    if isinstance(data, LazyArray):
+        if data.nbytes != nbytes:
+            raise LoadError(
+                f"array payload of {data.nbytes} bytes does not match {dtype.name}{list(shape)} "
+                f"({nbytes} bytes)"
+            )
+        out = LazyArray(shape, dtype, data.file, data.offset, fortran_order=fortran)
+        return out if lazy else out.read().copy()
+    if isinstance(data, str):  # protocol 0-2 pickles of numpy < 1.x store latin-1 text
+        data = data.encode("latin1")
+    if not isinstance(data, bytes | bytearray):
+        raise LoadError(f"bad array data {_short(data)}")
+    if len(data) != nbytes:
+        raise LoadError(
+            f"array payload of {len(data)} bytes does not match {dtype.name}{list(shape)} "
+            f"({nbytes} bytes)"
+        )
+    arr = np.frombuffer(data, dtype=dtype).copy()
+    return arr.reshape(shape, order="F" if fortran else "C")
+
+
+def array_from_state(state: Any, lazy: bool) -> Any:
+    """`ndarray.__setstate__((version, shape, dtype, is_fortran, rawdata))`, imitated."""
+    if not isinstance(state, tuple) or len(state) not in (4, 5):
+        raise LoadError(f"bad ndarray state {_short(state)}")
+    if len(state) == 5:
+        state = state[1:]
+    shape, dtype, fortran, data = state
+    return array_from_data(shape, dtype_of(dtype), data, bool(fortran), lazy)
+
+
+def frombuffer(args: Any, lazy: bool) -> Any:
+    """`numpy.core.numeric._frombuffer(buf, dtype, shape, order)`, imitated (protocol 5)."""
+    if not isinstance(args, tuple) or len(args) != 4:
+        raise LoadError(f"bad _frombuffer arguments {_short(args)}")
+    buf, dtype, shape, order = args
+    return array_from_data(shape, dtype_of(dtype), buf, order == "F", lazy)
+
+
+def scalar(args: Any) -> Any:
+    """`numpy.core.multiarray.scalar(dtype, bytes)`, imitated."""
+    if not isinstance(args, tuple) or len(args) not in (1, 2):
+        raise LoadError(f"bad numpy scalar arguments {_short(args)}")
+    dt = dtype_of(args[0])
+    if dt.kind == "O":
+        raise LoadError("numpy object scalars are not supported")
+    data = args[1] if len(args) == 2 else b"\0" * dt.itemsize
+    if isinstance(data, str):
+        data = data.encode("latin1")
+    if not isinstance(data, bytes | bytearray) or len(data) != dt.itemsize:
+        raise LoadError(f"bad numpy scalar data for {dt.name}")
+    return np.frombuffer(bytes(data), dtype=dt)[0]
+
+
+def is_ml_dtype(name: str) -> bool:
+    """Whether `ml_dtypes.<name>` is a dtype type the unpickler may name."""
+    return name in _ML_DTYPES

@@ -1,0 +1,106 @@
+"""`tt.save`: write a pytree of arrays as safetensors, npz or pickle."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from typing import Any
+
+import numpy as np
+
+from .._arrays import LazyArray, is_array
+from .._errors import LoadError
+from ._opaque import GlobalRef, Opaque
+
+__all__ = ["save"]
+
+_EXT = {".safetensors": "safetensors", ".npz": "npz", ".pkl": "pickle", ".pickle": "pickle"}
+
+
+def _format_of(path: str, format: str | None) -> str:
+    if format is not None:
+        if format not in ("safetensors", "npz", "pickle"):
+            raise LoadError(
+                f"{path}: cannot save as {format!r}; use 'safetensors', 'npz' or 'pickle'"
+            )
+        return format
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in _EXT:
+        raise LoadError(
+            f"{path}: cannot tell the format from the extension {ext or '(none)'!r}; "
+            "pass format='safetensors', 'npz' or 'pickle'"
+        )
+    return _EXT[ext]
+
+
+def _flat(tree: Any, path: str, arrays_only: bool) -> dict[str, Any]:
+    from .._views import iter_leaves_with_paths
+
+    out: dict[str, Any] = {}
+    for p, leaf in iter_leaves_with_paths(tree):
+        if isinstance(leaf, Opaque | GlobalRef):
+            _refuse(path, str(p), leaf)
+        if arrays_only and not (is_array(leaf) or isinstance(leaf, bool | int | float | complex)):
+            raise LoadError(
+                f"{path}: {p} is a {type(leaf).__name__}; only arrays and numbers can be saved here"
+            )
+        out[str(p)] = leaf
+    return out
+
+
+def _refuse(path: str, where: str, obj: Any) -> None:
+    raise LoadError(
+        f"{path}: cannot save {where or 'the tree'}: it is an opaque {obj.class_path} object that was "
+        "loaded without running its code; replace it (tt.tree_at) or load the source with trust=True"
+    )
+
+
+def _materialize(tree: Any, path: str) -> Any:
+    """The tree with LazyArray leaves read; refuses Opaque nodes."""
+    from .._model import children
+
+    def conv(x: Any, where: str) -> Any:
+        if isinstance(x, Opaque | GlobalRef):
+            _refuse(path, where, x)
+        if isinstance(x, LazyArray):
+            return np.asarray(x)
+        kind, kids = children(x)
+        if kind == "dict":
+            return (
+                type(x)({k.key: conv(c, where + str(k)) for k, c in kids})
+                if type(x) is dict
+                else _rebuild(x, kids, where, conv)
+            )
+        if kind in ("list", "tuple"):
+            return type(x)(conv(c, where + str(k)) for k, c in kids)
+        if kind in ("leaf", "none"):
+            return x
+        return _rebuild(x, kids, where, conv)
+
+    return conv(tree, "")
+
+
+def _rebuild(x: Any, kids: list, where: str, conv: Any) -> Any:
+    import jax
+
+    leaves, treedef = jax.tree_util.tree_flatten(x, is_leaf=lambda y: y is not x)
+    return jax.tree_util.tree_unflatten(treedef, [conv(c, where + str(k)) for (k, c) in kids])
+
+
+def save(tree: Any, path: str, format: str | None = None) -> None:
+    """Write `tree` to `path`; see `treetool.io.save`."""
+    fmt = _format_of(path, format)
+    if fmt == "pickle":
+        data = _materialize(tree, path)
+        with open(path, "wb") as fh:
+            pickle.dump(data, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        return
+    flat = _flat(tree, path, arrays_only=True)
+    if fmt == "safetensors":
+        from .safetensors import write
+
+        write(flat, path)
+        return
+    arrays = {k: np.asarray(v) for k, v in flat.items()}
+    with open(path, "wb") as fh:
+        np.savez(fh, **arrays)

@@ -1,0 +1,84 @@
+"""equinox `tree_serialise_leaves` files: one `.npy` record per array or scalar leaf, in order.
+
+Without `like=`, the tree is the list of records (`[0]`, `[1]`, … as `LazyArray` leaves). With
+`like=` (a skeleton such as the freshly built model, as `eqx.tree_deserialise_leaves` takes),
+the records fill the skeleton's array and scalar leaves in jax order, and the shapes and dtypes
+are checked against the skeleton's.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from .._arrays import is_array
+from .._errors import LoadError
+from .npz import read_npy_at
+
+__all__ = ["read", "read_records"]
+
+
+def read_records(path: str, lazy: bool = True, limit: int | None = None) -> list[Any]:
+    """All `.npy` records of the file, in order (headers only when lazy)."""
+    size = os.path.getsize(path)
+    out: list[Any] = []
+    pos = 0
+    while pos < size:
+        arr, pos = read_npy_at(path, pos, lazy)
+        out.append(arr)
+        if limit is not None and len(out) >= limit:
+            break
+    return out
+
+
+def _fill(path: str, like: Any, records: list[Any]) -> Any:
+    import jax
+
+    leaves, treedef = jax.tree_util.tree_flatten(like)
+    out = []
+    i = 0
+    for n, leaf in enumerate(leaves):
+        is_scalar = isinstance(leaf, bool | int | float | complex) and not isinstance(
+            leaf, np.generic
+        )
+        if not (is_array(leaf) or is_scalar):
+            out.append(leaf)
+            continue
+        if i >= len(records):
+            raise LoadError(
+                f"{path}: the file has {len(records)} leaves, `like` needs more (leaf {n})"
+            )
+        rec = records[i]
+        i += 1
+        if is_scalar:
+            out.append(type(leaf)(np.asarray(rec).item()))
+            continue
+        shape = tuple(getattr(leaf, "shape", ()))
+        if tuple(rec.shape) != shape:
+            raise LoadError(
+                f"{path}: record {i - 1} has shape {tuple(rec.shape)}, `like` leaf {n} has {shape}"
+            )
+        out.append(rec)
+    if i != len(records):
+        raise LoadError(f"{path}: the file has {len(records)} leaves, `like` used {i}")
+    return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def read(
+    path: str,
+    *,
+    trust: bool = False,
+    lazy: bool = True,
+    like: Any = None,
+    partial: bool = False,
+    format: str = "equinox",
+) -> Any:
+    """`treetool.io.read` for equinox leaf files."""
+    from . import Loaded
+
+    records = read_records(path, lazy)
+    if like is None:
+        return Loaded(records, format)
+    return Loaded(_fill(path, like, records), format)

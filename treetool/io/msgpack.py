@@ -1,0 +1,324 @@
+"""flax msgpack files (`flax.serialization.to_bytes`), read without flax and without the payloads.
+
+treetool walks the msgpack bytes itself: maps, arrays and scalars become dicts, lists and
+Python values; flax's array extension (ext type 1: `(shape, dtype name, raw bytes)`) becomes
+a `LazyArray` pointing at the raw bytes in the file. Arrays that flax split into chunks
+(`__msgpack_chunked_array__`, over 1 GiB) become one `LazyArray` that streams the chunks.
+"""
+
+from __future__ import annotations
+
+import math
+import mmap
+import os
+import struct
+from typing import IO, Any
+
+import numpy as np
+
+from .._arrays import LazyArray
+from .._errors import LoadError
+
+__all__ = ["looks_like_flax_msgpack", "read"]
+
+MAX_DEPTH = 1000
+_EXT_NDARRAY, _EXT_COMPLEX, _EXT_SCALAR = 1, 2, 3
+
+
+def looks_like_flax_msgpack(head: bytes) -> bool:
+    """A msgpack map whose first key is a string (flax state dicts are maps of str keys)."""
+    if not head:
+        return False
+    b = head[0]
+    if b == 0x80:
+        return len(head) == 1
+    if 0x81 <= b <= 0x8F:
+        key = head[1:2]
+    elif b == 0xDE:
+        key = head[3:4]
+    elif b == 0xDF:
+        key = head[5:6]
+    else:
+        return False
+    return bool(key) and (0xA0 <= key[0] <= 0xBF or key[0] in (0xD9, 0xDA, 0xDB))
+
+
+class _Reader:
+    def __init__(self, data: Any, path: str, lazy: bool, end: int) -> None:
+        self.data = data
+        self.path = path
+        self.lazy = lazy
+        self.end = end
+
+    def fail(self, msg: str, at: int) -> LoadError:
+        return LoadError(f"{self.path}: {msg} (at byte {at})")
+
+    def need(self, pos: int, n: int, what: str) -> None:
+        if n < 0 or pos + n > self.end:
+            raise self.fail(
+                f"truncated msgpack: {what} needs {n} bytes, {max(self.end - pos, 0)} left", pos
+            )
+
+    def _int(self, pos: int, fmt: str, n: int, what: str) -> int:
+        self.need(pos, n, what)
+        return struct.unpack_from(fmt, self.data, pos)[0]
+
+    def scalar(self, pos: int) -> tuple[str, Any, int]:
+        """Decode one item header at pos: ('value', v, next) or ('map'|'array', n, next)."""
+        d = self.data
+        self.need(pos, 1, "item")
+        b = d[pos]
+        pos += 1
+        if b <= 0x7F:
+            return "value", b, pos
+        if b >= 0xE0:
+            return "value", b - 0x100, pos
+        if 0x80 <= b <= 0x8F:
+            return "map", b & 0x0F, pos
+        if 0x90 <= b <= 0x9F:
+            return "array", b & 0x0F, pos
+        if 0xA0 <= b <= 0xBF:
+            n = b & 0x1F
+            return "value", self.text(pos, n), pos + n
+        if b == 0xC0:
+            return "value", None, pos
+        if b == 0xC2:
+            return "value", False, pos
+        if b == 0xC3:
+            return "value", True, pos
+        if b in (0xC4, 0xC5, 0xC6):
+            w = {0xC4: 1, 0xC5: 2, 0xC6: 4}[b]
+            n = self._int(pos, {1: ">B", 2: ">H", 4: ">I"}[w], w, "bin")
+            pos += w
+            self.need(pos, n, "bin")
+            return "bin", (pos, n), pos + n
+        if b in (0xC7, 0xC8, 0xC9) or 0xD4 <= b <= 0xD8:
+            if b >= 0xD4:
+                n, w = 1 << (b - 0xD4), 0
+            else:
+                w = {0xC7: 1, 0xC8: 2, 0xC9: 4}[b]
+                n = self._int(pos, {1: ">B", 2: ">H", 4: ">I"}[w], w, "ext")
+            pos += w
+            code = self._int(pos, ">b", 1, "ext")
+            pos += 1
+            self.need(pos, n, "ext")
+            return "value", self.ext(code, pos, n), pos + n
+        if b == 0xCA:
+            return "value", self._int(pos, ">f", 4, "float32"), pos + 4
+        if b == 0xCB:
+            return "value", self._int(pos, ">d", 8, "float64"), pos + 8
+        ints = {0xCC: (">B", 1), 0xCD: (">H", 2), 0xCE: (">I", 4), 0xCF: (">Q", 8),
+                0xD0: (">b", 1), 0xD1: (">h", 2), 0xD2: (">i", 4), 0xD3: (">q", 8)}  # fmt: skip
+        if b in ints:
+            fmt, w = ints[b]
+            return "value", self._int(pos, fmt, w, "int"), pos + w
+        if b in (0xD9, 0xDA, 0xDB):
+            w = {0xD9: 1, 0xDA: 2, 0xDB: 4}[b]
+            n = self._int(pos, {1: ">B", 2: ">H", 4: ">I"}[w], w, "str")
+            pos += w
+            return "value", self.text(pos, n), pos + n
+        if b in (0xDC, 0xDD):
+            w = 2 if b == 0xDC else 4
+            n = self._int(pos, ">H" if w == 2 else ">I", w, "array")
+            return "array", n, pos + w
+        if b in (0xDE, 0xDF):
+            w = 2 if b == 0xDE else 4
+            n = self._int(pos, ">H" if w == 2 else ">I", w, "map")
+            return "map", n, pos + w
+        raise self.fail(f"not msgpack: reserved byte 0x{b:02x}", pos - 1)
+
+    def text(self, pos: int, n: int) -> str:
+        self.need(pos, n, "str")
+        try:
+            return bytes(self.data[pos : pos + n]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise self.fail("bad UTF-8 string", pos) from None
+
+    def value(self, pos: int, limit_depth: int = MAX_DEPTH) -> tuple[Any, int]:
+        """Decode a whole item (iteratively) starting at pos."""
+        root: list[Any] = []
+        # frames: [container, remaining, pending_key_or_marker]
+        stack: list[list[Any]] = [[root, 1, None, "array"]]
+        while stack:
+            top = stack[-1]
+            if top[1] == 0:
+                stack.pop()
+                done = top[0]
+                if (
+                    top[3] == "map"
+                    and isinstance(done, dict)
+                    and done.get("__msgpack_chunked_array__") is True
+                ):
+                    done = self.chunked(done)
+                if stack:
+                    self.put(stack[-1], done)
+                continue
+            kind, v, pos = self.scalar(pos)
+            if kind == "bin":
+                start, n = v
+                v = bytes(self.data[start : start + n])
+                kind = "value"
+            if kind == "value":
+                self.put(top, v)
+                continue
+            if len(stack) > limit_depth:
+                raise self.fail(f"nested deeper than {limit_depth} levels", pos)
+            if v > self.end - pos:
+                raise self.fail(f"truncated msgpack: {kind} of {v} items", pos)
+            stack.append([{} if kind == "map" else [], v * (2 if kind == "map" else 1), None, kind])
+        return root[0], pos
+
+    def put(self, frame: list[Any], v: Any) -> None:
+        c = frame[0]
+        frame[1] -= 1
+        if isinstance(c, list):
+            c.append(v)
+        elif frame[2] is None and frame[1] % 2 == 1:
+            try:
+                hash(v)
+            except TypeError:
+                raise LoadError(f"{self.path}: unhashable msgpack map key") from None
+            frame[2] = (v,)
+        else:
+            c[frame[2][0]] = v
+            frame[2] = None
+
+    def ext(self, code: int, pos: int, n: int) -> Any:
+        sub = _Reader(self.data, self.path, self.lazy, pos + n)
+        if code == _EXT_NDARRAY:
+            kind, cnt, p = sub.scalar(pos)
+            if kind != "array" or cnt != 3:
+                raise self.fail("bad flax array extension", pos)
+            shape, p = sub.value(p, 2)
+            kind, dname, p = sub.scalar(p)
+            kind2, blob, p = sub.scalar(p)
+            if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
+                raise self.fail(f"bad array shape {shape!r}", pos)
+            if not isinstance(dname, str) or kind2 != "bin":
+                raise self.fail("bad flax array extension", pos)
+            dtype = _dtype(dname, self, pos)
+            start, nb = blob
+            if nb != math.prod(shape) * dtype.itemsize:
+                raise self.fail(f"array payload of {nb} bytes does not match {dname}{shape}", pos)
+            leaf = LazyArray(tuple(shape), dtype, self.path, start)
+            return leaf if self.lazy else leaf.read().copy()
+        if code == _EXT_COMPLEX:
+            v, _ = sub.value(pos, 2)
+            if isinstance(v, list) and len(v) == 2 and all(isinstance(x, int | float) for x in v):
+                return complex(v[0], v[1])
+            raise self.fail("bad complex extension", pos)
+        if code == _EXT_SCALAR:
+            v, _ = sub.value(pos, 2)
+            if (
+                isinstance(v, list)
+                and len(v) == 2
+                and isinstance(v[0], str)
+                and isinstance(v[1], bytes)
+            ):
+                dt = _dtype(v[0], self, pos)
+                if len(v[1]) == dt.itemsize:
+                    return np.frombuffer(v[1], dtype=dt)[0]
+            raise self.fail("bad numpy scalar extension", pos)
+        raise self.fail(f"unknown msgpack extension type {code}", pos)
+
+    def chunked(self, d: dict) -> Any:
+        shape, chunks = d.get("shape"), d.get("chunks")
+        if not isinstance(shape, list) or not isinstance(chunks, dict):
+            raise LoadError(f"{self.path}: bad chunked array")
+        parts = [chunks[k] for k in sorted(chunks, key=lambda k: int(k))]
+        if not parts or not all(isinstance(p, LazyArray) for p in parts):
+            if parts and all(isinstance(p, np.ndarray) for p in parts):
+                return np.concatenate([p.reshape(-1) for p in parts]).reshape(shape)
+            raise LoadError(f"{self.path}: bad chunked array")
+        dtype = parts[0].dtype
+        spans = [(p.offset, p.nbytes) for p in parts]
+        if sum(n for _, n in spans) != math.prod(shape) * dtype.itemsize:
+            raise LoadError(f"{self.path}: chunked array size does not match its shape {shape}")
+        path = self.path
+        return LazyArray(
+            tuple(shape),
+            dtype,
+            path,
+            spans[0][0],
+            opener=lambda: _Spans(path, spans),
+            seekable=False,
+        )
+
+
+class _Spans:
+    """A read-only stream over several byte ranges of one file, in order."""
+
+    def __init__(self, path: str, spans: list[tuple[int, int]]) -> None:
+        self._fh: IO[bytes] = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self._spans = list(spans)
+        self._i = 0
+        self._left = spans[0][1] if spans else 0
+        if spans:
+            self._fh.seek(spans[0][0])
+
+    def read(self, n: int = -1) -> bytes:
+        out = bytearray()
+        while (n < 0 or len(out) < n) and self._i < len(self._spans):
+            if self._left == 0:
+                self._i += 1
+                if self._i < len(self._spans):
+                    self._fh.seek(self._spans[self._i][0])
+                    self._left = self._spans[self._i][1]
+                continue
+            want = self._left if n < 0 else min(self._left, n - len(out))
+            got = self._fh.read(want)
+            if not got:
+                break
+            out += got
+            self._left -= len(got)
+        return bytes(out)
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> _Spans:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _dtype(name: str, r: _Reader, pos: int) -> np.dtype:
+    if len(name) > 32:
+        raise r.fail("bad dtype name", pos)
+    try:
+        dt = np.dtype(name)
+    except TypeError:
+        import ml_dtypes
+
+        t = getattr(ml_dtypes, name, None)
+        if not isinstance(t, type):
+            raise r.fail(f"unknown dtype {name!r}", pos) from None
+        dt = np.dtype(t)
+    if dt.hasobject or dt.fields is not None:
+        raise r.fail(f"unsupported dtype {name!r}", pos)
+    return dt
+
+
+def read(
+    path: str,
+    *,
+    trust: bool = False,
+    lazy: bool = True,
+    like: Any = None,
+    partial: bool = False,
+    format: str = "msgpack",
+) -> Any:
+    """`treetool.io.read` for flax msgpack files."""
+    from . import Loaded
+
+    if os.path.getsize(path) == 0:
+        raise LoadError(f"{path}: empty file")
+    with open(path, "rb") as fh:
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        r = _Reader(mm, path, lazy, len(mm))
+        tree, _ = r.value(0)
+    finally:
+        mm.close()
+    return Loaded(tree, format)
