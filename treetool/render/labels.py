@@ -77,7 +77,9 @@ def dtype_style(dtype: str | None) -> str:
 
 def key_text(node: Node) -> str:
     """The key of a node as it appears in its path (`.weight`, `['params']`, `[0]`)."""
-    return str(node.key) if node.key is not None else ""
+    if node.key is not None:
+        return str(node.key)
+    return str(node.path)  # a subtree shown on its own is labelled with its full path
 
 
 def _short_repr(x: Any, limit: int = 40) -> str:
