@@ -384,17 +384,15 @@ def _share_keys(kids_a: list, kids_b: list) -> bool:
 
 
 def _node_label(obj: Any, kind: str, kids: list) -> str:
-    """`f32[3]` for a leaf, `list[3]`, `dict (2)`, `Linear`, `None` for nodes."""
+    """`f32[3]` for a leaf, `list[3]`, `dict[2]`, `Linear`, `None` for nodes."""
     if kind == LEAF:
         return leaf_label(obj)
     if kind == "none":
         return "None"
     name = getattr(obj, "class_name", None) if type(obj).__name__ == "Opaque" else None
     name = name or type(obj).__name__
-    if kind in _SEQUENCES:
+    if kind in _SEQUENCES or kind == "dict":
         return f"{name}[{len(kids)}]"
-    if kind == "dict":
-        return f"{name} ({len(kids)})"
     return name
 
 
@@ -407,7 +405,7 @@ def _describe(obj: Any, kind: str, kids: list) -> str:
     label = _node_label(obj, kind, [])
     if kind == "dict":
         keys = [k.key for k, _ in kids]
-        return f"a {label.split(' ')[0]} with keys {keys!r}"
+        return f"a {type(obj).__name__} with keys {keys!r}"
     if kind in _SEQUENCES:
         return f"a {type(obj).__name__} of {len(kids)} children"
     return f"a {label} node with {len(kids)} children"

@@ -134,7 +134,7 @@ class DiffView:
         >>> c.print(DiffView(d))
         >>> print(c.file.getvalue(), end="")
         2 changes  +1 added  ~1 changed (1 value)
-        dict (2)
+        dict[2]
         ├── ['a']  list[3]
         │   ├── + [2]  int
         │   └── · 2 unchanged
