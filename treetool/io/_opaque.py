@@ -23,6 +23,7 @@ imported still flattens with jax afterwards.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import importlib
 import importlib.abc
@@ -79,6 +80,8 @@ class Opaque:
         kwargs: keyword arguments (NEWOBJ_EX).
         state: what `__setstate__` would have received (usually a dict of attributes).
         listitems / dictitems: what APPEND / SETITEM added.
+        source: for the result of calling an opaque object, that object (`class_path` is then
+            its class path followed by "()").
 
     Example:
         >>> import treetool as tt
@@ -91,7 +94,16 @@ class Opaque:
         1.0
     """
 
-    __slots__ = ("args", "class_name", "class_path", "dictitems", "kwargs", "listitems", "state")
+    __slots__ = (
+        "args",
+        "class_name",
+        "class_path",
+        "dictitems",
+        "kwargs",
+        "listitems",
+        "source",
+        "state",
+    )
 
     def __init__(
         self,
@@ -107,6 +119,7 @@ class Opaque:
         self.state = state
         self.listitems: list = []
         self.dictitems: dict = {}
+        self.source: Opaque | None = None  # the opaque object this one was called from
 
     def __repr__(self) -> str:
         names = [str(k) for k, _ in _slots(self)]
@@ -128,9 +141,11 @@ class Opaque:
         return _state_dict(self.state)
 
     def _copy(self) -> Opaque:
-        new = Opaque(self.class_path, self.args, dict(self.kwargs), _copy_state(self.state))
+        args = tuple(dict(a) if isinstance(a, dict) else a for a in self.args)
+        new = Opaque(self.class_path, args, dict(self.kwargs), _copy_state(self.state))
         new.listitems = list(self.listitems)
         new.dictitems = dict(self.dictitems)
+        new.source = self.source
         return new
 
 
@@ -148,7 +163,7 @@ def _state_dict(state: Any) -> dict:
 
 def _copy_state(state: Any) -> Any:
     if isinstance(state, dict):
-        return dict(state)
+        return {k: dict(v) if isinstance(v, dict) else v for k, v in state.items()}
     if isinstance(state, tuple) and len(state) == 2:
         return tuple(dict(p) if isinstance(p, dict) else p for p in state)
     return state
@@ -202,6 +217,8 @@ def _known_layout(cls: type) -> Callable[[Opaque], list[tuple[Key, tuple]]] | No
         return lambda o: (
             [(GetAttrKey("value"), ("state", "_raw_value"))] if "_raw_value" in o.fields else []
         )
+    if issubclass(cls, collections.abc.Mapping):
+        return _mapping_layout
     if issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple):
         names = cls._fields
         return lambda o: [
@@ -211,6 +228,23 @@ def _known_layout(cls: type) -> Callable[[Opaque], list[tuple[Key, tuple]]] | No
         names = [f.name for f in dataclasses.fields(cls) if not _is_static_field(f)]
         return lambda o: [(GetAttrKey(n), ("state", n)) for n in names if n in o.fields]
     return None
+
+
+def _mapping_layout(o: Opaque) -> list[tuple[Key, tuple]]:
+    # A Mapping class of a known library (flax FrozenDict, nnx State): jax keys its children
+    # by the mapping's keys, sorted; the items are in the one dict the object was built from.
+    if o.args and isinstance(o.args[0], dict):
+        src, slot = o.args[0], "argdict"
+    else:
+        dicts = [k for k, v in o.fields.items() if isinstance(v, dict)]
+        if len(dicts) != 1:
+            return _generic_layout(o)
+        src, slot = o.fields[dicts[0]], dicts[0]
+    try:
+        keys = sorted(src)
+    except TypeError:
+        keys = list(src)
+    return [(DictKey(k), ("mapitem", (slot, k))) for k in keys]
 
 
 def _generic_layout(o: Opaque) -> list[tuple[Key, tuple]]:
@@ -261,6 +295,8 @@ def _get(o: Opaque, slot: tuple) -> Any:
         return o.listitems[where]
     if kind == "dictitem":
         return o.dictitems[where]
+    if kind == "mapitem":
+        return _mapping_source(o, where[0])[where[1]]
     return o.state
 
 
@@ -281,8 +317,14 @@ def _set(o: Opaque, slot: tuple, value: Any) -> None:
         o.listitems[where] = value
     elif kind == "dictitem":
         o.dictitems[where] = value
+    elif kind == "mapitem":
+        _mapping_source(o, where[0])[where[1]] = value
     else:
         o.state = value
+
+
+def _mapping_source(o: Opaque, slot: str) -> dict:
+    return o.args[0] if slot == "argdict" else o.fields[slot]
 
 
 def opaque_children(o: Opaque) -> list[tuple[Key, Any]]:
@@ -307,11 +349,10 @@ class _Aux:
 
     def _static(self) -> tuple:
         t = self.template
-        child = {s for _, s in self.slots}
+        child = {w for kind, w in self.slots if kind in ("state", "slot")}
+        child |= {w[0] for kind, w in self.slots if kind == "mapitem" and isinstance(w, tuple)}
         state = _state_dict(t.state)
-        rest = tuple(
-            sorted((repr(k), repr(v)) for k, v in state.items() if ("state", k) not in child)
-        )
+        rest = tuple(sorted((repr(k), repr(v)) for k, v in state.items() if k not in child))
         return (t.class_path, self.slots, rest, repr(t.kwargs))
 
     def __eq__(self, other: object) -> bool:

@@ -56,6 +56,7 @@ _ALLOWED: dict[tuple[str, str], str] = {
     ("numpy", "ndarray"): "np_ndarray",
     ("jax._src.array", "_reconstruct_array"): "jax_array",
     ("jax._src.prng", "PRNGKeyArray"): "prng_key",
+    ("jax._src.random.prng", "PRNGKeyArray"): "prng_key",
     ("_codecs", "encode"): "codecs_encode",
     ("collections", "OrderedDict"): "ordereddict",
     ("collections", "defaultdict"): "defaultdict",
@@ -178,8 +179,9 @@ def walk_check(
         obj, depth = item
         t = type(obj)
         if t is Opaque:
-            blocked.add(obj.class_path)
-            kids: Any = [obj.args, obj.state, obj.listitems, obj.dictitems, obj.kwargs]
+            if obj.source is None:
+                blocked.add(obj.class_path)
+            kids: Any = [obj.args, obj.state, obj.listitems, obj.dictitems, obj.kwargs, obj.source]
         elif t is GlobalRef:
             if not obj.tag:
                 blocked.add(obj.class_path)
@@ -340,7 +342,9 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
                     raise fail(str(e), at) from None
             return Opaque(f.class_path, args)
         if type(f) is Opaque:
-            return Opaque(f"{f.class_path}()", args)
+            out = Opaque(f"{f.class_path}()", args)
+            out.source = f
+            return out
         raise fail(f"REDUCE on a value that is not callable: {_short(f)}", at)
 
     def instantiate(cls: Any, args: tuple, kwargs: dict | None, at: int) -> Any:
@@ -356,7 +360,9 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
                 return call(cls, args, at)
             return Opaque(cls.class_path, args, kwargs)
         if type(cls) is Opaque:
-            return Opaque(_dynamic_class_path(cls), args, kwargs)
+            out = Opaque(_dynamic_class_path(cls), args, kwargs)
+            out.source = cls
+            return out
         raise fail(f"NEWOBJ on a value that is not a class: {_short(cls)}", at)
 
     def build(inst: Any, state: Any, at: int) -> Any:
@@ -571,9 +577,9 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
                     raise fail(f"unsupported pickle protocol {data[pos]}", pos - 1)
                 pos += 1
             elif op == 0x2E:  # STOP
-                if len(stack) != 1 or metastack:
-                    raise fail("malformed pickle: STOP with a bad stack", pos - 1)
-                return stack[0]
+                if not stack:
+                    raise fail("malformed pickle: STOP with an empty stack", pos - 1)
+                return stack[-1]  # as pickle does, whatever else is left on the stacks
             elif op == 0x30:  # POP
                 if stack:
                     stack.pop()
@@ -766,7 +772,7 @@ def _prng_key(state: Any) -> Any:
         if (
             isinstance(base, np.ndarray | LazyArray)
             and type(impl) is Opaque
-            and impl.class_path == "jax._src.prng.PRNGImpl"
+            and impl.class_path.endswith("prng.PRNGImpl")
         ):
             return base
     return Opaque("jax._src.prng.PRNGKeyArray", (), None, state)
