@@ -316,10 +316,9 @@ def _checker(is_leaf: IsLeaf) -> Callable[[Path, Any, Any], None]:
         if open_level(old, is_leaf).kind == LEAF and open_level(new, is_leaf).kind == LEAF:
             _check_leaf(path, old, new)
             return
-        import jax
-
-        tu = jax.tree_util
-        if tu.tree_structure(old, is_leaf=is_leaf) != tu.tree_structure(new, is_leaf=is_leaf):
+        # Same leaf paths (static fields may differ): the leaves are checked one by one.
+        olds, news = leaves_with_paths(old, is_leaf), leaves_with_paths(new, is_leaf)
+        if type(old) is not type(new) or [p for p, _ in olds] != [p for p, _ in news]:
             log.info(
                 "%s: replaced %s with %s of a different structure",
                 str(path) or "<root>",
@@ -327,7 +326,7 @@ def _checker(is_leaf: IsLeaf) -> Callable[[Path, Any, Any], None]:
                 type(new).__name__,
             )
             return
-        for (sub, a), b in zip(leaves_with_paths(old, is_leaf), tu.tree_leaves(new, is_leaf)):
+        for (sub, a), (_, b) in zip(olds, news):
             _check_leaf(path + sub, a, b)
 
     return check
@@ -373,7 +372,13 @@ def insert(tree: Any, path: str | Path, value: Any, is_leaf: IsLeaf = None) -> A
     last = query[-1]
     where = str(base) or "the root"
     if lv.kind == DICT:
-        key = last.key if type(last) is DictKey else last.text
+        key = (
+            last.key
+            if type(last) is DictKey
+            else last.idx
+            if type(last) is SequenceKey
+            else last.text
+        )
         if lv.has(DictKey(key)):
             raise SelectionError(
                 f"insert: {base + DictKey(key)} exists already; replace it with "
