@@ -730,36 +730,41 @@ class _Placer:
         self.tracer = getattr(core, "Tracer", None) if core is not None else None
         self.layouts: dict[Any, Layout] = {}
 
-    def layout(self, path: Path, sharding: Any, shape: tuple[int, ...], dtype: Any) -> Layout:
+    def layout(
+        self, path: Path, sharding: Any, shape: tuple[int, ...], dtype: Any
+    ) -> tuple[Layout, str, int]:
+        """`(layout, dtype name, nbytes)` of an array, computed once per distinct triple."""
         key = (sharding, shape, dtype)
         try:
-            lay = self.layouts.get(key)
+            hit = self.layouts.get(key)
         except TypeError:  # an unhashable custom sharding
             key = (id(sharding), shape, dtype)
-            lay = self.layouts.get(key)
-        if lay is None:
+            hit = self.layouts.get(key)
+        if hit is None:
+            itemsize = _itemsize(dtype)
             try:
-                lay = _build_layout(sharding, shape, _itemsize(dtype))
+                lay = _build_layout(sharding, shape, itemsize)
             except Exception as e:
                 raise TreetoolError(
                     f"{path}: cannot lay out shape {shape} with {sharding!r}: {e}"
                 ) from e
-            self.layouts[key] = lay
-        return lay
+            hit = self.layouts[key] = (lay, dtype_name(dtype), math.prod(shape) * itemsize)
+        return hit
 
     def leaf(self, path: Path, x: Any) -> LeafPlacement:
         jarr = self.jax_array
         if jarr is not None and isinstance(x, jarr):
             if self.tracer is not None and isinstance(x, self.tracer):
                 return LeafPlacement(path, TRACED, _shape(x), _dname(x), 0)
-            shape, dtype = x.shape, x.dtype
-            nbytes = math.prod(shape) * _itemsize(dtype)
             if x.is_deleted():
-                return LeafPlacement(path, DELETED, shape, dtype_name(dtype), nbytes)
+                shape = x.shape
+                nbytes = math.prod(shape) * _itemsize(x.dtype)
+                return LeafPlacement(path, DELETED, shape, dtype_name(x.dtype), nbytes)
             sharding = x.sharding
-            lay = self.layout(path, sharding, shape, dtype)
+            shape = x.shape
+            lay, dname, nbytes = self.layout(path, sharding, shape, x.dtype)
             return LeafPlacement(
-                path, lay.kind, shape, dtype_name(dtype), nbytes, x.committed, False, sharding, lay
+                path, lay.kind, shape, dname, nbytes, x.committed, False, sharding, lay
             )
         if isinstance(x, (np.ndarray, np.generic)):
             return LeafPlacement(path, HOST, tuple(x.shape), dtype_name(x.dtype), int(x.nbytes))
@@ -769,13 +774,13 @@ class _Placer:
             return LeafPlacement(path, TRACED, _shape(x), _dname(x), 0)
         if type(x).__name__ == "ShapeDtypeStruct" and hasattr(x, "shape"):
             shape = tuple(int(s) for s in x.shape)
-            nbytes = math.prod(shape) * _itemsize(x.dtype)
             sharding = getattr(x, "sharding", None)
             if sharding is not None and hasattr(sharding, "devices_indices_map"):
-                lay = self.layout(path, sharding, shape, x.dtype)
+                lay, dname, nbytes = self.layout(path, sharding, shape, x.dtype)
                 return LeafPlacement(
-                    path, lay.kind, shape, dtype_name(x.dtype), nbytes, None, True, sharding, lay
+                    path, lay.kind, shape, dname, nbytes, None, True, sharding, lay
                 )
+            nbytes = math.prod(shape) * _itemsize(x.dtype)
             return LeafPlacement(path, ABSTRACT, shape, dtype_name(x.dtype), nbytes, None, True)
         return LeafPlacement(path, OBJECT)
 
