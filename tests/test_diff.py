@@ -99,6 +99,7 @@ def test_an_appended_layer_is_added_at_exactly_its_path(mlp):
         "params": 12,
         "bytes": 48,
         "lengths": [3, 4],
+        "containers": ["tuple", "tuple"],
     }
     assert [(ch.path, ch.kind) for ch in tt.diff(longer, mlp)] == [(".layers[3]", "removed")]
 

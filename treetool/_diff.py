@@ -271,7 +271,7 @@ class _Walker:
         while stack:
             a, b, ka, kb, one_side = pop()
             if one_side is not None:
-                self._one_side(ka, kb, b, a, one_side[0])
+                self._one_side(ka, kb, b, a, one_side)
                 continue
             if a is b:
                 continue
@@ -297,7 +297,7 @@ class _Walker:
                     self.emit(ka, kb, *st)
             if kind_a in _SEQUENCES and kind_b in _SEQUENCES:
                 pairs = align([c for _, c in kids_a], [c for _, c in kids_b], is_leaf)
-                lengths = ([len(kids_a), len(kids_b)],)
+                lengths = ([len(kids_a), len(kids_b)], [type(a).__name__, type(b).__name__])
             else:
                 pairs = _pair_keys(kids_a, kids_b)
                 lengths = (None,)
@@ -313,7 +313,7 @@ class _Walker:
                         (kids_a[i][1], kids_b[j][1], (*ka, kids_a[i][0]), (*kb, kids_b[j][0]), None)
                     )
 
-    def _one_side(self, ka: tuple, kb: tuple, kind: str, obj: Any, lengths: list | None) -> None:
+    def _one_side(self, ka: tuple, kb: tuple, kind: str, obj: Any, seq: tuple) -> None:
         agg = aggregate(obj, self.is_leaf)
         kind_o, kids = children(obj, self.is_leaf)
         detail: dict[str, Any] = {
@@ -322,8 +322,8 @@ class _Walker:
             "params": agg.params,
             "bytes": agg.nbytes,
         }
-        if lengths is not None:
-            detail["lengths"] = lengths
+        if seq[0] is not None:
+            detail["lengths"], detail["containers"] = seq
         lbl = _node_label(obj, kind_o, kids)
         before, after = (None, lbl) if kind == "added" else (lbl, None)
         self.emit(ka, kb, kind, before, after, detail)
@@ -434,9 +434,10 @@ def _static_change(a: Any, b: Any, kids_a: list) -> tuple[str, Any, Any, dict] |
         va, vb = getattr(a, n, None), getattr(b, n, None)
         if not _equal(va, vb):
             before[n], after[n] = va, vb
+    name = _node_label(a, CUSTOM, [])
     if not before:
-        return "static", repr(da[1]), repr(db[1]), {"fields": []}
-    return "static", before, after, {"fields": list(before)}
+        return "static", repr(da[1]), repr(db[1]), {"fields": [], "type": name}
+    return "static", before, after, {"fields": list(before), "type": name}
 
 
 def _equal(x: Any, y: Any) -> bool:

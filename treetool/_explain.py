@@ -93,19 +93,22 @@ def _sides(c: Any) -> tuple[str, str]:
             what = f"a {label} subtree ({_count(n, 'leaf', 'leaves')})"
         lengths = d.get("lengths")
         if lengths:
-            shorter = lengths[1] if c.kind == "removed" else lengths[0]
-            nothing = f"no such element (its sequence has {_count(shorter, 'element', 'elements')})"
+            side = 1 if c.kind == "removed" else 0
+            container = d.get("containers", ["sequence", "sequence"])[side]
+            n = _count(lengths[side], "element", "elements")
+            nothing = f"no such element (its {container} has {n})"
         else:
             nothing = "no such key"
         return (nothing, what) if c.kind == "added" else (what, nothing)
     if c.kind == "node_type":
         return d["before_desc"], d["after_desc"]
     # static
+    name = d.get("type", "a node")
     if isinstance(c.before, dict):
         fa = ", ".join(f"{k}={v!r}" for k, v in c.before.items())
         fb = ", ".join(f"{k}={v!r}" for k, v in c.after.items())
-        return f"static fields {fa}", f"{fb}"
-    return f"aux data {c.before}", f"{c.after}"
+        return f"{name} with {fa}", f"{name} with {fb}"
+    return f"{name} with aux data {c.before}", f"{name} with aux data {c.after}"
 
 
 def _count(n: int, one: str, many: str) -> str:
