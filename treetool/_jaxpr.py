@@ -1,0 +1,674 @@
+"""Jaxprs as trees: equations with nested sub-jaxprs, tied back to the pytrees that went in.
+
+`jaxpr(fn, *args, **kwargs)` traces `fn` with `jax.make_jaxpr` and keeps the structure of the
+arguments and of the result, so that every input variable has the path of the argument leaf it
+came from and every output variable the path of the result leaf it became.
+
+Paths are treetool `Path`s rooted at a record of the call: inputs start with `.args[i]` or
+`.kwargs['name']` (`.args[0].layers[0].weight`), outputs with `.out` (`.out`, `.out[0]`,
+`.out['loss']`). Every path prints as jax's keystr and parses back with `Path.parse`; the
+inputs are exactly the paths of `Call(args, kwargs)` (a NamedTuple) as jax flattens it, so
+`tt.get(view.call, path)` returns the argument leaf.
+
+Only array leaves (jax and numpy arrays, numpy scalars, `jax.ShapeDtypeStruct`) become
+inputs, as with `eqx.filter_make_jaxpr`; any other leaf (a Python number, a function, a string)
+is static: baked into the trace and listed in `view.static`. A jaxpr given directly (a
+`ClosedJaxpr` or a `Jaxpr`) has positional paths: `.invars[i]` and `.outvars[i]`.
+
+Variable names (`a`, `b`, …, `ba`) are treetool's, given in the order of a walk like jax's
+printer; the types are jax's. Only public jax APIs are used (`jax.make_jaxpr`,
+`jax.extend.core`, `jax.extend.source_info_util`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from ._arrays import short_dtype
+from ._errors import TreetoolError
+from ._jaxpr_uses import Lookups
+from ._model import no_gc
+from ._paths import GetAttrKey, Path, SequenceKey
+
+__all__ = ["Call", "Cost", "Equation", "JaxprView", "Scope", "jaxpr"]
+
+_OUT = GetAttrKey("out")
+_INVARS = GetAttrKey("invars")
+_OUTVARS = GetAttrKey("outvars")
+#: params never shown on an equation's line (sharding plumbing, thunks); kept in `.params`
+_QUIET = frozenset(
+    {
+        "in_shardings",
+        "out_shardings",
+        "in_layouts",
+        "out_layouts",
+        "donated_invars",
+        "ctx_mesh",
+        "compiler_options_kvs",
+        "keep_unused",
+        "inline",
+        "out_trees",
+        "symbolic_zeros",
+        "callback",
+        "result_avals",
+    }
+)
+#: params holding functions, shown under the short name jax prints them with
+_FN_PARAMS = {"fwd_jaxpr_thunk": "fwd", "jvp_jaxpr_fun": "jvp", "jvp_jaxpr_thunk": "jvp"}
+_SOURCE = re.compile(r"^(?P<file>.*):(?P<line>\d+)(?::\d+)? \((?P<fn>.*)\)$")
+
+
+class Call(NamedTuple):
+    """The arguments of a traced call; input paths are paths into it (`.args[0].w`).
+
+    Example:
+        >>> import jax
+        >>> [jax.tree_util.keystr(p) for p, _ in
+        ...  jax.tree_util.tree_flatten_with_path(Call((1.0,), {"y": 2.0}))[0]]
+        ['.args[0]', ".kwargs['y']"]
+    """
+
+    args: tuple
+    kwargs: dict
+
+
+@dataclass(frozen=True)
+class Cost:
+    """XLA's cost analysis of the lowered computation (summed over its HLO).
+
+    Attributes:
+        flops: floating-point operations.
+        bytes_accessed: bytes read and written by the operations.
+        transcendentals: exp, log, sin… counted separately by XLA.
+        raw: every figure XLA reported.
+    """
+
+    flops: float | None
+    bytes_accessed: float | None
+    transcendentals: float | None
+    raw: dict[str, float] = field(default_factory=dict, repr=False)
+
+
+def _name(i: int) -> str:
+    s = ""
+    while True:
+        i, r = divmod(i, 26)
+        s = chr(97 + r) + s
+        if i == 0:
+            return s
+
+
+def aval_text(aval: Any) -> str:
+    """`f32[4,2]` for an array type, jax's own text for anything else (tokens, refs).
+
+    Example:
+        >>> import jax.numpy as jnp, jax
+        >>> aval_text(jax.make_jaxpr(lambda x: x)(jnp.ones((4, 2))).jaxpr.invars[0].aval)
+        'f32[4,2]'
+    """
+    shape = getattr(aval, "shape", None)
+    dtype = getattr(aval, "dtype", None)
+    if shape is None or dtype is None:
+        return str(aval)
+    return f"{short_dtype(dtype)}[{','.join(map(str, shape))}]"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    try:
+        text = str(value)
+    except Exception as e:  # a param whose str fails must not break the view
+        text = f"<{type(value).__name__}: str failed: {e}>"
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _param_text(value: Any) -> str:
+    """A param as short text; functions (and jax's wrapped functions) by their name."""
+    info = getattr(value, "debug_info", None)
+    src = getattr(info, "func_src_info", None)
+    if isinstance(src, str) and src:
+        return src.split(" at ", 1)[0]
+    if callable(value) and not isinstance(value, type):
+        name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+        if name:
+            return name
+    return _short(value, 1000)
+
+
+def _jaxpr_types() -> tuple[type, type]:
+    from jax.extend.core import ClosedJaxpr, Jaxpr
+
+    return ClosedJaxpr, Jaxpr
+
+
+def _sub_jaxprs(params: dict[str, Any], closed: type, open_: type) -> list[tuple[str, Any]]:
+    """(label, jaxpr) for every jaxpr held in an equation's params, in param order."""
+    out = []
+    for k, v in params.items():
+        if isinstance(v, (closed, open_)):
+            out.append((k, v))
+        elif isinstance(v, (tuple, list)) and v and isinstance(v[0], (closed, open_)):
+            out.extend((f"{k}[{i}]", s) for i, s in enumerate(v) if isinstance(s, (closed, open_)))
+    return out
+
+
+def _operand_map(eqn: Any, label: str, n_binders: int) -> list[int] | None:
+    """For each invar of a sub-jaxpr, the index of the equation operand it is bound to."""
+    n = len(eqn.invars)
+    name = eqn.primitive.name
+    if name == "while":
+        cn, bn = eqn.params.get("cond_nconsts", 0), eqn.params.get("body_nconsts", 0)
+        carry = list(range(cn + bn, n))
+        if label == "cond_jaxpr":
+            m = list(range(cn)) + carry
+        elif label == "body_jaxpr":
+            m = list(range(cn, cn + bn)) + carry
+        else:
+            return None
+        return m if len(m) == n_binders else None
+    if name == "cond" and n_binders == n - 1:
+        return list(range(1, n))
+    if n_binders == n:
+        return list(range(n))
+    return None
+
+
+class Scope:
+    """One jaxpr in the tree: the top-level one, or a sub-jaxpr of an equation.
+
+    Attributes:
+        label: `""` for the top level, else the param that holds it (`jaxpr`, `branches[1]`,
+            `body_jaxpr`).
+        parent: the equation that holds it (None at the top).
+        equations: its equations, in order.
+        invars, outvars, constvars: jax's binders and results.
+        consts: the values of `constvars` (None where the jaxpr was given open).
+    """
+
+    __slots__ = (
+        "_origin",
+        "_producers",
+        "_readers",
+        "consts",
+        "constvars",
+        "depth",
+        "equations",
+        "id",
+        "invars",
+        "jaxpr",
+        "label",
+        "operand_map",
+        "outvars",
+        "parent",
+    )
+
+    def __init__(self, jaxpr: Any, consts: list[Any] | None, label: str, parent: Equation | None):
+        self.jaxpr = jaxpr
+        self.consts = consts
+        self.label = label
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.scope.depth + 1
+        self.id = "" if parent is None else f"{parent.id}/{label}"
+        self.invars = jaxpr.invars
+        self.outvars = jaxpr.outvars
+        self.constvars = jaxpr.constvars
+        self.equations: list[Equation] = []
+        self.operand_map: list[int] | None = None
+        self._readers: dict[Any, list[Equation]] = {}
+        self._producers: dict[Any, Equation] = {}
+        self._origin: dict[Any, Path] = {}
+
+    def __repr__(self) -> str:
+        where = f" of {self.parent.primitive} {self.parent.id}" if self.parent else ""
+        return f"Scope({self.label or 'top'}{where}, {len(self.equations)} equations)"
+
+    def readers(self, var: Any) -> list[Equation]:
+        """The equations of this jaxpr that take `var` as an operand."""
+        return list(self._readers.get(var, ()))
+
+    def producer(self, var: Any) -> Equation | None:
+        """The equation of this jaxpr that outputs `var` (None for binders and consts)."""
+        return self._producers.get(var)
+
+    def counts(self) -> Counter[str]:
+        """Equations by primitive in this jaxpr and every jaxpr nested in it."""
+        c: Counter[str] = Counter()
+        stack = [self]
+        while stack:
+            s = stack.pop()
+            for e in s.equations:
+                c[e.primitive] += 1
+                stack.extend(e.children)
+        return c
+
+    def num_equations(self) -> int:
+        """Equations in this jaxpr and every jaxpr nested in it."""
+        return sum(self.counts().values())
+
+
+class Equation:
+    """One equation of a jaxpr, with its nested jaxprs as `children`.
+
+    Attributes:
+        id: its address: `3` at the top level, `3/jaxpr/0`, `5/branches[1]/2` inside.
+        index: its position in its jaxpr.
+        order: its position in a pre-order walk of the whole tree.
+        scope: the jaxpr it belongs to.
+        eqn: jax's `JaxprEqn`.
+        children: the sub-jaxprs it holds (pjit, scan, cond branches, while cond/body, …).
+    """
+
+    __slots__ = ("children", "eqn", "id", "index", "order", "scope")
+
+    def __init__(self, eqn: Any, scope: Scope, index: int, order: int) -> None:
+        self.eqn = eqn
+        self.scope = scope
+        self.index = index
+        self.order = order
+        self.id = f"{scope.id}/{index}" if scope.id else str(index)
+        self.children: list[Scope] = []
+
+    def __repr__(self) -> str:
+        return f"Equation({self.id}: {self.primitive})"
+
+    @property
+    def primitive(self) -> str:
+        """The primitive's name: `dot_general`, `scan`, `jit`."""
+        return self.eqn.primitive.name
+
+    @property
+    def inputs(self) -> list[Any]:
+        """The operands: jax Vars and Literals."""
+        return list(self.eqn.invars)
+
+    @property
+    def outputs(self) -> list[Any]:
+        """The results: jax Vars (DropVar for unused ones)."""
+        return list(self.eqn.outvars)
+
+    @property
+    def params(self) -> dict[str, str]:
+        """Every param except the sub-jaxprs (which are `children`), as short text."""
+        closed, open_ = _jaxpr_types()
+        skip = {label.split("[")[0] for label, _ in _sub_jaxprs(self.eqn.params, closed, open_)}
+        return {k: _param_text(v) for k, v in self.eqn.params.items() if k not in skip}
+
+    @property
+    def shown_params(self) -> dict[str, str]:
+        """The params worth a place on the equation's line (no sharding plumbing, no thunks)."""
+        out = {}
+        for k, v in self.params.items():
+            if k in _QUIET or v == "None":
+                continue
+            k = _FN_PARAMS.get(k, k)
+            out[k] = v if len(v) <= 60 else v[:59] + "…"
+        return out
+
+    @property
+    def callback(self) -> str | None:
+        """For `pure_callback`/`io_callback`: the Python function it calls, with its file:line."""
+        cb = self.eqn.params.get("callback")
+        if cb is None:
+            return None
+        fn = getattr(cb, "callback_func", cb)
+        name = getattr(fn, "__qualname__", None) or type(fn).__name__
+        code = getattr(fn, "__code__", None)
+        if code is not None:
+            return f"{name} ({code.co_filename}:{code.co_firstlineno})"
+        return name
+
+    @property
+    def source(self) -> str | None:
+        """Where the user's code made this equation: `path/to/file.py:12:8 (fn)`, if known."""
+        from jax.extend.source_info_util import summarize
+
+        try:
+            text = summarize(self.eqn.source_info)
+        except Exception:  # source info is best effort: jax may not have it for every eqn
+            return None
+        return None if not text or text.startswith("unknown") else text
+
+    @property
+    def location(self) -> str | None:
+        """`file.py:12 (fn)`: `source` with the directory dropped."""
+        src = self.source
+        if src is None:
+            return None
+        m = _SOURCE.match(src)
+        if m is None:
+            return src
+        return f"{m['file'].rsplit('/', 1)[-1]}:{m['line']} ({m['fn']})"
+
+
+class JaxprView(Lookups):
+    """A jaxpr as a browsable tree, tied back to the pytrees that went in and came out.
+
+    Build it with `treetool.jaxpr(fn, *args, **kwargs)` or `JaxprView(closed_jaxpr)`.
+
+    Attributes:
+        closed_jaxpr: the traced jaxpr (a `ClosedJaxpr`; a `Jaxpr` given directly is kept
+            as it is in `jaxpr`).
+        name: the traced function's name (`""` for a jaxpr given directly).
+        inputs: `[(Path, Var)]`, one per input variable (`.args[0].layers[0].weight`).
+        outputs: `[(Path, Var or Literal)]`, one per output (`.out`, `.out[1]`).
+        static: `[(Path, value)]`: argument leaves that were not arrays, baked into the trace.
+        call: the `Call(args, kwargs)` the paths of `inputs` point into (None for a jaxpr).
+        top: the top-level `Scope`; `equations`: every `Equation`, in pre-order.
+
+    Example:
+        >>> import jax.numpy as jnp, treetool as tt
+        >>> v = tt.jaxpr(lambda p, x: jnp.tanh(x @ p["w"]), {"w": jnp.ones((3, 2))}, jnp.ones(3))
+        >>> [(str(p), v.type_of(x)) for p, x in v.inputs]
+        [(".args[0]['w']", 'f32[3,2]'), ('.args[1]', 'f32[3]')]
+        >>> [e.primitive for e in v.uses(".args[0]['w']")]
+        ['dot_general']
+        >>> dict(v.counts())
+        {'dot_general': 1, 'tanh': 1}
+    """
+
+    def __init__(
+        self,
+        jaxpr: Any,
+        *,
+        in_paths: list[Path] | None = None,
+        out_paths: list[Path] | None = None,
+        name: str = "",
+        static: list[tuple[Path, Any]] | None = None,
+        call: Call | None = None,
+    ) -> None:
+        closed_t, open_t = _jaxpr_types()
+        if isinstance(jaxpr, closed_t):
+            self.closed_jaxpr = jaxpr
+            self.jaxpr = jaxpr.jaxpr
+            consts: list[Any] | None = list(jaxpr.consts)
+        elif isinstance(jaxpr, open_t):
+            self.closed_jaxpr = closed_t(jaxpr, []) if not jaxpr.constvars else None
+            self.jaxpr = jaxpr
+            consts = None
+        else:
+            raise TypeError(
+                f"JaxprView expects a jax ClosedJaxpr or Jaxpr, got {type(jaxpr).__name__}; "
+                "use treetool.jaxpr(fn, *args) to trace a function"
+            )
+        j = self.jaxpr
+        if in_paths is None:
+            in_paths = [Path._make((_INVARS, SequenceKey(i))) for i in range(len(j.invars))]
+        if out_paths is None:
+            out_paths = [Path._make((_OUTVARS, SequenceKey(i))) for i in range(len(j.outvars))]
+        if len(in_paths) != len(j.invars) or len(out_paths) != len(j.outvars):
+            raise TreetoolError(
+                f"JaxprView: {len(in_paths)} input paths and {len(out_paths)} output paths for "
+                f"a jaxpr with {len(j.invars)} inputs and {len(j.outvars)} outputs"
+            )
+        self.name = name
+        self.call = call
+        self.static = list(static or [])
+        self.inputs: list[tuple[Path, Any]] = list(zip(in_paths, j.invars))
+        self.outputs: list[tuple[Path, Any]] = list(zip(out_paths, j.outvars))
+        self._names: dict[Any, str] = {}
+        self._home: dict[Any, Scope] = {}
+        self._by_id: dict[str, Equation] = {}
+        self._cost: Cost | bool | None = False
+        self._cost_error: str | None = None
+        self.equations: list[Equation] = []
+        with no_gc():
+            self.top = self._build(j, consts, in_paths)
+
+    # --- building ------------------------------------------------------------------------
+    def _build(self, j: Any, consts: list[Any] | None, in_paths: list[Path]) -> Scope:
+        closed_t, open_t = _jaxpr_types()
+        names = self._names
+        home = self._home
+        equations = self.equations
+        by_id = self._by_id
+        top = Scope(j, consts, "", None)
+        top._origin.update(zip(j.invars, in_paths))
+        # (scope, next equation index): an explicit stack keeps deep nesting off the C stack
+        stack: list[tuple[Scope, int]] = [(top, 0)]
+        while stack:
+            scope, i = stack.pop()
+            if i == 0:
+                self._bind(scope)
+            eqns = scope.jaxpr.eqns
+            readers = scope._readers
+            producers = scope._producers
+            se = scope.equations
+            while i < len(eqns):
+                e = eqns[i]
+                eq = Equation(e, scope, i, len(equations))
+                equations.append(eq)
+                se.append(eq)
+                by_id[eq.id] = eq
+                for v in e.invars:
+                    if not hasattr(v, "val"):
+                        r = readers.get(v)
+                        if r is None:
+                            readers[v] = [eq]
+                        elif r[-1] is not eq:
+                            r.append(eq)
+                for v in e.outvars:
+                    producers[v] = eq
+                    if v not in names:
+                        names[v] = _name(len(names))
+                        home[v] = scope
+                i += 1
+                subs = _sub_jaxprs(e.params, closed_t, open_t) if e.params else ()
+                if subs:
+                    stack.append((scope, i))
+                    for label, sub in reversed(subs):
+                        if isinstance(sub, closed_t):
+                            child = Scope(sub.jaxpr, list(sub.consts), label, eq)
+                        else:
+                            child = Scope(sub, None, label, eq)
+                        omap = _operand_map(e, label, len(child.invars))
+                        child.operand_map = omap
+                        if omap is not None:
+                            origin = scope._origin
+                            for b, k in zip(child.invars, omap):
+                                x = e.invars[k]
+                                p = None if hasattr(x, "val") else origin.get(x)
+                                if p is not None:
+                                    child._origin[b] = p
+                        stack.append((child, 0))
+                    eq.children = [s for s, _ in stack[len(stack) - len(subs) :]][::-1]
+                    break
+        return top
+
+    def _bind(self, scope: Scope) -> None:
+        names, home = self._names, self._home
+        for v in (*scope.constvars, *scope.invars):
+            if v not in names:
+                names[v] = _name(len(names))
+                home[v] = scope
+
+    # --- names and types -----------------------------------------------------------------
+    def name_of(self, atom: Any) -> str:
+        """The variable's name in this view (`a`, `ba`), or a literal's value (`2.0`).
+
+        Example:
+            >>> import jax.numpy as jnp, treetool as tt
+            >>> v = tt.jaxpr(lambda x: x * 2.0, jnp.ones(3))
+            >>> [v.name_of(x) for x in v.equations[0].inputs]
+            ['a', '2.0']
+        """
+        if hasattr(atom, "val"):
+            val = atom.val
+            try:
+                return _short(val.item() if getattr(val, "shape", None) == () else val, 30)
+            except Exception:
+                return _short(val, 30)
+        name = self._names.get(atom)
+        if name is None:
+            if type(atom).__name__ == "DropVar":
+                return "_"
+            name = self._names[atom] = _name(len(self._names))
+        return name
+
+    @staticmethod
+    def type_of(atom: Any) -> str:
+        """`f32[4,2]`: the type of a variable or literal."""
+        return aval_text(atom.aval)
+
+    # --- totals --------------------------------------------------------------------------
+    def counts(self, *, recursive: bool = True) -> Counter[str]:
+        """Equations by primitive, most common first; `recursive` counts nested jaxprs too.
+
+        Each equation is counted once as written: a scan body counts once, not `length` times.
+        """
+        eqns = self.equations if recursive else self.top.equations
+        return Counter(dict(Counter(e.primitive for e in eqns).most_common()))
+
+    @property
+    def consts(self) -> list[tuple[Any, Any]]:
+        """`[(Var, value)]` of the top-level consts (value None for an open jaxpr)."""
+        vals = self.top.consts
+        return [(v, None if vals is None else vals[i]) for i, v in enumerate(self.top.constvars)]
+
+    def scopes(self) -> Iterator[Scope]:
+        """Every jaxpr of the tree in pre-order, the top-level one first."""
+        stack = [self.top]
+        while stack:
+            s = stack.pop()
+            yield s
+            for e in reversed(s.equations):
+                stack.extend(reversed(e.children))
+
+    @property
+    def cost(self) -> Cost | None:
+        """FLOPs and bytes from XLA's cost analysis of the lowered jaxpr (None if unavailable).
+
+        Computed on first use (a lowering, no compile) and cached; `cost_error` says why it is
+        None.
+        """
+        if self._cost is False:
+            self._cost = self._compute_cost()
+        return self._cost  # type: ignore[return-value]
+
+    @property
+    def cost_error(self) -> str | None:
+        """Why `cost` is None, or None."""
+        _ = self.cost
+        return self._cost_error
+
+    def _compute_cost(self) -> Cost | None:
+        if self.closed_jaxpr is None:
+            self._cost_error = "an open jaxpr with constvars has no const values to lower"
+            return None
+        import jax
+        from jax.extend.core import jaxpr_as_fun
+
+        try:
+            specs = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in self.jaxpr.invars]
+            raw = jax.jit(jaxpr_as_fun(self.closed_jaxpr)).lower(*specs).cost_analysis()
+        except Exception as e:  # lowering can fail for effects or backends; cost is optional
+            self._cost_error = f"{type(e).__name__}: {_short(e, 200)}"
+            return None
+        if isinstance(raw, (list, tuple)):
+            raw = raw[0] if raw else None
+        if not raw:
+            self._cost_error = "XLA reported no cost analysis for this backend"
+            return None
+        raw = {k: float(v) for k, v in raw.items()}
+        return Cost(raw.get("flops"), raw.get("bytes accessed"), raw.get("transcendentals"), raw)
+
+    # --- output --------------------------------------------------------------------------
+    def render(
+        self, *, depth: int = 3, width: int | None = 200, cost: bool = True, source: bool = True
+    ) -> Any:
+        """A rich renderable: inputs, outputs, consts, the equation tree folded below `depth`
+        levels of nesting and `width` equations per jaxpr, and the totals (with XLA's FLOPs
+        and bytes when `cost`); `source` adds each equation's file:line."""
+        from .render.jaxpr import JaxprTree
+
+        return JaxprTree(self, depth=depth, width=width, cost=cost, source=source)
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        yield self.render()
+
+    def to_dict(self, *, source: bool = True, cost: bool = False) -> dict[str, Any]:
+        """The whole view as JSON-able data (see `treetool.render.jaxpr.to_dict`)."""
+        from .render.jaxpr import to_dict
+
+        return to_dict(self, source=source, cost=cost)
+
+    def __len__(self) -> int:
+        return len(self.equations)
+
+    def __repr__(self) -> str:
+        name = f" {self.name}" if self.name else ""
+        return (
+            f"<JaxprView{name}: {len(self.inputs)} inputs, {len(self.outputs)} outputs, "
+            f"{len(self.equations)} equations>"
+        )
+
+
+def _is_array(x: Any) -> bool:
+    import jax
+    import numpy as np
+
+    return isinstance(x, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct))
+
+
+def jaxpr(fn: Callable[..., Any] | Any, *args: Any, **kwargs: Any) -> JaxprView:
+    """Trace `fn(*args, **kwargs)` into a `JaxprView`; a ClosedJaxpr or Jaxpr is wrapped as is.
+
+    Array leaves of the arguments become inputs, with paths `.args[i]…` / `.kwargs['k']…`;
+    other leaves (functions, Python numbers) are static. The result's array leaves become
+    outputs, with paths `.out…`.
+
+    Example:
+        >>> import jax.numpy as jnp, treetool as tt
+        >>> v = tt.jaxpr(lambda x, *, scale: {"y": x * scale}, jnp.ones(2), scale=jnp.float32(3))
+        >>> [str(p) for p, _ in v.inputs], [str(p) for p, _ in v.outputs]
+        (['.args[0]', ".kwargs['scale']"], [".out['y']"])
+    """
+    closed_t, open_t = _jaxpr_types()
+    if isinstance(fn, (closed_t, open_t)):
+        if args or kwargs:
+            raise TypeError("treetool.jaxpr(jaxpr) takes no arguments: the jaxpr is already traced")
+        return JaxprView(fn)
+    if not callable(fn):
+        raise TypeError(f"treetool.jaxpr expects a function or a jaxpr, got {type(fn).__name__}")
+    import jax
+
+    call = Call(tuple(args), dict(kwargs))
+    flat, treedef = jax.tree_util.tree_flatten_with_path(call)
+    leaves = [leaf for _, leaf in flat]
+    dyn = [i for i, leaf in enumerate(leaves) if _is_array(leaf)]
+    dyn_set = set(dyn)
+    in_paths = [Path.from_jax(flat[i][0]) for i in dyn]
+    static = [(Path.from_jax(p), leaf) for i, (p, leaf) in enumerate(flat) if i not in dyn_set]
+    result: dict[str, Any] = {}
+
+    def traced(*values: Any) -> list[Any]:
+        filled = list(leaves)
+        for i, x in zip(dyn, values):
+            filled[i] = x
+        c = jax.tree_util.tree_unflatten(treedef, filled)
+        out = fn(*c.args, **c.kwargs)
+        oflat, _ = jax.tree_util.tree_flatten_with_path(out)
+        arrays = [(p, x) for p, x in oflat if isinstance(x, (jax.Array, _np_types()))]
+        result["paths"] = [Path._make((_OUT, *Path.from_jax(p).keys)) for p, _ in arrays]
+        return [x for _, x in arrays]
+
+    closed = jax.make_jaxpr(traced)(*[leaves[i] for i in dyn])
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+    return JaxprView(
+        closed,
+        in_paths=in_paths,
+        out_paths=result["paths"],
+        name=name,
+        static=static,
+        call=call,
+    )
+
+
+def _np_types() -> tuple[type, ...]:
+    """The numpy types that count as arrays among a function's results."""
+    import numpy as np
+
+    return (np.ndarray, np.generic)
