@@ -234,9 +234,9 @@ def test_platforms_warning(mesh):
     lay = _build_layout(x.sharding, x.shape, 4)
     gpu = dataclasses.replace(lay, platform="gpu")
     leaves = [
-        tt.LeafPlacement(tt.Path.parse("a"), "named", (8,), "float32", 32, True, False, None, lay),
-        tt.LeafPlacement(tt.Path.parse("b"), "named", (8,), "float32", 32, True, False, None, lay),
-        tt.LeafPlacement(tt.Path.parse("c"), "named", (8,), "float32", 32, True, False, None, gpu),
+        tt.LeafPlacement(tt.Path.parse("a"), "named", (8,), "float32", 32, True, "live", None, lay),
+        tt.LeafPlacement(tt.Path.parse("b"), "named", (8,), "float32", 32, True, "live", None, lay),
+        tt.LeafPlacement(tt.Path.parse("c"), "named", (8,), "float32", 32, True, "live", None, gpu),
     ]
     (w,) = Placement(leaves).warnings
     assert w.kind == "platforms"
@@ -272,7 +272,7 @@ def test_host_file_abstract_object_leaves(mesh, tmp_path):
     }
     assert (p.host_bytes, p.file_bytes) == (20, 24)
     pl = p["planned"]
-    assert pl.abstract and pl.committed is None
+    assert pl.abstract and pl.source == "planned" and pl.committed is None
     assert pl.description == "planned P('data',) on data=2×model=4"
     # a planned leaf is split over `data` and replicated over `model`: 8x4 bf16 -> 4x4 blocks
     assert {d.id: b for d, b in pl.bytes_per_device.items()} == {i: 32 for i in range(8)}
@@ -305,7 +305,7 @@ def test_to_dict_is_json(placed):
         "dtype": "float32",
         "nbytes": 512,
         "committed": True,
-        "abstract": False,
+        "source": "live",
         "devices": [f"cpu:{i}" for i in range(8)],
         "platform": "cpu",
         "memory_kind": "device",
@@ -527,3 +527,97 @@ def test_sharding_table_limits_rows(mesh):
 
 def test_device_name():
     assert device_name(jax.devices()[7]) == "cpu:7"
+
+
+# --- shardings recorded in orbax checkpoints ------------------------------------------------
+
+
+def _orbax_record(sharding) -> dict:
+    """The `_sharding` entry orbax writes for a live sharding (format of orbax 0.11)."""
+    if isinstance(sharding, jax.sharding.SingleDeviceSharding):
+        (d,) = sharding.device_set
+        return {"sharding_type": "SingleDeviceSharding", "device_str": device_name(d)}
+    mesh = sharding.mesh
+    return {
+        "sharding_type": "NamedSharding",
+        "shape": list(mesh.devices.shape),
+        "axis_names": list(mesh.axis_names),
+        "partition_spec": [list(e) if isinstance(e, tuple) else e for e in sharding.spec],
+        "device_mesh": {"mesh": np.vectorize(lambda d: {"id": d.id})(mesh.devices).tolist()},
+    }
+
+
+def _by_id(bytes_per_device: dict) -> dict[int, int]:
+    return {d.id: b for d, b in bytes_per_device.items()}
+
+
+@settings(max_examples=25)
+@given(_specs(), st.sampled_from([np.float32, np.int8]))
+def test_property_recorded_layout_matches_jax(mesh, spec_shape, dtype):
+    from treetool._devices import _recorded_layout
+
+    shape, spec = spec_shape
+    x = _put(mesh, shape, spec, dtype)
+    live = tt.placement(x)[""]
+    rec = _recorded_layout(_orbax_record(x.sharding), x.shape, x.dtype.itemsize)
+    assert _by_id(rec.bytes_per_device) == _by_id(live.bytes_per_device)
+    assert rec.shard_shape == live.shard_shape
+    assert rec.replication == live.replication
+    assert rec.dim_axes == live.dim_axes
+    assert [(idx, [d.id for d in devs]) for idx, devs in rec.blocks] == [
+        (idx, [d.id for d in devs]) for idx, devs in live.layout.blocks
+    ]
+
+
+@pytest.fixture(scope="module")
+def orbax_dir(model, tmp_path_factory):
+    import orbax.checkpoint as ocp
+
+    path = tmp_path_factory.mktemp("orbax") / "ckpt"
+    ckpt = ocp.StandardCheckpointer()
+    ckpt.save(path, {k: v for k, v in model.items() if k != "step"})
+    ckpt.wait_until_finished()
+    return path
+
+
+def test_orbax_checkpoint_recorded_shardings(model, placed, orbax_dir):
+    loaded = tt.load(str(orbax_dir))
+    p = tt.placement(loaded)
+    kinds = {str(q): (lp.kind, lp.source) for q, lp in p.leaves.items()}
+    assert kinds == {
+        "['embed']": ("named", "recorded"),
+        "['head']": ("single", "recorded"),
+        "['host']": ("file", ""),
+        "['layers'][0]['b']": ("named", "recorded"),
+        "['layers'][0]['w']": ("named", "recorded"),
+        "['layers'][1]['b']": ("named", "recorded"),
+        "['layers'][1]['w']": ("named", "recorded"),
+        "['norm']['scale']": ("named", "recorded"),
+    }
+    for q, lp in p.leaves.items():
+        if lp.kind == "file":
+            continue
+        live = placed[q]
+        assert _by_id(lp.bytes_per_device) == _by_id(live.bytes_per_device), q
+        assert (lp.shard_shape, lp.replication, lp.spec, lp.mesh_shape) == (
+            live.shard_shape,
+            live.replication,
+            live.spec,
+            live.mesh_shape,
+        ), q
+    assert p["head"].description == "recorded cpu:3"
+    assert p["layers.0.w"].description == "recorded P('data', 'model') on data=2×model=4"
+    assert [u.name for u in p.per_device.values()][:2] == ["cpu:3", "device:0"]
+    # bytes per recorded device id equal those of the live tree (without the uncommitted step)
+    live_ids = Counter()
+    for lp in placed.leaves.values():
+        if lp.on_device and str(lp.path) != "['step']":
+            for d, b in lp.bytes_per_device.items():
+                live_ids[d.id] += b
+    rec_ids = Counter()
+    for d, u in p.per_device.items():
+        rec_ids[d.id] += u.bytes
+    assert rec_ids == live_ids
+    assert _text(p.grid("layers.0.w")).splitlines()[4] == (
+        "│ 0:4           │ device 0 │ device 1 │ device 2 │ device 3 │"
+    )

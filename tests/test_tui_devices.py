@@ -45,6 +45,17 @@ def test_applies_only_to_trees_with_jax_arrays(tree):
     assert applies({"p": planned}) is True
 
 
+def test_applies_to_orbax_checkpoints_with_recorded_shardings(tree, tmp_path):
+    import orbax.checkpoint as ocp
+
+    ckpt = ocp.StandardCheckpointer()
+    ckpt.save(tmp_path / "ckpt", {"w": tree["layers"][0]["w"], "host": tree["host"]})
+    ckpt.wait_until_finished()
+    loaded = tt.load(str(tmp_path / "ckpt"))
+    assert applies(loaded) is True
+    assert applies({"host": loaded["host"]}) is False
+
+
 async def _settle(pilot) -> None:
     await pilot.pause()
     await pilot.app.workers.wait_for_complete()

@@ -39,6 +39,8 @@ HOST, FILE, ABSTRACT, TRACED, DELETED, OBJECT = (
     "deleted",
     "object",
 )
+#: `LeafPlacement.source` values
+LIVE, PLANNED, RECORDED = "live", "planned", "recorded"
 #: kinds whose bytes live on jax devices
 ON_DEVICE = frozenset({SINGLE, NAMED, POSITIONAL})
 
@@ -122,24 +124,16 @@ def _spec_entry(entry: Any) -> Any:
 
 
 def _build_layout(sharding: Any, shape: tuple[int, ...], itemsize: int) -> Layout:
+    """The layout of a live jax sharding, from its `devices_indices_map`."""
     devmap = sharding.devices_indices_map(shape)
-    groups: dict[tuple[tuple[int, int], ...], list[Any]] = {}
-    per_dev: dict[Any, int] = {}
-    for dev in sorted(devmap, key=_device_order):
-        idx = _norm_index(devmap[dev], shape)
-        groups.setdefault(idx, []).append(dev)
-        per_dev[dev] = math.prod(b - a for a, b in idx) * itemsize
-    devices = tuple(per_dev)
-    blocks = tuple((idx, tuple(devs)) for idx, devs in groups.items())
+    norm = {dev: _norm_index(devmap[dev], shape) for dev in devmap}
     try:
-        shard_shape = tuple(int(s) for s in sharding.shard_shape(shape))
-    except Exception:  # uneven custom shardings: the largest block
-        shard_shape = tuple(
-            max(b - a for a, b in (idx[d] for idx, _ in blocks)) for d in range(len(shape))
-        )
+        shard_shape: tuple[int, ...] | None = tuple(int(s) for s in sharding.shard_shape(shape))
+    except Exception:  # uneven custom shardings: the largest block is shown
+        shard_shape = None
     tname = type(sharding).__name__
     mesh_shape = spec = None
-    if tname == "SingleDeviceSharding" or (len(devices) == 1 and not hasattr(sharding, "spec")):
+    if tname == "SingleDeviceSharding" or (len(norm) == 1 and not hasattr(sharding, "spec")):
         kind = SINGLE
     elif hasattr(sharding, "mesh") and hasattr(sharding, "spec"):
         kind = NAMED
@@ -147,15 +141,53 @@ def _build_layout(sharding: Any, shape: tuple[int, ...], itemsize: int) -> Layou
         spec = tuple(_spec_entry(e) for e in sharding.spec)
     else:
         kind = POSITIONAL
+    return _make_layout(
+        norm,
+        shape,
+        itemsize,
+        kind=kind,
+        mesh_shape=mesh_shape,
+        spec=spec,
+        shard_shape=shard_shape,
+        fully_addressable=bool(getattr(sharding, "is_fully_addressable", True)),
+        memory_kind=getattr(sharding, "memory_kind", None),
+        type_name=tname,
+    )
+
+
+def _make_layout(
+    devmap: dict[Any, tuple[tuple[int, int], ...]],
+    shape: tuple[int, ...],
+    itemsize: int,
+    *,
+    kind: str,
+    mesh_shape: dict[str, int] | None = None,
+    spec: tuple[Any, ...] | None = None,
+    shard_shape: tuple[int, ...] | None = None,
+    fully_addressable: bool = True,
+    memory_kind: str | None = None,
+    type_name: str = "",
+) -> Layout:
+    groups: dict[tuple[tuple[int, int], ...], list[Any]] = {}
+    per_dev: dict[Any, int] = {}
+    for dev in sorted(devmap, key=_device_order):
+        idx = devmap[dev]
+        groups.setdefault(idx, []).append(dev)
+        per_dev[dev] = math.prod(b - a for a, b in idx) * itemsize
+    devices = tuple(per_dev)
+    blocks = tuple((idx, tuple(devs)) for idx, devs in groups.items())
+    if shard_shape is None:
+        shard_shape = tuple(
+            max(b - a for a, b in (idx[d] for idx, _ in blocks)) for d in range(len(shape))
+        )
     dim_axes = _spec_axes(spec, len(shape)) if spec is not None else ((),) * len(shape)
-    memory_kind = getattr(sharding, "memory_kind", None)
     mem = f" [{memory_kind}]" if memory_kind not in (None, "device") else ""
     if kind == SINGLE:
         description = device_name(devices[0]) + mem
     elif kind == NAMED:
         description = f"{spec_text(spec)} on {mesh_text(mesh_shape)}{mem}"
     else:
-        description = f"{tname} over {len(devices)} devices{mem}"
+        description = f"{type_name} over {len(devices)} devices{mem}"
     return Layout(
         kind=kind,
         devices=devices,
@@ -163,7 +195,7 @@ def _build_layout(sharding: Any, shape: tuple[int, ...], itemsize: int) -> Layou
         bytes_per_device=per_dev,
         shard_shape=shard_shape,
         replication=max(1, len(devices) // max(1, len(blocks))),
-        fully_addressable=bool(getattr(sharding, "is_fully_addressable", True)),
+        fully_addressable=fully_addressable,
         platform=devices[0].platform if devices else "",
         memory_kind=memory_kind,
         mesh_shape=mesh_shape,
@@ -171,6 +203,80 @@ def _build_layout(sharding: Any, shape: tuple[int, ...], itemsize: int) -> Layou
         dim_axes=dim_axes,
         description=description,
     )
+
+
+# --- shardings recorded in checkpoint metadata (orbax `_sharding`) ---------------------------
+
+
+@dataclass(frozen=True)
+class RecordedDevice:
+    """A device named by checkpoint metadata: orbax records device ids, not live devices.
+
+    A NamedSharding's record has no platform, so its devices are `device:0`, `device:1`…;
+    a SingleDeviceSharding's record names it (`cpu:3`).
+    """
+
+    id: int
+    platform: str = "device"
+    process_index: int = 0
+
+    def __repr__(self) -> str:
+        return f"RecordedDevice({self.platform}:{self.id})"
+
+
+def _ids(mesh: Any) -> list[int]:
+    if isinstance(mesh, dict):
+        return [int(mesh["id"])]
+    out: list[int] = []
+    for m in mesh:
+        out.extend(_ids(m))
+    return out
+
+
+def _freeze(x: Any) -> Any:
+    if isinstance(x, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in x.items()))
+    if isinstance(x, list):
+        return tuple(_freeze(v) for v in x)
+    return x
+
+
+def _recorded_layout(meta: dict[str, Any], shape: tuple[int, ...], itemsize: int) -> Layout:
+    """The layout orbax recorded (`{"sharding_type": "NamedSharding", ...}`), without jax.
+
+    NamedSharding blocks follow jax's rule: dimension `d` split over mesh axes `(a, b)` is cut
+    into `size(a) * size(b)` blocks, and the device at mesh coordinate `c` holds block
+    `c[a] * size(b) + c[b]`.
+    """
+    kind = meta.get("sharding_type")
+    full = tuple((0, n) for n in shape)
+    if kind == "SingleDeviceSharding":
+        platform, _, idx = str(meta.get("device_str", "")).rpartition(":")
+        dev = RecordedDevice(int(idx), platform or "device")
+        return _make_layout({dev: full}, shape, itemsize, kind=SINGLE)
+    if kind != "NamedSharding":
+        raise ValueError(f"sharding_type {kind!r} is not understood")
+    sizes = [int(n) for n in meta["shape"]]
+    names = [str(n) for n in meta["axis_names"]]
+    mesh_shape = dict(zip(names, sizes))
+    spec = tuple(_spec_entry(e) for e in meta.get("partition_spec", []))
+    ids = np.array(_ids(meta["device_mesh"]["mesh"]), dtype=np.int64).reshape(sizes)
+    dim_axes = _spec_axes(spec, len(shape))
+    pos = {n: i for i, n in enumerate(names)}
+    devmap: dict[Any, tuple[tuple[int, int], ...]] = {}
+    for coord in np.ndindex(*sizes):
+        idx = []
+        for d, axes in enumerate(dim_axes):
+            parts, k = 1, 0
+            for a in axes:
+                k = k * mesh_shape[a] + coord[pos[a]]
+                parts *= mesh_shape[a]
+            if shape[d] % parts:
+                raise ValueError(f"dimension {d} of {shape} does not split into {parts} blocks")
+            step = shape[d] // parts
+            idx.append((k * step, (k + 1) * step))
+        devmap[RecordedDevice(int(ids[coord]))] = tuple(idx)
+    return _make_layout(devmap, shape, itemsize, kind=NAMED, mesh_shape=mesh_shape, spec=spec)
 
 
 # --- per-leaf and per-device facts -----------------------------------------------------------
@@ -182,9 +288,12 @@ class LeafPlacement:
 
     `kind` is "single" (one device), "named" (a `NamedSharding` over a mesh), "positional"
     (any other sharding: GSPMD, custom), "host" (a numpy array), "file" (a `LazyArray` still
-    in its file), "abstract" (a `ShapeDtypeStruct` without a sharding), "traced", "deleted"
+    in its file, no sharding recorded), "abstract" (a `ShapeDtypeStruct` without a sharding),
+    "traced", "deleted"
     (a donated or deleted jax array) or "object" (not an array). A `ShapeDtypeStruct` that
-    carries a sharding gets the kind of its sharding and `abstract=True`.
+    carries a sharding gets the kind of its sharding and `source="planned"`; a checkpoint
+    array whose sharding the checkpoint recorded (orbax) gets it with `source="recorded"`.
+    `source` is "live" for jax arrays and "" for leaves on no device.
 
     Example:
         >>> import numpy as np
@@ -199,11 +308,16 @@ class LeafPlacement:
     dtype: str | None = None
     nbytes: int = 0
     committed: bool | None = None
-    abstract: bool = False
+    source: str = ""
     sharding: Any = field(default=None, repr=False)
     layout: Layout | None = field(default=None, repr=False)
 
     # ---- facts of the sharding (shared by every leaf with the same layout) ----
+    @property
+    def abstract(self) -> bool:
+        """Whether the placement is planned or recorded rather than held by live arrays."""
+        return self.source in (PLANNED, RECORDED)
+
     @property
     def on_device(self) -> bool:
         """Whether the leaf's bytes are on jax devices (single, named or positional)."""
@@ -281,7 +395,7 @@ class LeafPlacement:
         lay = self.layout
         if lay is None:
             return self.kind
-        return ("planned " if self.abstract else "") + lay.description
+        return (self.source + " " if self.abstract else "") + lay.description
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly dict (devices as `cpu:0` names)."""
@@ -293,7 +407,7 @@ class LeafPlacement:
             "dtype": self.dtype,
             "nbytes": self.nbytes,
             "committed": self.committed,
-            "abstract": self.abstract,
+            "source": self.source,
             "devices": [device_name(d) for d in self.devices],
             "platform": self.platform,
             "memory_kind": self.memory_kind,
@@ -696,6 +810,8 @@ def _loose(q: Any, k: Any) -> bool:
 
 
 def _addressable(device: Any) -> bool:
+    if isinstance(device, RecordedDevice):
+        return True
     jax = sys.modules.get("jax")
     if jax is None:
         return True
@@ -728,7 +844,7 @@ class _Placer:
         self.jax_array = getattr(jax, "Array", None) if jax is not None else None
         core = getattr(jax, "core", None) if jax is not None else None
         self.tracer = getattr(core, "Tracer", None) if core is not None else None
-        self.layouts: dict[Any, Layout] = {}
+        self.layouts: dict[Any, tuple[Layout, str, int]] = {}
 
     def layout(
         self, path: Path, sharding: Any, shape: tuple[int, ...], dtype: Any
@@ -751,6 +867,24 @@ class _Placer:
             hit = self.layouts[key] = (lay, dtype_name(dtype), math.prod(shape) * itemsize)
         return hit
 
+    def recorded(
+        self, path: Path, meta: dict[str, Any], shape: tuple[int, ...], dtype: Any
+    ) -> tuple[Layout, str, int]:
+        """`(layout, dtype name, nbytes)` of a sharding recorded in checkpoint metadata."""
+        key = (_freeze(meta), shape, dtype)
+        hit = self.layouts.get(key)
+        if hit is None:
+            itemsize = _itemsize(dtype)
+            try:
+                lay = _recorded_layout(meta, shape, itemsize)
+            except (KeyError, TypeError, ValueError) as e:
+                raise TreetoolError(
+                    f"{path}: cannot lay out shape {shape} with the recorded sharding "
+                    f"{meta.get('sharding_type')!r}: {e}"
+                ) from e
+            hit = self.layouts[key] = (lay, dtype_name(dtype), math.prod(shape) * itemsize)
+        return hit
+
     def leaf(self, path: Path, x: Any) -> LeafPlacement:
         jarr = self.jax_array
         if jarr is not None and isinstance(x, jarr):
@@ -764,11 +898,17 @@ class _Placer:
             shape = x.shape
             lay, dname, nbytes = self.layout(path, sharding, shape, x.dtype)
             return LeafPlacement(
-                path, lay.kind, shape, dname, nbytes, x.committed, False, sharding, lay
+                path, lay.kind, shape, dname, nbytes, x.committed, LIVE, sharding, lay
             )
         if isinstance(x, (np.ndarray, np.generic)):
             return LeafPlacement(path, HOST, tuple(x.shape), dtype_name(x.dtype), int(x.nbytes))
         if isinstance(x, LazyArray):
+            meta = getattr(x, "sharding", None)
+            if isinstance(meta, dict) and "sharding_type" in meta:
+                lay, dname, nbytes = self.recorded(path, meta, x.shape, x.dtype)
+                return LeafPlacement(
+                    path, lay.kind, x.shape, dname, nbytes, None, RECORDED, meta, lay
+                )
             return LeafPlacement(path, FILE, x.shape, dtype_name(x.dtype), x.nbytes)
         if self.tracer is not None and isinstance(x, self.tracer):
             return LeafPlacement(path, TRACED, _shape(x), _dname(x), 0)
@@ -778,10 +918,10 @@ class _Placer:
             if sharding is not None and hasattr(sharding, "devices_indices_map"):
                 lay, dname, nbytes = self.layout(path, sharding, shape, x.dtype)
                 return LeafPlacement(
-                    path, lay.kind, shape, dname, nbytes, None, True, sharding, lay
+                    path, lay.kind, shape, dname, nbytes, None, PLANNED, sharding, lay
                 )
             nbytes = math.prod(shape) * _itemsize(x.dtype)
-            return LeafPlacement(path, ABSTRACT, shape, dtype_name(x.dtype), nbytes, None, True)
+            return LeafPlacement(path, ABSTRACT, shape, dtype_name(x.dtype), nbytes)
         return LeafPlacement(path, OBJECT)
 
 

@@ -1,4 +1,5 @@
-"""Registers the Devices tab: shown when the tree holds jax arrays or sharded abstract arrays."""
+"""Registers the Devices tab: shown when the tree holds jax arrays, ShapeDtypeStructs with a
+sharding, or checkpoint arrays whose sharding the checkpoint recorded (orbax)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from textual.widget import Widget
 
+from .._arrays import LazyArray
 from .._views import iter_leaves_with_paths
 from .tabs import TabSpec, register_tab
 
@@ -18,21 +20,25 @@ SCAN = 5_000
 
 
 def applies(obj: Any) -> bool:
-    """Whether `obj` holds a jax array (or a ShapeDtypeStruct with a sharding) among its first
-    `SCAN` leaves.
+    """Whether one of the first `SCAN` leaves of `obj` has a placement worth a tab: a jax
+    array, a ShapeDtypeStruct with a sharding, or a checkpoint array with a recorded sharding.
 
     Example:
         >>> import numpy as np
         >>> applies({"w": np.zeros(3)})
         False
     """
-    jax = sys.modules.get("jax")
-    if jax is None:  # no jax array can exist before jax is imported
-        return False
+    jax = sys.modules.get("jax")  # no jax array can exist before jax is imported
+    jax_array = getattr(jax, "Array", None) if jax is not None else None
     for _, x in itertools.islice(iter_leaves_with_paths(obj), SCAN):
-        if isinstance(x, jax.Array):
+        if jax_array is not None and isinstance(x, jax_array):
             return True
-        if type(x).__name__ == "ShapeDtypeStruct" and getattr(x, "sharding", None) is not None:
+        sharding = getattr(x, "sharding", None)
+        if sharding is None:
+            continue
+        if type(x).__name__ == "ShapeDtypeStruct":
+            return True
+        if isinstance(x, LazyArray) and isinstance(sharding, dict) and "sharding_type" in sharding:
             return True
     return False
 
