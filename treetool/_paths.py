@@ -322,26 +322,45 @@ class Path(Sequence):
         '.layers[0]'
     """
 
-    __slots__ = ("_keys", "_str")
+    __slots__ = ("_k", "_raw", "_str")
 
     def __init__(self, keys: Iterable[Key] = ()) -> None:
         keys = tuple(keys)
         for k in keys:
             if not isinstance(k, Key):
                 raise TypeError(f"Path entries must be treetool keys, got {k!r}; use Path.from_jax")
-        self._keys = keys
+        self._k: tuple[Key, ...] | None = keys
+        self._raw: tuple | None = None
         self._str: str | None = None
 
     @classmethod
     def _make(cls, keys: tuple[Key, ...], text: str | None = None) -> Path:
         p = object.__new__(cls)
-        p._keys = keys
+        p._k = keys
+        p._raw = None
         p._str = text
         return p
 
+    @classmethod
+    def _from_jax_text(cls, raw: tuple, text: str) -> Path:
+        """A path over jax key entries, converted to treetool keys only when asked for."""
+        p = object.__new__(cls)
+        p._k = None
+        p._raw = raw
+        p._str = text
+        return p
+
+    @property
+    def _keys(self) -> tuple[Key, ...]:
+        k = self._k
+        if k is None:
+            k = self._k = tuple(from_jax_key(j) for j in self._raw)  # type: ignore[union-attr]
+            self._raw = None
+        return k
+
     # --- sequence protocol -------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self._keys)
+        return len(self._k) if self._k is not None else len(self._raw)  # type: ignore[arg-type]
 
     def __iter__(self) -> Iterator[Key]:
         return iter(self._keys)
@@ -380,7 +399,7 @@ class Path(Sequence):
         return str(self) < str(other)
 
     def __bool__(self) -> bool:
-        return bool(self._keys)
+        return len(self) > 0
 
     @property
     def keys(self) -> tuple[Key, ...]:

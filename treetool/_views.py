@@ -6,6 +6,7 @@ collector, and build path strings incrementally, one prefix per inner node.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -57,12 +58,71 @@ def iter_leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> Iterator[tuple[
 def leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, Any]]:
     """Every leaf with its path, in jax's order; `str(path)` equals jax's `keystr`.
 
+    When jax is imported, jax's C++ flatten does the walk and path strings are built once per
+    edge of the tree (jax shares key objects between the paths of siblings); otherwise, and for
+    trees deeper than jax can flatten, treetool's own iterative walk does it.
+
     Example:
         >>> [(str(p), x) for p, x in leaves_with_paths({"b": (1, 2), "a": None})]
         [("['b'][0]", 1), ("['b'][1]", 2)]
     """
     with no_gc():
+        if "jax" in sys.modules:
+            try:
+                return _jax_leaves_with_paths(tree, is_leaf)
+            except (RecursionError, SystemError, TypeError, ValueError):
+                pass  # too deep or unsortable for jax: the iterative walk handles it
         return list(iter_leaves_with_paths(tree, is_leaf))
+
+
+def _jax_leaves_with_paths(tree: Any, is_leaf: IsLeaf) -> list[tuple[Path, Any]]:
+    import jax.tree_util as jtu
+
+    flat, _ = jtu.tree_flatten_with_path(tree, is_leaf=is_leaf)
+    # id(jax key object) -> the text of the path up to and including it. jax creates one key
+    # object per edge of the tree and shares it between every path through that edge, so
+    # each prefix string is built once; paths keep jax's keys until someone asks for ours.
+    edges: dict[int, str] = {}
+    new, cls = object.__new__, Path
+    jdict, jseq, jattr = jtu.DictKey, jtu.SequenceKey, jtu.GetAttrKey
+    out = []
+    append = out.append
+    last_id, prefix = -1, ""
+    for jpath, leaf in flat:
+        n = len(jpath)
+        if n > 1:
+            pid = id(jpath[-2])
+            if pid != last_id:
+                text = edges.get(pid)
+                if text is None:
+                    text = ""
+                    for jk in jpath[:-1]:
+                        t = edges.get(id(jk))
+                        if t is None:
+                            t = edges[id(jk)] = text + str(jk)
+                        text = t
+                last_id, prefix = pid, text
+        else:
+            prefix = ""
+        if n:
+            jk = jpath[-1]
+            tk = type(jk)
+            if tk is jdict:
+                text = f"{prefix}[{jk.key!r}]"
+            elif tk is jseq:
+                text = f"{prefix}[{jk.idx}]"
+            elif tk is jattr:
+                text = f"{prefix}.{jk.name}"
+            else:
+                text = prefix + str(jk)
+        else:
+            text = ""
+        p = new(cls)
+        p._k = None
+        p._raw = jpath
+        p._str = text
+        append((p, leaf))
+    return out
 
 
 def flatten(tree: Any, is_leaf: IsLeaf = None) -> tuple[list[Any], Any]:
