@@ -109,10 +109,9 @@ def main() -> None:
             tree = make(n)
             leaves = len(jax.tree_util.tree_leaves(tree))
             repeat = 5 if n <= 100_000 else 2
-            a = best(lambda: anchor(tree), repeat)
-            o = best(lambda: ours(tree), repeat)
+            a = best(lambda t=tree: anchor(t), repeat)
+            o = best(lambda t=tree: ours(t), repeat)
             print(f"{name:<12}{leaves:>10,}{a:>14.3f}{o:>14.3f}{o / a:>8.2f}")
-            del tree
     big = transformer(1_000_000)
     console = Console(file=io.StringIO(), width=120, color_system=None)
     t = best(lambda: console.print(TreeView(tt.view(big), depth=2)), 3)
