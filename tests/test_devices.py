@@ -21,7 +21,6 @@ from rich.console import Console
 import treetool as tt
 from treetool._arrays import LazyArray
 from treetool._devices import Placement, _build_layout, device_name
-from treetool.render import render
 from treetool.render.devices import DeviceBars, PlacementView, ShardingGrid, bar, devices_text
 
 P = PartitionSpec
@@ -381,8 +380,9 @@ def _text(renderable, width=80):
 
 
 def test_render_returns_the_placement(placed):
-    assert render(placed) is placed
-    assert _text(render(placed)) == _text(PlacementView(placed))
+    assert tt.render(placed) is placed
+    assert _text(tt.render(placed)) == _text(PlacementView(placed))
+    assert _text(tt.render(placed["head"])) == _text(placed.grid("head"))
 
 
 def test_bar():
@@ -608,6 +608,7 @@ def test_orbax_checkpoint_recorded_shardings(model, placed, orbax_dir):
     assert p["head"].description == "recorded cpu:3"
     assert p["layers.0.w"].description == "recorded P('data', 'model') on data=2×model=4"
     assert [u.name for u in p.per_device.values()][:2] == ["cpu:3", "device:0"]
+    assert p.warnings == []  # `device` (no platform recorded) does not disagree with `cpu`
     # bytes per recorded device id equal those of the live tree (without the uncommitted step)
     live_ids = Counter()
     for lp in placed.leaves.values():
@@ -621,3 +622,18 @@ def test_orbax_checkpoint_recorded_shardings(model, placed, orbax_dir):
     assert _text(p.grid("layers.0.w")).splitlines()[4] == (
         "│ 0:4           │ device 0 │ device 1 │ device 2 │ device 3 │"
     )
+
+
+def test_recorded_placement_needs_no_jax(orbax_dir):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, treetool as tt\n"
+        f"p = tt.placement(tt.load({str(orbax_dir)!r}))\n"
+        "print(len(p.per_device), p['layers.0.w'].description, 'jax' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == ("9 recorded P('data', 'model') on data=2×model=4 False")

@@ -208,6 +208,10 @@ def _make_layout(
 # --- shardings recorded in checkpoint metadata (orbax `_sharding`) ---------------------------
 
 
+#: the platform of a recorded device whose platform the checkpoint does not name
+UNKNOWN_PLATFORM = "device"
+
+
 @dataclass(frozen=True)
 class RecordedDevice:
     """A device named by checkpoint metadata: orbax records device ids, not live devices.
@@ -217,7 +221,7 @@ class RecordedDevice:
     """
 
     id: int
-    platform: str = "device"
+    platform: str = UNKNOWN_PLATFORM
     process_index: int = 0
 
     def __repr__(self) -> str:
@@ -252,7 +256,7 @@ def _recorded_layout(meta: dict[str, Any], shape: tuple[int, ...], itemsize: int
     full = tuple((0, n) for n in shape)
     if kind == "SingleDeviceSharding":
         platform, _, idx = str(meta.get("device_str", "")).rpartition(":")
-        dev = RecordedDevice(int(idx), platform or "device")
+        dev = RecordedDevice(int(idx), platform or UNKNOWN_PLATFORM)
         return _make_layout({dev: full}, shape, itemsize, kind=SINGLE)
     if kind != "NamedSharding":
         raise ValueError(f"sharding_type {kind!r} is not understood")
@@ -562,10 +566,11 @@ class Placement:
     def _warnings(self) -> list[PlacementWarning]:
         out = []
         on_dev = [lp for lp in self.leaves.values() if lp.layout is not None]
-        platforms = Counter(lp.platform for lp in on_dev)
+        # a recorded NamedSharding names no platform: it cannot disagree with the others
+        platforms = Counter(lp.platform for lp in on_dev if lp.platform != UNKNOWN_PLATFORM)
         if len(platforms) > 1:
             major = platforms.most_common(1)[0][0]
-            odd = tuple(lp.path for lp in on_dev if lp.platform != major)
+            odd = tuple(lp.path for lp in on_dev if lp.platform not in (major, UNKNOWN_PLATFORM))
             counts = ", ".join(f"{p} ({n} leaves)" for p, n in platforms.most_common())
             out.append(
                 PlacementWarning(
