@@ -74,8 +74,8 @@ def _host(x: Any, cls: int) -> Any:
     """An object with numpy semantics: the array itself, or a LazyArray (streamed)."""
     if cls == _LAZY:
         return x
-    if is_key(x) and dtype_name(x.dtype).startswith("key<"):
-        import jax
+    if cls == _JAX and not isinstance(x.dtype, np.dtype) and is_key(x):
+        import jax  # a typed PRNG key array: compare its raw key data
 
         return np.asarray(jax.random.key_data(x))
     return np.asarray(x)
@@ -104,9 +104,15 @@ def _float_like(dtype: np.dtype) -> bool:
     return dtype.kind == "V" and dtype_name(dtype).startswith(("float", "bfloat"))
 
 
+_vector_cache: dict[np.dtype, bool] = {}
+
+
 def _vector_eq(dtype: np.dtype) -> bool:
     """Whether `a == b` is a plain elementwise comparison for this dtype."""
-    return dtype.kind in "fiubc" or _float_like(dtype) or _int_like(dtype)
+    out = _vector_cache.get(dtype)
+    if out is None:
+        out = _vector_cache[dtype] = dtype.kind in "fiubc" or _float_like(dtype) or _int_like(dtype)
+    return out
 
 
 def _int_like(dtype: np.dtype) -> bool:
@@ -267,23 +273,22 @@ class LeafComparer:
 
     def _values(self, a: Any, b: Any, ca: int, cb: int) -> tuple[str, Any, Any, dict] | None:
         xa, xb = _host(a, ca), _host(b, cb)
-        size = math.prod(xa.shape)
-        itemsize = max(xa.dtype.itemsize, 1)
-        step = max(_CHUNK_BYTES // itemsize, 1)
-        lazy = isinstance(xa, LazyArray) or isinstance(xb, LazyArray)
-        fast = _vector_eq(xa.dtype)
-        if size <= step and not lazy:
+        dtype = xa.dtype
+        fast = _vector_eq(dtype)
+        if ca != _LAZY and cb != _LAZY and xa.nbytes <= _CHUNK_BYTES:
             # one chunk: the common case of many small leaves
-            if fast and bool(np.all(xa == xb)):
+            if fast and (xa == xb).all():
                 return None
-            return self._slow(xa.reshape(-1), xb.reshape(-1), 0, None, a.shape, size)
+            return self._result(self._accumulate(xa.reshape(-1), xb.reshape(-1), 0, None), xa.shape)
+        size = math.prod(xa.shape)
+        step = max(_CHUNK_BYTES // max(dtype.itemsize, 1), 1)
         st: _ValueStats | None = None
         offset = 0
         for pa, pb in zip(_chunks(xa, size, step), _chunks(xb, size, step)):
-            if not (fast and np.array_equal(pa, pb)):
+            if not (fast and (pa == pb).all()):
                 st = self._accumulate(pa, pb, offset, st)
             offset += pa.size
-        return self._result(st, a.shape, size)
+        return self._result(st, xa.shape)
 
     def _accumulate(
         self, pa: np.ndarray, pb: np.ndarray, offset: int, st: _ValueStats | None
@@ -293,23 +298,11 @@ class LeafComparer:
         st.add(pa, pb, offset, self.rtol, self.atol)
         return st
 
-    def _slow(
-        self,
-        pa: np.ndarray,
-        pb: np.ndarray,
-        offset: int,
-        st: _ValueStats | None,
-        shape: tuple,
-        size: int,
-    ) -> tuple[str, Any, Any, dict] | None:
-        return self._result(self._accumulate(pa, pb, offset, st), shape, size)
-
     @staticmethod
-    def _result(
-        st: _ValueStats | None, shape: tuple, size: int
-    ) -> tuple[str, Any, Any, dict] | None:
+    def _result(st: _ValueStats | None, shape: tuple) -> tuple[str, Any, Any, dict] | None:
         if st is None or st.count == 0:
             return None
+        size = math.prod(shape)
         first = [int(i) for i in np.unravel_index(st.first, tuple(shape))] if shape else []
         detail = {
             "count": st.count,
