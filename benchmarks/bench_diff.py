@@ -80,12 +80,12 @@ def bench_structure(n: int, rows: list) -> None:
     b["layer_0"]["block_7"]["w"] = np.zeros(3, np.float32)
     t_one = best(lambda: tt.diff(a, b, values=False), 1)
     assert [c.path for c in tt.diff(a, b, values=False)] == ["['layer_0']['block_7']['w']"]
-    rows.append((f"  same, one shape changed", "flatten_with_path x2", t_anchor, t_one, 3.0))
+    rows.append(("  same, one shape changed", "flatten_with_path x2", t_anchor, t_one, 3.0))
     # one extra key: treedefs differ, so the full walk runs
     b["layer_0"]["extra"] = {"w": np.zeros(1, np.float32)}
     t_walk = best(lambda: tt.diff(a, b, values=False), 1)
     rows.append(
-        (f"  same, one key added (full walk)", "flatten_with_path x2", t_anchor, t_walk, None)
+        ("  same, one key added (full walk)", "flatten_with_path x2", t_anchor, t_walk, None)
     )
 
 
