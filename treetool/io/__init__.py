@@ -85,6 +85,17 @@ def _header(path: str, n: int = 64) -> bytes:
         return fh.read(n)
 
 
+def _looks_like_old_pickle(path: str, head: bytes) -> bool:
+    """Protocol 0/1 pickles have no header: an opcode first and STOP last."""
+    import pickletools
+
+    if head[:1].decode("latin1") not in {op.code for op in pickletools.opcodes}:
+        return False
+    with open(path, "rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) == b"."
+
+
 def detect(path: str | os.PathLike) -> str:
     """The format of a file or directory, from its content.
 
@@ -128,8 +139,8 @@ def detect(path: str | os.PathLike) -> str:
 
     if looks_like_flax_msgpack(head):
         return "msgpack"
-    if head[:1] in (b"(", b"c", b"]", b"}", b")", b"N", b"I", b"F", b"S", b"V", b"l", b"d"):
-        return "pickle"  # protocol 0/1 pickles have no header
+    if _looks_like_old_pickle(path, head):
+        return "pickle"
     shown = head[:8].hex(" ")
     raise LoadError(
         f"{path}: unknown file format (starts with bytes {shown}); formats: {', '.join(sorted(set(FORMATS)))}"

@@ -8,6 +8,7 @@ flat dict of names.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 from .._errors import PathError
@@ -56,7 +57,7 @@ def tree_from_keystrs(flat: dict[str, Any]) -> Any:
     try:
         for p, leaf in zip(paths, flat.values()):
             node: Any = root
-            for k, nxt in zip(p[:-1], p[1:]):
+            for k, nxt in pairwise(p):
                 key = k.key if type(k) is DictKey else k.idx
                 child = node.get(key) if isinstance(node, dict) else None
                 if child is None:

@@ -142,7 +142,8 @@ def array_from_data(
             f"array payload of {len(data)} bytes does not match {dtype.name}{list(shape)} "
             f"({nbytes} bytes)"
         )
-    arr = np.frombuffer(data, dtype=dtype).copy()
+    # a read-only view of the bytes read from the file (they are not shared with anything)
+    arr = np.frombuffer(data, dtype=dtype)
     return arr.reshape(shape, order="F" if fortran else "C")
 
 

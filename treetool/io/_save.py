@@ -83,7 +83,7 @@ def _materialize(tree: Any, path: str) -> Any:
 def _rebuild(x: Any, kids: list, where: str, conv: Any) -> Any:
     import jax
 
-    leaves, treedef = jax.tree_util.tree_flatten(x, is_leaf=lambda y: y is not x)
+    _, treedef = jax.tree_util.tree_flatten(x, is_leaf=lambda y: y is not x)
     return jax.tree_util.tree_unflatten(treedef, [conv(c, where + str(k)) for (k, c) in kids])
 
 

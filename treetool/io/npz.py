@@ -171,7 +171,7 @@ def read(
                     return Loaded(np.load(path, allow_pickle=True), format)
                 tree, blocked = _object_array(fh, hdr, path, lazy, partial)
                 return Loaded(tree, format, blocked)
-        arr, end = read_npy_at(path, 0, lazy)
+        arr, _ = read_npy_at(path, 0, lazy)
         return Loaded(arr, format)
     return _read_npz(path, trust=trust, lazy=lazy, partial=partial, format=format)
 

@@ -277,7 +277,7 @@ def _insert(root: Any, keys: list[tuple[str, Any]], leaf: Any, item: str) -> Any
     if root is None:
         root = _Seq() if keys[0][1] == 1 else {}
     node = root
-    for i, (k, kt) in enumerate(keys):
+    for i, (k, _) in enumerate(keys):
         key: Any = int(k) if isinstance(node, _Seq) else k
         if i == len(keys) - 1:
             node[key] = leaf

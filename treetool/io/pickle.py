@@ -21,6 +21,7 @@ import collections
 import mmap
 import os
 import pickle as _stdlib_pickle
+import re
 import struct
 from typing import Any
 
@@ -77,6 +78,23 @@ for _b in ("builtins", "__builtin__"):
     ):
         _ALLOWED[(_b, _n)] = _n
 _BUILTIN_TYPES = {"list": list, "dict": dict, "set": set, "tuple": tuple, "frozenset": frozenset}
+
+# The pickle numpy writes for each array after the first (protocol 4+), from just after the
+# BINGET of `_reconstruct` up to the data bytes: ndarray, (0,), b'b', TUPLE3, REDUCE, MARK, 1,
+# shape, dtype, fortran flag, data opcode. `_fast_array` replays its exact effect on the stack
+# and the memo in one step; anything else takes the opcode-by-opcode path.
+_FAST_ARRAY = re.compile(
+    rb"(?:h(.)|j(.{4}))"
+    rb"(?:K\x00\x85\x94|h(.)|j(.{4}))"
+    rb"(?:h(.)|j(.{4}))"
+    rb"\x87\x94R\x94\(K\x01"
+    rb"(?:\)|((?:K.|M..|J....){1,3})([\x85\x86\x87])\x94)"
+    rb"(?:h(.)|j(.{4}))"
+    rb"([\x88\x89])"
+    rb"(?:C(.)|B(.{4}))",
+    re.S,
+)
+_ZERO_TUPLE = (0,)
 
 _OP_NAMES = {op.code.encode("latin1")[0]: op.name for op in __import__("pickletools").opcodes}
 
@@ -143,7 +161,7 @@ def read_pickle(
         tree, error = _walk(mm, path, lazy, partial)
     finally:
         mm.close()
-    blocked = walk_check(tree, path)
+    blocked = walk_check(tree, path, max_visits=max(1_000_000, 4 * size))
     return ParseResult(tree, blocked, error)
 
 
@@ -263,6 +281,7 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
     globals_: dict[tuple[str, str], Any] = {}
     append = stack.append
     u32, i32, u16, u64 = _U32, _I32, _U16, _U64
+    reconstruct: Any = _UNDEF  # numpy's _reconstruct global, once the file names it
 
     def fail(msg: str, at: int) -> _Fail:
         return _Fail(f"{path}: {msg} (at byte {at})")
@@ -283,6 +302,75 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
         b = data[at : at + n]
         return bytearray(b) if kind is bytearray else b
 
+    def fast_array(start: int) -> int:
+        """Replay a whole numpy array pickle at `start` (see _FAST_ARRAY); 0 if it is not one."""
+        m = _FAST_ARRAY.match(data, start)
+        if m is None:
+            return 0
+        g = m.groups()
+        try:
+            nd = memo[g[0][0] if g[0] is not None else u32(g[1])[0]]
+            if type(nd) is not _Global or nd.tag != "np_ndarray":
+                return 0
+            if g[2] is not None or g[3] is not None:
+                t0 = memo[g[2][0] if g[2] is not None else u32(g[3])[0]]
+                new_t0 = False
+            else:
+                t0, new_t0 = _ZERO_TUPLE, True
+            bb = memo[g[4][0] if g[4] is not None else u32(g[5])[0]]
+            dt = memo[g[8][0] if g[8] is not None else u32(g[9])[0]]
+        except IndexError:
+            return 0
+        if type(dt) is nr.PendingDtype:
+            dt = dt.dtype
+        if not isinstance(dt, np.dtype) or t0 is _UNDEF or bb is _UNDEF:
+            return 0
+        shape: tuple = ()
+        dims = g[6]
+        if dims is not None:
+            out = []
+            i, nd_ = 0, len(dims)
+            while i < nd_:
+                c = dims[i]
+                if c == 0x4B:
+                    out.append(dims[i + 1])
+                    i += 2
+                elif c == 0x4D:
+                    out.append(u16(dims, i + 1)[0])
+                    i += 3
+                else:
+                    out.append(i32(dims, i + 1)[0])
+                    i += 5
+            if len(out) != g[7][0] - 0x84 or min(out) < 0:
+                return 0
+            shape = tuple(out)
+        n = g[11][0] if g[11] is not None else u32(g[12])[0]
+        at = m.end()
+        if data[at + n : at + n + 4] != b"\x94t\x94b" or dt.hasobject:
+            return 0
+        fortran = g[10] == b"\x88"
+        size = 1
+        for d in shape:
+            size *= d
+        if size * dt.itemsize != n:
+            return 0
+        if lazy and n >= LAZY_MIN_BYTES:
+            raw: Any = LazyArray((n,), np.uint8, path, at)
+            arr: Any = LazyArray(shape, dt, path, at, fortran_order=fortran)
+        else:
+            raw = data[at : at + n]
+            arr = np.frombuffer(raw, dt)
+            if len(shape) != 1 or fortran:
+                arr = arr.reshape(shape, order="F" if fortran else "C")
+        if new_t0:
+            memo_append(t0)
+        if dims is not None:
+            memo.extend(((nd, t0, bb), arr, shape, raw, (1, shape, dt, fortran, raw)))
+        else:
+            memo.extend(((nd, t0, bb), arr, raw, (1, shape, dt, fortran, raw)))
+        stack.append(arr)
+        return at + n + 4
+
     def pop_mark() -> list[Any]:
         nonlocal stack, append
         items = stack
@@ -294,6 +382,7 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
         return items
 
     def find_class(module: str, name: str) -> Any:
+        nonlocal reconstruct
         key = (module, name)
         g = globals_.get(key)
         if g is None:
@@ -301,6 +390,8 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
                 g = nr.MlDtypeType(name)
             else:
                 g = _Global(module, name, _ALLOWED.get(key, ""))
+                if g.tag == "np_reconstruct":
+                    reconstruct = g
             globals_[key] = g
         return g
 
@@ -397,7 +488,10 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
                 if v is _UNDEF:
                     raise fail(f"memo key {data[pos]} is undefined", pos - 1)
                 pos += 1
-                append(v)
+                if v is reconstruct and (nxt := fast_array(pos)):
+                    pos = nxt
+                else:
+                    append(v)
             elif op == 0x4B:  # BININT1
                 append(data[pos])
                 pos += 1
@@ -500,8 +594,12 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
                 pos += 4
             elif op == 0x6A:  # LONG_BINGET
                 need(4, pos, "LONG_BINGET")
-                append(memo_get(u32(data, pos)[0]))
+                v = memo_get(u32(data, pos)[0])
                 pos += 4
+                if v is reconstruct and (nxt := fast_array(pos)):
+                    pos = nxt
+                else:
+                    append(v)
             elif op == 0x4D:  # BININT2
                 need(2, pos, "BININT2")
                 append(u16(data, pos)[0])
@@ -516,9 +614,7 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
                 append(find_class(module, name))
             elif op == 0x95:  # FRAME
                 need(8, pos, "FRAME")
-                n = u64(data, pos)[0]
-                pos += 8
-                need(n, pos, "FRAME")
+                pos += 8  # frames only group opcodes; each opcode checks its own lengths
             elif op == 0x81:  # NEWOBJ
                 if len(stack) < 2:
                     raise fail("stack underflow in NEWOBJ", pos - 1)
