@@ -259,7 +259,7 @@ def test_unknown_format_message(tmp_path):
         LoadError, match=r"x\.bin: unknown file format \(starts with bytes 01 02 03 04"
     ):
         tio.load(f)
-    with pytest.raises(LoadError, match="unknown format 'pikle'. Did you mean 'pickle'"):
+    with pytest.raises(LoadError, match=r"unknown format 'pikle'\. Did you mean 'pickle'"):
         tio.load(f, format="pikle")
 
 
