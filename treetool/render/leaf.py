@@ -112,7 +112,9 @@ class LeafReport:
             parts += [Text(""), s]
         arr = self._values()
         if arr is not None:
-            text = np.array2string(arr, threshold=200, edgeitems=3, max_line_width=100)
+            text = np.array2string(
+                arr, threshold=200, edgeitems=3, max_line_width=max(options.max_width, 40)
+            )
             parts += [Text(""), Text(text)]
         elif info.shape is None:
             parts += [Text(""), Text(repr(self.value)[:2000])]
