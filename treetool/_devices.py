@@ -17,6 +17,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -77,6 +78,23 @@ class Layout:
     spec: tuple[Any, ...] | None
     dim_axes: tuple[tuple[str, ...], ...]
     description: str = ""
+
+    @cached_property
+    def dict_part(self) -> dict[str, Any]:
+        """The JSON-friendly facts of the layout (shared by `LeafPlacement.to_dict`)."""
+        return {
+            "devices": [device_name(d) for d in self.devices],
+            "platform": self.platform,
+            "memory_kind": self.memory_kind,
+            "mesh": dict(self.mesh_shape) if self.mesh_shape else None,
+            "spec": [list(e) if isinstance(e, tuple) else e for e in self.spec]
+            if self.spec is not None
+            else None,
+            "shard_shape": list(self.shard_shape),
+            "replication": self.replication,
+            "fully_addressable": self.fully_addressable,
+            "bytes_per_device": {device_name(d): b for d, b in self.bytes_per_device.items()},
+        }
 
     @property
     def sharded_dims(self) -> tuple[int, ...]:
@@ -402,9 +420,12 @@ class LeafPlacement:
         return (self.source + " " if self.abstract else "") + lay.description
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-friendly dict (devices as `cpu:0` names)."""
-        lay = self.layout
-        return {
+        """A JSON-friendly dict (devices as `cpu:0` names).
+
+        The sharding's part is built once per layout and shared between leaves: treat the
+        lists and dicts in it as read-only.
+        """
+        out = {
             "path": str(self.path),
             "kind": self.kind,
             "shape": list(self.shape) if self.shape is not None else None,
@@ -412,18 +433,25 @@ class LeafPlacement:
             "nbytes": self.nbytes,
             "committed": self.committed,
             "source": self.source,
-            "devices": [device_name(d) for d in self.devices],
-            "platform": self.platform,
-            "memory_kind": self.memory_kind,
-            "mesh": dict(lay.mesh_shape) if lay is not None and lay.mesh_shape else None,
-            "spec": [list(e) if isinstance(e, tuple) else e for e in lay.spec]
-            if lay is not None and lay.spec is not None
-            else None,
-            "shard_shape": list(self.shard_shape) if self.shard_shape is not None else None,
-            "replication": self.replication,
-            "fully_addressable": self.fully_addressable,
-            "bytes_per_device": {device_name(d): b for d, b in self.bytes_per_device.items()},
         }
+        lay = self.layout
+        if lay is not None:
+            out.update(lay.dict_part)
+        else:
+            out.update(
+                {
+                    "devices": [],
+                    "platform": None,
+                    "memory_kind": None,
+                    "mesh": None,
+                    "spec": None,
+                    "shard_shape": list(self.shape) if self.shape is not None else None,
+                    "replication": 1,
+                    "fully_addressable": True,
+                    "bytes_per_device": {},
+                }
+            )
+        return out
 
     def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
         from .render.devices import ShardingGrid
