@@ -59,7 +59,7 @@ _QUIET = frozenset(
 )
 #: params holding functions, shown under the short name jax prints them with
 _FN_PARAMS = {"fwd_jaxpr_thunk": "fwd", "jvp_jaxpr_fun": "jvp", "jvp_jaxpr_thunk": "jvp"}
-_SOURCE = re.compile(r"^(?P<file>.*):(?P<line>\d+)(?::\d+)? \((?P<fn>.*)\)$")
+_SOURCE = re.compile(r"^(?P<file>.*?):(?P<line>\d+)(?::\d+)? \((?P<fn>.*)\)$")
 
 
 class Call(NamedTuple):
@@ -657,6 +657,7 @@ def jaxpr(fn: Callable[..., Any] | Any, *args: Any, **kwargs: Any) -> JaxprView:
 
     closed = jax.make_jaxpr(traced)(*[leaves[i] for i in dyn])
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+    name = name.rsplit("<locals>.", 1)[-1]
     return JaxprView(
         closed,
         in_paths=in_paths,

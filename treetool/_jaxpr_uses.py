@@ -32,6 +32,7 @@ class Lookups:
     top: Scope
     inputs: list[tuple[Path, Any]]
     outputs: list[tuple[Path, Any]]
+    static: list[tuple[Path, Any]]
     equations: list[Equation]
 
     def path_of(self, var: Any, scope: Scope | None = None) -> Path | None:
@@ -87,6 +88,12 @@ class Lookups:
                 return v
         if p.is_pattern:
             raise PathError(f"{str(p)!r} is a pattern; use find() for globs")
+        for q, value in self.static:
+            if q == p:
+                raise PathError(
+                    f"{str(p)!r} is static ({type(value).__name__}, not an array): it is "
+                    "baked into the trace and no variable holds it"
+                )
         candidates = [str(q) for q, _ in self.inputs] + [str(q) for q, _ in self.outputs]
         near = suggest(str(p), candidates)
         hint = f"; did you mean {', '.join(near)}?" if near else ""
