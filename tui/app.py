@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from pathlib import Path as FilePath
 from typing import Any, ClassVar
 
 from textual import work
@@ -11,6 +12,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
@@ -19,10 +21,13 @@ from .leaf_index import Cancelled, LeafIndex, expression, match_paths
 from .messages import LeafChosen, NodeFocused
 from .screens import HelpScreen
 from .tabs import TabSpec, load_tab_modules, tabs_for
-from .widgets import DetailsPane, LeavesTable, PytreeTree, SearchBar, TotalsBar
+from .widgets import DetailsPane, DiffTab, LeavesTable, PytreeTree, SearchBar, TotalsBar
 from .widgets.totals import totals_text
 
 __all__ = ["TreetoolApp", "root_name_for"]
+
+#: seconds the cursor must rest on a node before the details pane follows it
+DETAILS_DELAY = 0.06
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -47,11 +52,11 @@ class TreetoolApp(App[None]):
     Args:
         obj: any pytree.
         title: shown in the header; also names the root in copied expressions.
-        other: a second tree for a Diff tab (shown once `treetool.diff` exists).
+        other: a second tree: a Diff tab shows `treetool.diff(obj, other)`.
         is_leaf: treat the nodes it returns True for as leaves.
     """
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH = str(FilePath(__file__).with_name("app.tcss"))  # absolute: subclasses live elsewhere
     TITLE = "treetool"
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -143,6 +148,7 @@ class TreetoolApp(App[None]):
         self.match_pos = -1
         self.node: Node = self.model
         self._tab_errors: list[str] = []
+        self._details_timer: Timer | None = None
         load_tab_modules(on_error=lambda name, e: self._tab_errors.append(f"{name}: {e}"))
         self.extra_tabs: list[TabSpec] = tabs_for(
             obj, on_error=lambda spec, e: self._tab_errors.append(f"tab {spec.id}: {e}")
@@ -159,10 +165,13 @@ class TreetoolApp(App[None]):
                     yield PytreeTree(self.model, self.root_name, id="tree-view")
                 with TabPane("Leaves", id="leaves"):
                     yield LeavesTable(id="leaves-table")
+                if self.other is not None:
+                    with TabPane("Diff", id="diff"):
+                        yield DiffTab(self.obj, self.other, id="diff-tab")
                 for spec in self.extra_tabs:
                     with TabPane(spec.title, id=spec.id):
                         yield spec.make(self.obj)
-            yield DetailsPane(self.root_name, id="details")
+            yield DetailsPane(self.root_name, self.model, id="details")
         yield SearchBar(id="search")
         yield Footer()
 
@@ -171,14 +180,10 @@ class TreetoolApp(App[None]):
         self.query_one(DetailsPane).show(self.model)
         for err in self._tab_errors:
             self.notify(f"a tab failed and is left out: {err}", severity="error", timeout=8)
+
+    def on_ready(self) -> None:
+        # the first frame is on screen: now index every leaf, off the UI thread
         self._build_index()
-        if self.other is not None:
-            self.notify(
-                "other= was given, but the Diff tab needs treetool.diff, which is not available "
-                "yet; showing the first tree only",
-                severity="warning",
-                timeout=8,
-            )
 
     def on_resize(self) -> None:
         self.query_one("#details").set_class(self.size.width < 80, "-narrow")
@@ -188,25 +193,18 @@ class TreetoolApp(App[None]):
     @work(thread=True, exclusive=True, group="index")
     def _build_index(self) -> None:
         worker = get_current_worker()
-        agg = self.model.aggregates
-        if worker.is_cancelled:
-            return
-        self.call_from_thread(self._set_totals, None)
         try:
             index = LeafIndex.build(self.obj, self.is_leaf, cancelled=lambda: worker.is_cancelled)
         except Cancelled:
             return
         if not worker.is_cancelled:
             self.call_from_thread(self._set_index, index)
-        del agg
-
-    def _set_totals(self, devices: dict[str, int] | None) -> None:
-        self.query_one(TotalsBar).update(totals_text(self.model.aggregates, devices))
-        self.query_one(PytreeTree).refresh_labels()
 
     def _set_index(self, index: LeafIndex) -> None:
         self.index = index
-        self._set_totals(index.devices_count())
+        self.query_one(TotalsBar).update(totals_text(index.totals, index.devices_count()))
+        self.query_one(PytreeTree).set_totals(index.totals)
+        self.query_one(DetailsPane).set_totals(self.model, index.totals)
         self.query_one(LeavesTable).set_index(index)
         query = self.query_one("#search-input", Input).value
         if query:
@@ -250,8 +248,20 @@ class TreetoolApp(App[None]):
     # --- events ----------------------------------------------------------------------------
 
     def on_node_focused(self, message: NodeFocused) -> None:
-        self.node = message.node
-        self.query_one(DetailsPane).show(message.node)
+        self._focus(message.node)
+
+    def _focus(self, node: Node) -> None:
+        # The pane follows the cursor once it rests: holding a key down only repaints rows.
+        self.node = node
+        if self._details_timer is not None:
+            self._details_timer.stop()
+        self._details_timer = self.set_timer(DETAILS_DELAY, self._show_details)
+
+    def _show_details(self) -> None:
+        self._details_timer = None
+        pane = self.query_one(DetailsPane)
+        if pane.node is not self.node:
+            pane.show(self.node)
 
     def on_leaves_table_highlighted(self, message: LeavesTable.Highlighted) -> None:
         from .leaf_index import node_chain
@@ -260,9 +270,7 @@ class TreetoolApp(App[None]):
             chain = node_chain(self.model, message.path)
         except KeyError:
             return
-        node = chain[-1][0] if chain else self.model
-        self.node = node
-        self.query_one(DetailsPane).show(node)
+        self._focus(chain[-1][0] if chain else self.model)
 
     def on_leaf_chosen(self, message: LeafChosen) -> None:
         self.query_one(TabbedContent).active = "tree"

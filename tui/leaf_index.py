@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import leaf_info
-from .._model import Node, no_gc
+from .._arrays import LazyArray, LeafInfo, leaf_info
+from .._model import Aggregates, Node, no_gc
 from .._views import find, iter_leaves_with_paths
 
 __all__ = ["COLUMNS", "LeafIndex", "expression", "match_paths", "node_chain"]
@@ -58,6 +58,7 @@ class LeafIndex:
     devices: list[str]
     params: np.ndarray
     nbytes: np.ndarray
+    totals: Aggregates
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -78,11 +79,33 @@ class LeafIndex:
         params: list[int] = []
         nbytes: list[int] = []
         intern: dict[str, str] = {}
+        facts: dict[tuple, LeafInfo] = {}
+        totals = Aggregates()
+        seen: set[int] = set()
         with no_gc():
             for i, (path, leaf) in enumerate(iter_leaves_with_paths(tree, is_leaf)):
                 if cancelled is not None and not i & 4095 and cancelled():
                     raise Cancelled
-                info = leaf_info(leaf)
+                t = type(leaf)
+                if t is np.ndarray or t is LazyArray:
+                    # leaf_info is metadata-only but not free (dtype.name); cache it per kind
+                    k = (t, leaf.dtype, leaf.shape)
+                    info = facts.get(k)  # type: ignore[assignment]
+                    if info is None:
+                        info = facts[k] = leaf_info(leaf)
+                else:
+                    info = leaf_info(leaf)
+                totals.leaves += 1
+                if info.shape is not None:
+                    if id(leaf) in seen:
+                        totals.tied += 1
+                        totals.tied_params += info.params
+                    else:
+                        seen.add(id(leaf))
+                        totals.arrays += 1
+                        totals.params += info.params
+                        totals.nbytes += info.nbytes
+                        totals.dtypes[info.dtype] += 1
                 paths.append(str(path))
                 leaves.append(leaf)
                 label = info.label if info.shape is not None else info.type_name
@@ -101,6 +124,7 @@ class LeafIndex:
             devices,
             np.asarray(params, dtype=np.int64),
             np.asarray(nbytes, dtype=np.int64),
+            totals,
         )
 
     def column(self, name: str) -> list[str] | np.ndarray:

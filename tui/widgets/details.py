@@ -19,7 +19,7 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from ..._arrays import LazyArray, stats
-from ..._model import Node
+from ..._model import Aggregates, Node
 from ...render.labels import Budget, dtype_style, fmt_bytes, fmt_count, label
 from ..leaf_index import expression
 from ..messages import DetailsReady
@@ -30,6 +30,8 @@ __all__ = ["DetailsPane", "compute_parts"]
 #: largest children listed for an inner node, and how many children are scanned for them
 TOP_CHILDREN = 8
 SCAN_CHILDREN = 2_000
+#: subtrees bigger than this are not totalled in the pane (the header has the whole tree's)
+TOTAL_LIMIT = 300_000
 #: bytes of a leaf read for its value preview
 PREVIEW_BYTES = 1 << 20
 
@@ -92,7 +94,7 @@ def _preview(x: Any, width: int = 60) -> str:
         return np.array2string(np.asarray(x))
 
 
-def compute_parts(node: Node, width: int = 60) -> dict[str, Any]:
+def compute_parts(node: Node, width: int = 60, totals: Aggregates | None = None) -> dict[str, Any]:
     """Everything slow about a node: stats, histogram and preview of a leaf; totals, dtypes
     and largest children of an inner node. Runs in a worker thread.
 
@@ -115,8 +117,7 @@ def compute_parts(node: Node, width: int = 60) -> dict[str, Any]:
             except Exception as e:
                 out["error"] = f"preview failed: {type(e).__name__}: {e}"
         return out
-    agg = node.aggregates
-    out["aggregates"] = agg
+    out["aggregates"] = totals if totals is not None else node.aggregates_within(TOTAL_LIMIT)
     kids = node.child_range(0, min(node.num_children, SCAN_CHILDREN))
     budget = Budget(200_000)
     sized = []
@@ -138,10 +139,12 @@ class DetailsPane(VerticalScroll):
     DetailsPane > #details-path { color: $text; }
     """
 
-    def __init__(self, root_name: str, *, id: str | None = None) -> None:
+    def __init__(self, root_name: str, root: Node | None = None, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.root_name = root_name
         self.node: Node | None = None
+        self.totals: Aggregates | None = None
+        self.root: Node | None = root
 
     def compose(self):  # type: ignore[no-untyped-def]
         yield Static(id="details-path")
@@ -175,12 +178,21 @@ class DetailsPane(VerticalScroll):
             Text("computing…", style="dim italic") if pending else ""
         )
         self.query_one("#details-preview", Static).update("")
+        if pending and node is self.root and self.totals is None:
+            return  # the root waits for the leaf index's totals (set_totals shows it again)
         if pending:
             self._compute(node, max(20, self.scrollable_content_region.width - 1))
 
+    def set_totals(self, root: Node, totals: Aggregates) -> None:
+        """The whole tree's totals (from the leaf index), used when the root is shown."""
+        self.root, self.totals = root, totals
+        if self.node is root:
+            self.show(root)
+
     @work(thread=True, exclusive=True, group="stats")
     def _compute(self, node: Node, width: int) -> None:
-        parts = compute_parts(node, width)
+        totals = self.totals if node is self.root else None
+        parts = compute_parts(node, width, totals)
         if not get_current_worker().is_cancelled:
             self.post_message(DetailsReady(node, parts))
 
@@ -219,6 +231,15 @@ class DetailsPane(VerticalScroll):
 
     def _inner(self, parts: dict[str, Any]) -> Group:
         agg = parts["aggregates"]
+        if agg is None:
+            return Group(
+                Text(
+                    f"more than {TOTAL_LIMIT:,} leaves: not totalled here (the header totals "
+                    "the whole tree; the Leaves tab lists every leaf)",
+                    style="dim italic",
+                ),
+                self._largest(parts),
+            )
         rows = [
             ("leaves", f"{agg.leaves:,}"),
             ("arrays", f"{agg.arrays:,}"),

@@ -12,11 +12,13 @@ from typing import ClassVar
 
 from rich.style import Style
 from rich.text import Text
+from textual import work
 from textual.binding import Binding, BindingType
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
+from textual.worker import get_current_worker
 
-from ..._model import Node
+from ..._model import Aggregates, Node
 from ...render.labels import Budget, label
 from ...render.text import fold_children, label_text
 from ..leaf_index import node_chain
@@ -26,8 +28,11 @@ __all__ = ["Entry", "PytreeTree"]
 
 #: children added per page; 10,000 Textual tree nodes take ~0.6 s to add, 200 take ~12 ms
 PAGE = 200
-#: leaves that labels of one page may walk to total params/bytes of inner children
-LABEL_BUDGET = 20_000
+#: leaves that the labels of one page may walk on the UI thread to total params/bytes of inner
+#: rows; bigger subtrees get their totals from a background worker (`_fill_labels`)
+LABEL_BUDGET = 500
+#: the background worker totals subtrees of at most this many leaves
+FILL_LIMIT = 300_000
 
 
 @dataclass
@@ -75,6 +80,8 @@ class PytreeTree(Tree[Entry]):
         self.model = root
         self.root_name = root_name
         self.matches: frozenset[str] = frozenset()
+        self.totals: Aggregates | None = None
+        self._pending_fill: list[TreeNode[Entry]] = []
         self.guide_depth = 3
 
     # --- labels ------------------------------------------------------------------------
@@ -87,6 +94,8 @@ class PytreeTree(Tree[Entry]):
         lbl = label(node, budget)
         if node is self.model:
             lbl.key = self.root_name
+            if self.totals is not None:
+                lbl.params, lbl.nbytes = self.totals.params, self.totals.nbytes
         if entry.kind == "fold":
             count = entry.stop - entry.index
             last = node.parent.child_range(entry.stop - 1, entry.stop)[0]  # type: ignore[union-attr]
@@ -98,19 +107,40 @@ class PytreeTree(Tree[Entry]):
                 lbl.nbytes *= count
         return label_text(lbl, root=node is self.model)
 
-    def refresh_labels(self) -> None:
-        """Recompute every shown label (after totals became known)."""
-        budget = Budget(LABEL_BUDGET)
-        stack = [self.root]
-        while stack:
-            tn = stack.pop()
-            if tn.data is not None:
-                tn.set_label(self._label(tn.data, budget))
-            stack.extend(tn.children)
+    def set_totals(self, totals: Aggregates) -> None:
+        """Totals of the whole tree (from the leaf index): shown on the root row."""
+        self.totals = totals
+        if self.root.data is not None:
+            self.root.set_label(self._label(self.root.data, Budget(0)))
+        pending, self._pending_fill = self._pending_fill, []
+        if pending:
+            self._fill_labels(pending)
+
+    @work(thread=True, group="labels")
+    def _fill_labels(self, rows: list[TreeNode[Entry]]) -> None:
+        """Total the subtrees of freshly added rows off the UI thread, then relabel them."""
+        worker = get_current_worker()
+        for tn in rows:
+            if worker.is_cancelled:
+                return
+            entry = tn.data
+            if entry is None or entry.kind == "more" or entry.node is self.model:
+                continue
+            try:
+                agg = entry.node.aggregates_within(FILL_LIMIT)
+            except Exception:  # the label shows the error itself
+                continue
+            if agg is not None and not worker.is_cancelled:
+                self.app.call_from_thread(self._relabel, tn)
+
+    def _relabel(self, tn: TreeNode[Entry]) -> None:
+        if tn.data is not None:
+            tn.set_label(self._label(tn.data, Budget(0)))
 
     def on_mount(self) -> None:
         self.root.set_label(self._label(self.root.data, Budget(LABEL_BUDGET)))  # type: ignore[arg-type]
         self.root.expand()
+        self.load(self.root)
 
     def render_label(self, node: TreeNode[Entry], base_style: Style, style: Style) -> Text:
         text = super().render_label(node, base_style, style)
@@ -133,16 +163,27 @@ class PytreeTree(Tree[Entry]):
         budget = Budget(LABEL_BUDGET)
         rows = fold_children(kids, budget)
         i = start
+        added = []
         for row in rows:
             if row.count > 1:
                 entry = Entry("fold", row.node, i, i + row.count)
-                parent.add(self._label(entry, budget), entry)
+                added.append(parent.add(self._label(entry, budget), entry))
             else:
-                self._add_child(parent, Entry("node", row.node, i), budget)
+                added.append(self._add_child(parent, Entry("node", row.node, i), budget))
             i += row.count
         if stop < total:
             entry = Entry("more", node, stop)
             parent.add_leaf(self._label(entry, budget), entry)
+        self._fill_missing(added)
+
+    def _fill_missing(self, rows: list[TreeNode[Entry]]) -> None:
+        todo = [tn for tn in rows if tn.data is not None and tn.allow_expand]
+        if not todo:
+            return
+        if self.totals is None:  # still indexing: don't compete with it for the GIL
+            self._pending_fill.extend(todo)
+        else:
+            self._fill_labels(todo)
 
     def _add_child(self, parent: TreeNode[Entry], entry: Entry, budget: Budget) -> TreeNode[Entry]:
         text = self._label(entry, budget)
@@ -168,8 +209,11 @@ class PytreeTree(Tree[Entry]):
         elif entry.kind == "fold":
             parent = entry.node.parent
             budget = Budget(LABEL_BUDGET)
-            for i, child in enumerate(parent.child_range(entry.index, entry.stop), entry.index):  # type: ignore[union-attr]
+            added = [
                 self._add_child(tn, Entry("node", child, i), budget)
+                for i, child in enumerate(parent.child_range(entry.index, entry.stop), entry.index)  # type: ignore[union-attr]
+            ]
+            self._fill_missing(added)
 
     def more(self, tn: TreeNode[Entry]) -> TreeNode[Entry] | None:
         """Replace a `… more` row by the next page; returns the first new row."""
