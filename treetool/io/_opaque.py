@@ -128,11 +128,14 @@ class Opaque:
         return f"Opaque({self.class_path!r}, fields={shown!r}{more})".replace("']...", "', ...]")
 
     def __getattr__(self, name: str) -> Any:
-        # Field access by name (`o.weight`); only for names the file's state holds.
+        # Field access by name (`o.weight`): the names of the state and of the children.
         if not name.startswith("__"):
             state = _state_dict(object.__getattribute__(self, "state"))
             if name in state:
                 return state[name]
+            for key, slot in _slots(self):
+                if type(key) is GetAttrKey and key.name == name:
+                    return _get(self, slot)
         raise AttributeError(f"Opaque({self.class_path!r}) has no field {name!r}")
 
     @property

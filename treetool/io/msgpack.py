@@ -185,7 +185,7 @@ class _Reader:
 
     def ext(self, code: int, pos: int, n: int) -> Any:
         sub = _Reader(self.data, self.path, self.lazy, pos + n)
-        if code == _EXT_NDARRAY:
+        if code in (_EXT_NDARRAY, _EXT_SCALAR):
             kind, cnt, p = sub.scalar(pos)
             if kind != "array" or cnt != 3:
                 raise self.fail("bad flax array extension", pos)
@@ -200,6 +200,10 @@ class _Reader:
             start, nb = blob
             if nb != math.prod(shape) * dtype.itemsize:
                 raise self.fail(f"array payload of {nb} bytes does not match {dname}{shape}", pos)
+            if code == _EXT_SCALAR:  # a numpy scalar, packed as a 0-d array
+                return np.frombuffer(bytes(self.data[start : start + nb]), dtype=dtype).reshape(
+                    shape
+                )[()]
             leaf = LazyArray(tuple(shape), dtype, self.path, start)
             return leaf if self.lazy else leaf.read().copy()
         if code == _EXT_COMPLEX:
@@ -207,22 +211,14 @@ class _Reader:
             if isinstance(v, list) and len(v) == 2 and all(isinstance(x, int | float) for x in v):
                 return complex(v[0], v[1])
             raise self.fail("bad complex extension", pos)
-        if code == _EXT_SCALAR:
-            v, _ = sub.value(pos, 2)
-            if (
-                isinstance(v, list)
-                and len(v) == 2
-                and isinstance(v[0], str)
-                and isinstance(v[1], bytes)
-            ):
-                dt = _dtype(v[0], self, pos)
-                if len(v[1]) == dt.itemsize:
-                    return np.frombuffer(v[1], dtype=dt)[0]
-            raise self.fail("bad numpy scalar extension", pos)
         raise self.fail(f"unknown msgpack extension type {code}", pos)
 
     def chunked(self, d: dict) -> Any:
         shape, chunks = d.get("shape"), d.get("chunks")
+        if isinstance(shape, dict):  # flax stores tuples as {"0": ..., "1": ...}
+            shape = [shape.get(str(i)) for i in range(len(shape))]
+        if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
+            raise LoadError(f"{self.path}: bad chunked array shape")
         if not isinstance(shape, list) or not isinstance(chunks, dict):
             raise LoadError(f"{self.path}: bad chunked array")
         parts = [chunks[k] for k in sorted(chunks, key=lambda k: int(k))]
