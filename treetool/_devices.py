@@ -6,8 +6,11 @@ bytes land on each device, and which leaves make one device heavier than the oth
 
 Facts come from each array's sharding, never from its data. The block layout of a sharding
 (`devices_indices_map`) is computed once per `(sharding, shape, dtype)` and shared by every leaf
-that has it, so a 100,000-leaf model with a handful of PartitionSpecs costs one walk. jax is
-never imported here: a jax array can only exist once jax has been imported.
+that has it, so a 100,000-leaf model with a handful of PartitionSpecs costs one walk.
+
+Checkpoint arrays whose sharding the checkpoint recorded (orbax's `_sharding`, carried by the
+loader's `OrbaxArray.sharding`) are laid out from that record with jax's block rule, without
+jax. jax is never imported here: a jax array can only exist once jax has been imported.
 """
 
 from __future__ import annotations
@@ -28,7 +31,15 @@ from ._model import IsLeaf, no_gc
 from ._paths import Path
 from ._views import iter_leaves_with_paths
 
-__all__ = ["DeviceUsage", "LeafPlacement", "Placement", "PlacementWarning", "placement"]
+__all__ = [
+    "AxisUsage",
+    "DeviceUsage",
+    "LeafPlacement",
+    "Placement",
+    "PlacementWarning",
+    "RecordedDevice",
+    "placement",
+]
 
 #: `LeafPlacement.kind` values
 SINGLE, NAMED, POSITIONAL = "single", "named", "positional"
@@ -42,8 +53,6 @@ HOST, FILE, ABSTRACT, TRACED, DELETED, OBJECT = (
 )
 #: `LeafPlacement.source` values
 LIVE, PLANNED, RECORDED = "live", "planned", "recorded"
-#: kinds whose bytes live on jax devices
-ON_DEVICE = frozenset({SINGLE, NAMED, POSITIONAL})
 
 
 def device_name(device: Any) -> str:
@@ -599,12 +608,14 @@ class Placement:
         if len(platforms) > 1:
             major = platforms.most_common(1)[0][0]
             odd = tuple(lp.path for lp in on_dev if lp.platform not in (major, UNKNOWN_PLATFORM))
-            counts = ", ".join(f"{p} ({n} leaves)" for p, n in platforms.most_common())
+            counts = ", ".join(
+                f"{p} ({n} {_plural(n, 'leaf', 'leaves')})" for p, n in platforms.most_common()
+            )
             out.append(
                 PlacementWarning(
                     "platforms",
                     f"leaves live on {len(platforms)} platforms: {counts}; "
-                    f"first off {major}: {_paths_text(odd)}",
+                    f"not on {major}: {_paths_text(odd)}",
                     odd,
                 )
             )
@@ -651,7 +662,7 @@ class Placement:
                     f"{_fmt_bytes(heavy.bytes)}, {ratio:.2f}x the mean ({_fmt_bytes(int(mean))}); "
                     f"{light.name} holds {_fmt_bytes(light.bytes)}"
                     + (
-                        f"; on {heavy.name} only part of the devices: {_paths_text(culprits)}"
+                        f"; on {heavy.name}, not spread over every device: {_paths_text(culprits)}"
                         if culprits
                         else ""
                     ),
