@@ -635,3 +635,32 @@ def test_recorded_placement_needs_no_jax(orbax_dir):
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == ("9 recorded P('data', 'model') on data=2×model=4 False")
+
+
+@settings(max_examples=15)
+@given(st.lists(_specs(), min_size=1, max_size=5))
+def test_property_tree_bytes_per_device_match_jax(mesh, specs):
+    tree = {f"x{i}": [_put(mesh, shape, spec)] for i, (shape, spec) in enumerate(specs)}
+    p = tt.placement(tree)
+    want: Counter = Counter()
+    count: Counter = Counter()
+    for _, x in _jax_leaves(tree):
+        for s in x.addressable_shards:
+            want[s.device] += s.data.nbytes
+            count[s.device] += 1
+    assert {d: u.bytes for d, u in p.per_device.items()} == dict(want)
+    assert {d: u.leaves for d, u in p.per_device.items()} == dict(count)
+    assert [str(q) for q in p.leaves] == [f"['x{i}'][0]" for i in range(len(specs))]
+
+
+def test_is_leaf_makes_object_leaves(model):
+    p = tt.placement(model, is_leaf=lambda x: isinstance(x, list))
+    assert p["layers"].kind == "object"
+    assert len(p.leaves) == 6
+    assert sum(u.leaves for u in p.per_device.values()) == 8 + 1 + 8 + 1  # embed, head, scale, step
+
+
+def test_grid_truncates_wide_meshes(placed):
+    text = _text(ShardingGrid(placed["embed"], max_cols=3))
+    assert "│ dim 0 │  0:4  │  4:8  │ 8:12  │" in text
+    assert "… 5 more columns" in text
