@@ -36,16 +36,23 @@ def _format_of(path: str, format: str | None) -> str:
 def _flat(tree: Any, path: str, arrays_only: bool) -> dict[str, Any]:
     from .._views import iter_leaves_with_paths
 
+    _check_no_opaque(tree, path)
     out: dict[str, Any] = {}
     for p, leaf in iter_leaves_with_paths(tree):
-        if isinstance(leaf, Opaque | GlobalRef):
-            _refuse(path, str(p), leaf)
         if arrays_only and not (is_array(leaf) or isinstance(leaf, bool | int | float | complex)):
             raise LoadError(
                 f"{path}: {p} is a {type(leaf).__name__}; only arrays and numbers can be saved here"
             )
         out[str(p)] = leaf
     return out
+
+
+def _check_no_opaque(tree: Any, path: str) -> None:
+    from .._model import view
+
+    for node in view(tree).walk():
+        if isinstance(node.obj, Opaque | GlobalRef):
+            _refuse(path, str(node.path), node.obj)
 
 
 def _refuse(path: str, where: str, obj: Any) -> None:

@@ -1,0 +1,109 @@
+"""`Opaque`: a pytree node for treetool's model and for jax, registered whenever jax arrives."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import treetool as tt
+from treetool import LoadError
+from treetool.io import GlobalRef, Opaque
+
+
+def test_generic_layout_uses_state_names_then_args_and_items():
+    o = Opaque("mylib.Thing", args=(1, 2), state={"w": np.ones(2), "b": None})
+    o.dictitems["extra"] = 3.0
+    assert [str(p) for p, _ in tt.leaves_with_paths(o)] == [".w", "[0]", "[1]", "['extra']"]
+    node = tt.view({"t": o}).children[0]
+    assert node.type_name == "Thing" and node.node_kind == "custom"
+
+
+def test_jax_agrees_with_treetool_model():
+    import jax
+
+    o = Opaque(
+        "mylib.Block", state={"w": np.ones((2, 3)), "inner": Opaque("mylib.Leafy", (np.zeros(1),))}
+    )
+    jax_paths = [
+        jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path({"b": o})[0]
+    ]
+    assert (
+        jax_paths
+        == [str(p) for p, _ in tt.leaves_with_paths({"b": o})]
+        == ["['b'].w", "['b'].inner[0]"]
+    )
+    leaves, treedef = jax.tree_util.tree_flatten(o)
+    back = jax.tree_util.tree_unflatten(treedef, [x + 1 for x in leaves])
+    assert isinstance(back, Opaque) and back.class_path == "mylib.Block"
+    assert np.array_equal(back.w, np.full((2, 3), 2.0)) and np.array_equal(o.w, np.ones((2, 3)))
+
+
+def test_known_dataclass_static_fields_are_not_children():
+    # equinox marks static fields; they stay in the aux data, as in jax
+    o = Opaque(
+        "equinox.nn._linear.Linear",
+        state={
+            "weight": np.ones((2, 2)),
+            "bias": None,
+            "in_features": 2,
+            "out_features": 2,
+            "use_bias": False,
+        },
+    )
+    assert [str(p) for p, _ in tt.leaves_with_paths(o)] == [".weight"]
+
+
+def test_global_ref_is_a_leaf():
+    g = GlobalRef("os", "system")
+    assert tt.leaves_with_paths({"f": g}) == [(tt.Path.parse("['f']"), g)]
+    assert g.class_name == "system" and g.class_path == "os.system"
+
+
+def test_registered_when_jax_is_imported_later(tmp_path):
+    import pickle
+
+    import equinox as eqx
+    import jax
+
+    f = tmp_path / "m.pkl"
+    f.write_bytes(pickle.dumps(eqx.nn.Linear(2, 3, key=jax.random.key(0))))
+    code = (
+        "import sys, treetool as tt\n"
+        f"m = tt.load({str(f)!r})\n"
+        "assert 'jax' not in sys.modules\n"
+        "import jax\n"
+        "print([jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(m)[0]])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "['.weight', '.bias']"
+
+
+def test_save_refuses_opaque(tmp_path):
+    tree = {"layer": Opaque("mylib.Layer", state={"w": np.ones(2)})}
+    for name in ("x.safetensors", "x.npz", "x.pkl"):
+        with pytest.raises(
+            LoadError, match=r"cannot save \['layer'\]: it is an opaque mylib.Layer object"
+        ):
+            tt.save(tree, tmp_path / name)
+
+
+def test_save_unknown_extension(tmp_path):
+    with pytest.raises(LoadError, match=r"cannot tell the format from the extension '\.bin'"):
+        tt.save({"w": np.ones(1)}, tmp_path / "x.bin")
+
+
+def test_save_pickle_reads_lazy_leaves(tmp_path):
+    np.save(tmp_path / "a.npy", np.arange(5))
+    tree = {"a": tt.load(tmp_path / "a.npy"), "n": [1, None]}
+    tt.save(tree, tmp_path / "out.pkl")
+    back = tt.load(tmp_path / "out.pkl")
+    assert (
+        type(back["a"]) is np.ndarray
+        and back["a"].tolist() == [0, 1, 2, 3, 4]
+        and back["n"] == [1, None]
+    )
