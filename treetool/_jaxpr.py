@@ -93,13 +93,20 @@ class Cost:
     raw: dict[str, float] = field(default_factory=dict, repr=False)
 
 
+_NAMES: list[str] = []
+
+
 def _name(i: int) -> str:
-    s = ""
-    while True:
-        i, r = divmod(i, 26)
-        s = chr(97 + r) + s
-        if i == 0:
-            return s
+    """jax's variable names: a…z, ba…bz, ca… (cached)."""
+    while len(_NAMES) <= i:
+        k, s = len(_NAMES), ""
+        while True:
+            k, r = divmod(k, 26)
+            s = chr(97 + r) + s
+            if k == 0:
+                break
+        _NAMES.append(s)
+    return _NAMES[i]
 
 
 def aval_text(aval: Any) -> str:
@@ -394,6 +401,18 @@ class JaxprView(Lookups):
                 f"JaxprView expects a jax ClosedJaxpr or Jaxpr, got {type(jaxpr).__name__}; "
                 "use treetool.jaxpr(fn, *args) to trace a function"
             )
+        with no_gc():
+            self._setup(in_paths, out_paths, name, static, call)
+            self.top = self._build(self.jaxpr, consts, [p for p, _ in self.inputs])
+
+    def _setup(
+        self,
+        in_paths: list[Path] | None,
+        out_paths: list[Path] | None,
+        name: str,
+        static: list[tuple[Path, Any]] | None,
+        call: Call | None,
+    ) -> None:
         j = self.jaxpr
         if in_paths is None:
             in_paths = [Path._make((_INVARS, SequenceKey(i))) for i in range(len(j.invars))]
@@ -415,8 +434,6 @@ class JaxprView(Lookups):
         self._cost: Cost | bool | None = False
         self._cost_error: str | None = None
         self.equations: list[Equation] = []
-        with no_gc():
-            self.top = self._build(j, consts, in_paths)
 
     # --- building ------------------------------------------------------------------------
     def _build(self, j: Any, consts: list[Any] | None, in_paths: list[Path]) -> Scope:
