@@ -176,3 +176,19 @@ def test_snapshot_devices_tab(tree, snap_compare):
         await pilot.pause()
 
     assert snap_compare(_DevicesApp(tree), terminal_size=(130, 34), run_before=before)
+
+
+def test_snapshot_devices_tab_narrow(tree, snap_compare):
+    """Below 110 columns the device list goes above the leaves (the app's details pane
+    takes a third of the screen)."""
+
+    async def before(pilot) -> None:
+        await _settle(pilot)
+        pilot.app.query_one("#devices-table", DataTable).focus()
+        await pilot.press("down")  # cpu:0
+        pilot.app.query_one("#devices-leaves", DataTable).focus()
+        await pilot.press("down")  # the second leaf of cpu:0
+        await pilot.pause()
+        assert pilot.app.query_one(DevicesTab).has_class("-narrow")
+
+    assert snap_compare(_DevicesApp(tree), terminal_size=(90, 40), run_before=before)

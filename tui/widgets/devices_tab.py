@@ -81,10 +81,14 @@ class DevicesTab(Vertical):
     DevicesTab #devices-body { height: 1fr; }
     DevicesTab #devices-table { width: 46; height: 1fr; }
     DevicesTab #devices-right { width: 1fr; height: 1fr; }
-    DevicesTab #devices-leaves { height: 1fr; }
-    DevicesTab #devices-grid-box { height: auto; max-height: 16; }
+    DevicesTab #devices-leaves { height: 1fr; min-height: 4; }
+    DevicesTab #devices-grid-box { height: auto; max-height: 16; padding: 0 1; }
     DevicesTab #devices-warnings { height: auto; max-height: 4; padding: 0 1; color: $warning; }
+    DevicesTab.-narrow #devices-body { layout: vertical; }
+    DevicesTab.-narrow #devices-table { width: 1fr; height: auto; max-height: 12; }
     """
+    #: below this width the device list goes above the leaves instead of beside them
+    NARROW = 110
 
     def __init__(self, obj: Any, *, is_leaf: Any = None, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -111,6 +115,9 @@ class DevicesTab(Vertical):
         leaves = self.query_one("#devices-leaves", DataTable)
         leaves.add_columns("leaf", "array", "sharding", "block", "bytes here")
         self._compute()
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.width < self.NARROW, "-narrow")
 
     # --- the worker -------------------------------------------------------------------------
 
