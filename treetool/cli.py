@@ -24,20 +24,28 @@ class CliError(Exception):
 # --- targets ------------------------------------------------------------------------------
 
 
-def load_target(spec: str, *, trust: bool = False) -> tuple[Any, str]:
+def load_target(spec: str, *, trust: bool = False, partial: bool = False) -> tuple[Any, str]:
     """Turn `FILE`, `DIR` or `module:attr` into `(pytree, format name)`.
 
-    A file or directory is read by `treetool.load` (safe by default). `module:attr` imports the
-    module (the current directory is on the import path) and follows the dotted attribute; a
-    function or a class found there is called with no arguments.
+    A file or directory is read by `treetool.io.read` (safe by default). When objects were not
+    executed, one line on stderr names their classes and `--trust`; with `partial`, a damaged
+    file gives the tree read up to the error, and the error as a warning on stderr.
+    `module:attr` imports the module (the current directory is on the import path) and follows
+    the dotted attribute; a function or a class found there is called with no arguments.
     """
     if os.path.exists(spec):
         import treetool.io as io
 
-        tree = io.load(spec, trust=trust)
-        detect = getattr(io, "detect_format", None)
-        fmt = detect(spec) if detect is not None else "file"
-        return tree, str(fmt)
+        loaded = io.read(spec, trust=trust, partial=partial)
+        if loaded.error:
+            print(
+                f"treetool: warning: {loaded.error}; showing what was read before it",
+                file=sys.stderr,
+            )
+        if loaded.blocked:
+            _print_blocked(spec, loaded.blocked)
+        _NOTED.add(id(loaded.tree))
+        return loaded.tree, loaded.format
     if ":" in spec and not spec.startswith(("/", ".")):
         return _import_target(spec), "python"
     raise CliError(f"{spec}: no such file or directory (and not a module:attr object)")
@@ -130,9 +138,24 @@ def _json_default(x: Any) -> Any:
     return repr(x)
 
 
+_NOTED: set[int] = set()  # trees whose opaque objects load_target already reported
+
+
+def _print_blocked(spec: str, blocked: list[str]) -> None:
+    shown = ", ".join(blocked[:8]) + (f" and {len(blocked) - 8} more" if len(blocked) > 8 else "")
+    print(
+        f"treetool: note: {spec}: not executed (shown as opaque placeholders): {shown}; "
+        "pass --trust to run the file's code",
+        file=sys.stderr,
+    )
+
+
 def _note_opaque(tree: Any) -> None:
     """One line on stderr when a loaded tree holds objects whose code was not run."""
     from ._model import view
+
+    if id(tree) in _NOTED:
+        return
 
     classes: list[str] = []
     for n in view(tree).walk():
@@ -154,7 +177,7 @@ def _note_opaque(tree: Any) -> None:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    tree, fmt = load_target(args.target, trust=args.trust)
+    tree, fmt = load_target(args.target, trust=args.trust, partial=args.partial)
     if args.json:
         _print_json(_json_listing(tree, fmt, args.filter))
         _note_opaque(tree)
@@ -191,7 +214,7 @@ def _show(tree: Any, args: argparse.Namespace, title: str) -> None:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    tree, fmt = load_target(args.target, trust=args.trust)
+    tree, fmt = load_target(args.target, trust=args.trust, partial=args.partial)
     if args.json:
         _print_json(_json_listing(tree, fmt, args.glob))
         return EXIT_OK
@@ -220,7 +243,7 @@ def cmd_get(args: argparse.Namespace) -> int:
     from ._errors import PathError
     from ._views import resolve
 
-    tree, _ = load_target(args.target, trust=args.trust)
+    tree, _ = load_target(args.target, trust=args.trust, partial=args.partial)
     try:
         path = resolve(tree, args.path)
     except PathError as e:
@@ -241,7 +264,7 @@ def cmd_get(args: argparse.Namespace) -> int:
 def cmd_summary(args: argparse.Namespace) -> int:
     from ._summary import summary
 
-    tree, _ = load_target(args.target, trust=args.trust)
+    tree, _ = load_target(args.target, trust=args.trust, partial=args.partial)
     s = summary(tree, depth=args.depth)
     if args.json:
         _print_json(s.to_dict())
@@ -251,8 +274,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    a, _ = load_target(args.a, trust=args.trust)
-    b, _ = load_target(args.b, trust=args.trust)
+    a, _ = load_target(args.a, trust=args.trust, partial=args.partial)
+    b, _ = load_target(args.b, trust=args.trust, partial=args.partial)
     import treetool
 
     d = treetool.diff(a, b, rtol=args.rtol, atol=args.atol, values=args.values)
@@ -293,6 +316,11 @@ def _parser() -> argparse.ArgumentParser:
 
     def common(sp: argparse.ArgumentParser, json: bool = True) -> None:
         sp.add_argument("--trust", action="store_true", help="run code from pickles (unsafe)")
+        sp.add_argument(
+            "--partial",
+            action="store_true",
+            help="on a damaged file, show what was read before the error",
+        )
         if json:
             sp.add_argument("--json", action="store_true", help="machine-readable output")
 
