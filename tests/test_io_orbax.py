@@ -54,7 +54,8 @@ def test_checkpoint_manager_latest_step(tmp_path, tree):
     mgr = orbax.CheckpointManager(tmp_path / "mgr")
     for step in (1, 7):
         mgr.save(
-            step, args=orbax.args.StandardSave(jax.tree_util.tree_map(lambda x, s=step: x * s, tree))
+            step,
+            args=orbax.args.StandardSave(jax.tree_util.tree_map(lambda x, s=step: x * s, tree)),
         )
     mgr.wait_until_finished()
     t = tio.load(tmp_path / "mgr")

@@ -102,7 +102,7 @@ def detect(path: str | os.PathLike) -> str:
     Example:
         >>> import numpy as np, tempfile, os
         >>> p = os.path.join(tempfile.mkdtemp(), "x.bin")
-        >>> np.save(open(p, "wb"), np.zeros(3))
+        >>> np.save(p + ".npy", np.zeros(3)); os.rename(p + ".npy", p)
         >>> detect(p)
         'npy'
     """
@@ -171,8 +171,7 @@ def read(
         >>> import pickle, tempfile, os
         >>> p = os.path.join(tempfile.mkdtemp(), "evil.pkl")
         >>> with open(p, "wb") as fh:
-        ...     fh.write(b"\\x80\\x04cos\\nsystem\\n\\x8c\\x04echo\\x85R.")
-        27
+        ...     _ = fh.write(b"\\x80\\x04cos\\nsystem\\n\\x8c\\x04echo\\x85R.")
         >>> r = read(p)
         >>> r.tree, r.blocked
         (Opaque('os.system', fields=['[0]']), ['os.system'])
@@ -218,7 +217,8 @@ def load(
     Example:
         >>> import numpy as np, pickle, tempfile, os, treetool as tt
         >>> p = os.path.join(tempfile.mkdtemp(), "ckpt.pkl")
-        >>> pickle.dump({"params": {"w": np.ones((3, 4), np.float32)}, "step": 10}, open(p, "wb"))
+        >>> with open(p, "wb") as fh:
+        ...     pickle.dump({"params": {"w": np.ones((3, 4), np.float32)}, "step": 10}, fh)
         >>> tree = tt.load(p)
         >>> [(str(path), leaf) for path, leaf in tt.leaves_with_paths(tree)]
         [("['params']['w']", array(...)), ("['step']", 10)]

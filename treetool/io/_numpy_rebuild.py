@@ -58,8 +58,9 @@ class PendingDtype:
 
     def build(self, state: Any) -> np.dtype:
         if isinstance(state, tuple) and len(state) >= 2 and state[1] in ("<", ">", "|", "="):
-            if state[1] in ("<", ">") and self.dtype.byteorder not in ("|",):
-                return self.dtype.newbyteorder(state[1])
+            if state[1] in ("<", ">") and self.dtype.byteorder != "|":
+                new = self.dtype.newbyteorder(state[1])
+                return self.dtype if new == self.dtype else new
             return self.dtype
         raise LoadError(f"unsupported dtype state {_short(state)}")
 

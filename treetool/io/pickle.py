@@ -251,11 +251,23 @@ def _walk(mm: mmap.mmap, path: str, lazy: bool, partial: bool) -> tuple[Any, str
         return _salvage(state), msg
 
 
+def _incomplete(x: Any) -> bool:
+    return type(x) in (nr.PendingArray, nr.PendingDtype, _PendingKey) or (
+        type(x) is GlobalRef and bool(x.tag)
+    )
+
+
 def _salvage(state: dict[str, Any]) -> Any:
-    """The outermost object built so far, with pending MARK items folded into it."""
+    """The outermost object built so far, with pending MARK items folded into it.
+
+    Items waiting for SETITEMS/APPENDS are added to the dict or list below their MARK; values
+    still under construction (an array waiting for its data) are left out.
+    """
     stack, metastack = state["stack"], state["metastack"]
     while metastack:
         items = stack
+        cut = next((i for i, x in enumerate(items) if _incomplete(x)), len(items))
+        items = items[:cut]
         stack = metastack.pop()
         if stack:
             top = stack[-1]
@@ -267,7 +279,7 @@ def _salvage(state: dict[str, Any]) -> Any:
                         break
             elif type(top) is list:
                 top.extend(items)
-    return stack[0] if stack else None
+    return stack[0] if stack and not _incomplete(stack[0]) else None
 
 
 def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
