@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +33,8 @@ __all__ = ["KINDS", "Change", "TreeDiff", "diff", "explain", "explain_mismatch"]
 KINDS = ("added", "removed", "node_type", "static", "shape", "dtype", "value", "sharding")
 
 _SEQUENCES = (LIST, TUPLE)
+# dicts whose children come in sorted key order (an OrderedDict keeps insertion order)
+_SORTED_DICTS = (dict, defaultdict)
 _MOVE_CHECKS = 1000
 
 
@@ -205,20 +207,24 @@ def diff(
     """
     cmp = LeafComparer(rtol=rtol, atol=atol, values=values)
     with no_gc():
-        changes = _same_treedef_changes(a, b, is_leaf, cmp)
-        if changes is None:
-            walker = _Walker(is_leaf, cmp)
-            walker.run(a, b)
-            walker.detect_moves()
-            changes = walker.changes
-    return TreeDiff(changes, a, b, is_leaf=is_leaf, rtol=rtol, atol=atol, values=values)
+        walker = _Walker(is_leaf, cmp)
+        walker.run(a, b)
+        walker.detect_moves()
+    return TreeDiff(walker.changes, a, b, is_leaf=is_leaf, rtol=rtol, atol=atol, values=values)
 
 
-def _same_treedef_changes(a: Any, b: Any, is_leaf: IsLeaf, cmp: LeafComparer) -> list | None:
-    """The changes when both trees have the same jax treedef (leaves only); None otherwise."""
+# Subtrees this close to the root are first tried as wholes: when both sides have the same jax
+# treedef, two C++ flattens settle their structure and only their leaves are compared.
+_TREEDEF_DEPTH = 2
+
+
+def _same_treedef_leaf_changes(
+    a: Any, b: Any, is_leaf: IsLeaf, cmp: LeafComparer
+) -> list[tuple[tuple[Key, ...], tuple]] | None:
+    """`[(relative keys, change)]` when `a` and `b` have the same treedef; None otherwise."""
     jax = sys.modules.get("jax")
-    if jax is None or a is b:
-        return None if jax is None else []
+    if jax is None:
+        return None
     tu = jax.tree_util
     try:
         la, ta = tu.tree_flatten(a, is_leaf)
@@ -238,11 +244,7 @@ def _same_treedef_changes(a: Any, b: Any, is_leaf: IsLeaf, cmp: LeafComparer) ->
     if not found:
         return []
     paths = tu.tree_flatten_with_path(b, is_leaf)[0]
-    out = []
-    for i, r in found:
-        p = Path.from_jax(paths[i][0])
-        out.append(Change(str(p), *r, keys=p.keys))
-    return out
+    return [(Path.from_jax(paths[i][0]).keys, r) for i, r in found]
 
 
 class _Walker:
@@ -282,6 +284,12 @@ class _Walker:
                 if r is not None:
                     self.emit(ka, kb, *r)
                 continue
+            if len(kb) <= _TREEDEF_DEPTH and kind_a != LEAF and kind_b != LEAF:
+                found = _same_treedef_leaf_changes(a, b, is_leaf, self.cmp)
+                if found is not None:
+                    for rel, r in found:
+                        self.emit((*ka, *rel), (*kb, *rel), *r)
+                    continue
             if kind_a == LEAF or kind_b == LEAF or type_key(a) != type_key(b):
                 self.emit(ka, kb, "node_type", _node_label(a, kind_a, kids_a),
                           _node_label(b, kind_b, kids_b),
@@ -299,7 +307,7 @@ class _Walker:
                 pairs = align([c for _, c in kids_a], [c for _, c in kids_b], is_leaf)
                 lengths = ([len(kids_a), len(kids_b)], [type(a).__name__, type(b).__name__])
             else:
-                pairs = _pair_keys(kids_a, kids_b)
+                pairs = _pair_keys(a, b, kids_a, kids_b)
                 lengths = (None,)
             for i, j in reversed(pairs):
                 if i is None:
@@ -357,8 +365,15 @@ class _Walker:
         return not w.changes
 
 
-def _pair_keys(kids_a: list, kids_b: list) -> list[tuple[int | None, int | None]]:
+def _pair_keys(a: Any, b: Any, kids_a: list, kids_b: list) -> list[tuple[int | None, int | None]]:
     """Pair children by key, in a merged order: a's keys, with b's extra keys interleaved."""
+    n = len(kids_a)
+    if n == len(kids_b) and (
+        a.keys() == b.keys()
+        if type(a) in _SORTED_DICTS and type(b) in _SORTED_DICTS
+        else all(x[0] == y[0] for x, y in zip(kids_a, kids_b))
+    ):
+        return [(i, i) for i in range(n)]
     pos_a = {k: i for i, (k, _) in enumerate(kids_a)}
     pos_b = {k: j for j, (k, _) in enumerate(kids_b)}
     pairs: list[tuple[int | None, int | None]] = []
