@@ -258,6 +258,10 @@ def open_level(obj: Any, is_leaf: IsLeaf, levels: Levels | None = None) -> Level
     return lv
 
 
+# type -> NAMEDTUPLE, LEAF (arrays, scalars) or CUSTOM (ask jax, per object)
+_BY_TYPE: dict[type, str] = {}
+
+
 def _open(obj: Any, is_leaf: IsLeaf) -> Level:
     if is_leaf is not None and is_leaf(obj):
         return Level(obj, LEAF, [], [])
@@ -270,9 +274,21 @@ def _open(obj: Any, is_leaf: IsLeaf) -> Level:
         return Level(obj, TUPLE)
     if obj is None:
         return Level(obj, NONE, [], [])
-    if isinstance(obj, tuple) and hasattr(t, "_fields"):
+    kind = _BY_TYPE.get(t)
+    if kind is None:
+        # decided by the type alone (issubclass, not isinstance: equinox modules make
+        # isinstance call a Python-level __getattribute__)
+        if issubclass(t, tuple) and hasattr(t, "_fields"):
+            kind = NAMEDTUPLE
+        elif issubclass(t, _SCALARS) or is_array(obj):
+            kind = LEAF
+        else:
+            kind = CUSTOM
+        if len(_BY_TYPE) < 10_000:
+            _BY_TYPE[t] = kind
+    if kind == NAMEDTUPLE:
         return Level(obj, NAMEDTUPLE, [GetAttrKey(f) for f in t._fields], list(obj))
-    if is_array(obj) or isinstance(obj, _SCALARS):
+    if kind == LEAF:
         return Level(obj, LEAF, [], [])
     import jax
 
@@ -356,15 +372,20 @@ class Edit:
         return f"Edit({str(self.path)!r}, {self.op})"
 
 
+_NO_LIST: list = []  # shared empty defaults, never mutated (see _build_trie)
+_NO_DICT: dict = {}
+
+
 class _Trie:
     __slots__ = ("deletes", "edit", "inserts", "kids", "renames")
 
     def __init__(self) -> None:
         self.kids: dict[Key, _Trie] = {}
         self.edit: Edit | None = None
-        self.deletes: list[Key] = []
-        self.inserts: list[tuple[Key, Any]] = []
-        self.renames: dict[Key, Any] = {}
+        # structural edits of this node's children (rare: allocated on first use)
+        self.deletes: list[Key] = _NO_LIST
+        self.inserts: list[tuple[Key, Any]] = _NO_LIST
+        self.renames: dict[Key, Any] = _NO_DICT
 
     def busy(self) -> bool:
         return bool(self.kids or self.deletes or self.inserts or self.renames)
@@ -409,10 +430,16 @@ def _build_trie(edits: list[Edit]) -> _Trie:
             last = keys[-1]
             if last in node.kids:
                 raise OverlapError(e.path, e.path + next(iter(node.kids)))
+            if node.deletes is _NO_LIST:
+                node.deletes = []
             node.deletes.append(last)
         elif e.op == INSERT:
+            if node.inserts is _NO_LIST:
+                node.inserts = []
             node.inserts.append((keys[-1], e.arg))
         else:
+            if node.renames is _NO_DICT:
+                node.renames = {}
             node.renames[keys[-1]] = e.arg
     return root
 
@@ -440,9 +467,8 @@ def apply_edits(
     if not edits:
         return tree
     levels = {} if levels is None else levels
-    trie = _build_trie(edits)
     with no_gc():
-        return _apply(tree, trie, is_leaf, levels, on_replace)
+        return _apply(tree, _build_trie(edits), is_leaf, levels, on_replace)
 
 
 def _apply(

@@ -143,66 +143,83 @@ class _Ctx:
 
 
 class Rec:
-    """A stand-in for a node of the tree that remembers its path."""
+    """A stand-in for a node of the tree that remembers how it was reached."""
 
-    __slots__ = ("_tt_ctx", "_tt_kids", "_tt_level", "_tt_obj", "_tt_path")
+    __slots__ = ("_tt_ctx", "_tt_key", "_tt_kids", "_tt_level", "_tt_obj", "_tt_parent")
 
-    def __init__(self, obj: Any, path: Path, ctx: _Ctx) -> None:
-        object.__setattr__(self, "_tt_obj", obj)
-        object.__setattr__(self, "_tt_path", path)
-        object.__setattr__(self, "_tt_ctx", ctx)
-        object.__setattr__(self, "_tt_kids", {})
-        object.__setattr__(self, "_tt_level", None)
+    def __init__(self, obj: Any, parent: Rec | None, key: Key | None, ctx: _Ctx) -> None:
+        self._tt_obj = obj
+        self._tt_parent = parent
+        self._tt_key = key
+        self._tt_ctx = ctx
+        self._tt_kids: dict[Any, Rec] = {}
+        self._tt_level: Level | None = None
+
+    def _tt_path(self) -> Path:
+        keys = []
+        r: Rec | None = self
+        while r is not None and r._tt_key is not None:
+            keys.append(r._tt_key)
+            r = r._tt_parent
+        return Path._make(tuple(reversed(keys)))
 
     # --- the structure ------------------------------------------------------------------
     def _lv(self) -> Level:
         lv = self._tt_level
         if lv is None:
-            lv = open_level(self._tt_obj, self._tt_ctx.is_leaf, self._tt_ctx.levels)
-            object.__setattr__(self, "_tt_level", lv)
+            lv = self._tt_level = open_level(
+                self._tt_obj, self._tt_ctx.is_leaf, self._tt_ctx.levels
+            )
         if lv.kind in (LEAF, NONE):
             raise Fallback
         return lv
 
-    def _kid(self, key: Key, obj: Any) -> Any:
-        kids = self._tt_kids
-        r = kids.get(key)
-        if r is None:
-            if obj is None and not self._tt_ctx.none_is_leaf:
-                # The real None: `x is None` must work, and a None cannot be picked by
-                # identity anyway (equinox's rules apply, through the general method).
-                return None
-            r = kids[key] = Rec(obj, self._tt_path + key, self._tt_ctx)
+    def _new(self, tag: Any, key: Key, obj: Any) -> Any:
+        if obj is None and not self._tt_ctx.none_is_leaf:
+            # The real None: `x is None` must work, and a None cannot be picked by identity
+            # anyway (equinox's rules apply, through the general method).
+            return None
+        r = self._tt_kids[tag] = Rec(obj, self, key, self._tt_ctx)
         return r
 
-    def _kids(self) -> list[Any]:
+    def _all(self) -> list[Any]:
+        """Every child, in jax's order."""
         lv = self._lv()
-        return [self._kid(k, c) for k, c in zip(lv.keys, lv.kids)]
+        kids = self._tt_kids
+        out = []
+        for k, c in zip(lv.keys, lv.kids):
+            tag = _tag(lv.kind, k)
+            r = kids.get(tag)
+            out.append(r if r is not None else self._new(tag, k, c))
+        return out
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise Fallback
         lv = self._lv()
-        obj = self._tt_obj
-        if lv.kind == NAMEDTUPLE or lv.kind == CUSTOM:
+        kind = lv.kind
+        if kind in (NAMEDTUPLE, CUSTOM):
+            tag = name if kind == NAMEDTUPLE else (".", name)
+            r = self._tt_kids.get(tag)
+            if r is not None:
+                return r
             key = GetAttrKey(name)
             i = lv.index(key)
             if i is None:
                 raise Fallback
             child = lv.kids[i]
-            if lv.kind == CUSTOM and getattr(obj, name, _MISSING) is not child:
+            if kind == CUSTOM and getattr(self._tt_obj, name, _MISSING) is not child:
                 raise Fallback
-            return self._kid(key, child)
-        if lv.kind == DICT and name in _SAFE_METHODS:
+            return self._new(tag, key, child)
+        if kind == DICT and name in _SAFE_METHODS:
             return getattr(self, "_tt_" + name)
         raise Fallback
 
     def _tt_items(self) -> list[tuple[Any, Any]]:
-        lv = self._lv()
-        return [(k.key, self._kid(k, c)) for k, c in zip(lv.keys, lv.kids)]
+        return [(k.key, r) for k, r in zip(self._lv().keys, self._all())]
 
     def _tt_values(self) -> list[Any]:
-        return self._kids()
+        return self._all()
 
     def _tt_keys(self) -> list[Any]:
         return [k.key for k in self._lv().keys]
@@ -210,16 +227,19 @@ class Rec:
     def __getitem__(self, item: Any) -> Any:
         lv = self._lv()
         obj, kind = self._tt_obj, lv.kind
-        if isinstance(item, Rec):
+        if type(item) is Rec:
             raise Fallback
         if kind == DICT:
             try:
+                r = self._tt_kids.get(item)
+                if r is not None:
+                    return r
                 child = obj.get(item, _MISSING)
-            except TypeError:
+            except TypeError:  # unhashable
                 raise Fallback from None
             if child is _MISSING:
                 raise Fallback
-            return self._kid(DictKey(item), child)
+            return self._new(item, DictKey(item), child)
         if kind in (LIST, TUPLE, NAMEDTUPLE):
             n = len(obj)
             if isinstance(item, slice):
@@ -232,6 +252,10 @@ class Rec:
                 raise Fallback
             return self._seq_kid(lv, i)
         if kind == CUSTOM:
+            tag = ("[", item)
+            r = self._tt_kids.get(tag)
+            if r is not None:
+                return r
             for key in (DictKey(item), SequenceKey(item) if type(item) is int else None):
                 j = None if key is None else lv.index(key)
                 if j is not None:
@@ -242,18 +266,22 @@ class Rec:
                         raise Fallback from None
                     if real is not child:
                         raise Fallback
-                    return self._kid(key, child)
+                    return self._new(tag, key, child)
         raise Fallback
 
     def _seq_kid(self, lv: Level, i: int) -> Any:
         if lv.kind == NAMEDTUPLE:
-            return self._kid(lv.keys[i], lv.kids[i])
-        return self._kid(SequenceKey(i), self._tt_obj[i])
+            key = lv.keys[i]
+            tag = key.name  # type: ignore[attr-defined]
+            r = self._tt_kids.get(tag)
+            return r if r is not None else self._new(tag, key, lv.kids[i])
+        r = self._tt_kids.get(i)
+        return r if r is not None else self._new(i, SequenceKey(i), self._tt_obj[i])
 
     def __iter__(self) -> Iterator[Any]:
         lv = self._lv()
         if lv.kind in (LIST, TUPLE, NAMEDTUPLE):
-            return iter(self._kids())
+            return iter(self._all())
         if lv.kind == DICT:
             return iter([k.key for k in lv.keys])
         raise Fallback
@@ -284,17 +312,34 @@ class Rec:
         return type(self._tt_obj)
 
     def __repr__(self) -> str:
-        return f"<node at {str(self._tt_path) or 'the root'}>"
+        return f"<node at {str(self._tt_path()) or 'the root'}>"
 
     def _no(self, *args: Any, **kwargs: Any) -> Any:
         raise Fallback
 
-    __setattr__ = __delattr__ = __setitem__ = __delitem__ = __call__ = _no
+    __setitem__ = __delitem__ = __call__ = _no
     __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __hash__ = _no  # type: ignore[assignment]
     __index__ = __array__ = __jax_array__ = __format__ = __reduce__ = __reduce_ex__ = _no  # type: ignore[assignment]
 
 
 _MISSING = object()
+
+
+def _tag(kind: str, key: Key) -> Any:
+    """The cache tag of a child, as the accessors above write it."""
+    if kind == DICT:
+        return key.key  # type: ignore[attr-defined]
+    if kind in (LIST, TUPLE):
+        return key.idx  # type: ignore[attr-defined]
+    if kind == NAMEDTUPLE:
+        return key.name  # type: ignore[attr-defined]
+    if type(key) is GetAttrKey:
+        return (".", key.name)
+    if type(key) is DictKey:
+        return ("[", key.key)
+    if type(key) is SequenceKey:
+        return ("[", key.idx)
+    return ("?", key)
 
 
 def record(where: Callable[[Any], Any], tree: Any, is_leaf: IsLeaf, levels: Levels) -> Any:
@@ -306,13 +351,13 @@ def record(where: Callable[[Any], Any], tree: Any, is_leaf: IsLeaf, levels: Leve
     if not replayable(where):
         raise Fallback
     ctx = _Ctx(is_leaf, levels)
-    root = Rec(tree, Path(), ctx)
+    root = Rec(tree, None, None, ctx)
     try:
         out = where(root)
     except Exception:
         raise Fallback from None
     if type(out) is Rec:
-        return out._tt_path
+        return out._tt_path()
     if type(out) in (list, tuple) and all(type(x) is Rec for x in out):
-        return [x._tt_path for x in out]
+        return [x._tt_path() for x in out]
     raise Fallback

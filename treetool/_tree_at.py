@@ -14,7 +14,7 @@ from typing import Any
 
 from ._edit import FN, SET, Edit, Levels, OverlapError, apply_edits, locate
 from ._errors import SelectionError
-from ._model import IsLeaf
+from ._model import IsLeaf, no_gc
 from ._paths import Path
 from ._recorder import Fallback, record
 from ._views import find
@@ -102,7 +102,8 @@ def tree_at(
             f"got {type(where).__name__}"
         )
     try:
-        picked = record(where, pytree, is_leaf, levels)
+        with no_gc():
+            picked = record(where, pytree, is_leaf, levels)
     except Fallback:
         return _tree_at_general(where, pytree, replace, replace_fn, is_leaf)
     if isinstance(picked, Path):
