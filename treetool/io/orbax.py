@@ -153,7 +153,10 @@ def _read_item(item: str, lazy: bool) -> Any:
     params = [
         ".".join(k for k, _ in keys) for keys, vm in entries if vm.get("value_type") in _ARRAY_TYPES
     ]
-    zarr = _zarr_metadata(item, meta, params)
+    ocdbt = bool(meta.get("use_ocdbt", False)) or os.path.isdir(
+        os.path.join(item, "ocdbt.process_0")
+    )
+    zarr = _zarr_metadata(item, ocdbt, params)
     shardings = _shardings(item)
     strings = _strings(item)
     root: Any = None
@@ -161,7 +164,7 @@ def _read_item(item: str, lazy: bool) -> Any:
         param = ".".join(k for k, _ in keys)
         vt = vm.get("value_type")
         if vt in _ARRAY_TYPES:
-            leaf: Any = _array(item, meta, param, vm, zarr.get(param), shardings.get(param), lazy)
+            leaf: Any = _array(item, ocdbt, param, zarr.get(param), shardings.get(param), lazy)
         elif vt == "None" or vm.get("skip_deserialize"):
             leaf = None
         elif vt == "string" and param in strings:
@@ -172,9 +175,7 @@ def _read_item(item: str, lazy: bool) -> Any:
     return _convert(root) if root is not None else {}
 
 
-def _array(
-    item: str, meta: dict, param: str, vm: dict, zmeta: Any, sharding: Any, lazy: bool
-) -> Any:
+def _array(item: str, ocdbt: bool, param: str, zmeta: Any, sharding: Any, lazy: bool) -> Any:
     if zmeta is None:
         raise LoadError(f"{item}: no zarr metadata for array {param!r}")
     shape = zmeta.get("shape")
@@ -183,7 +184,7 @@ def _array(
         raise LoadError(f"{item}: bad shape for {param!r}")
     dtype = _dtype(dtype_name, item, param)
     driver = "zarr3" if "zarr_format" in zmeta and zmeta["zarr_format"] == 3 else "zarr"
-    if meta.get("use_ocdbt", False) or os.path.isdir(os.path.join(item, "ocdbt.process_0")):
+    if ocdbt:
         kv = {"driver": "ocdbt", "base": f"file://{os.path.abspath(item)}/", "path": f"{param}/"}
     else:
         kv = {"driver": "file", "path": os.path.join(os.path.abspath(item), param) + "/"}
@@ -204,22 +205,17 @@ def _dtype(name: Any, item: str, param: str) -> np.dtype:
     raise LoadError(f"{item}: unsupported dtype {name!r} for {param!r}")
 
 
-def _zarr_metadata(item: str, meta: dict, params: list[str]) -> dict[str, Any]:
+def _zarr_metadata(item: str, ocdbt: bool, params: list[str]) -> dict[str, Any]:
     """param -> parsed `.zarray` / `zarr.json`, read as files or from the OCDBT database."""
+    if ocdbt:
+        return _ocdbt_metadata(item, params)
     out: dict[str, Any] = {}
-    missing = []
     for p in params:
         for name in (".zarray", "zarr.json"):
             f = os.path.join(item, p, name)
             if os.path.isfile(f):
                 out[p] = _load_json(f)
                 break
-        else:
-            missing.append(p)
-    if missing and (
-        meta.get("use_ocdbt", False) or os.path.isfile(os.path.join(item, "manifest.ocdbt"))
-    ):
-        out.update(_ocdbt_metadata(item, missing))
     return out
 
 
@@ -235,9 +231,13 @@ def _ocdbt_metadata(item: str, params: list[str]) -> dict[str, Any]:
         keys = [k for k in keys if k.rsplit(b"/", 1)[0].decode() in wanted]
         futures = [(k, kv.read(k)) for k in keys]
         out = {}
+        parsed: dict[bytes, Any] = {}  # arrays of one shape and dtype share their metadata text
         for k, fut in futures:
             value = fut.result().value
-            out[k.rsplit(b"/", 1)[0].decode()] = json.loads(value)
+            meta = parsed.get(value)
+            if meta is None:
+                meta = parsed[value] = json.loads(value)
+            out[k.rsplit(b"/", 1)[0].decode()] = meta
         return out
     except (ValueError, RuntimeError) as e:
         raise LoadError(
