@@ -664,3 +664,13 @@ def test_grid_truncates_wide_meshes(placed):
     text = _text(ShardingGrid(placed["embed"], max_cols=3))
     assert "│ dim 0 │  0:4  │  4:8  │ 8:12  │" in text
     assert "… 5 more columns" in text
+
+
+def test_memory_kind_is_reported(mesh):
+    x = jax.device_put(
+        np.ones((8, 4), np.float32), NamedSharding(mesh, P("data"), memory_kind="pinned_host")
+    )
+    lp = tt.placement({"x": x})["x"]
+    assert lp.memory_kind == "pinned_host" == x.sharding.memory_kind
+    assert lp.description == "P('data',) on data=2×model=4 [pinned_host]"
+    assert lp.bytes_per_device == {s.device: s.data.nbytes for s in x.addressable_shards}
