@@ -64,3 +64,6 @@ def test_a_bad_target_is_one_line_on_stderr_and_exit_2():
         "treetool: error: diff_targets:mlp_wdie: diff_targets has no attribute 'mlp_wdie'; "
         "did you mean 'mlp_wide'?\n"
     )
+    out = run("diff_targets:mlp", "diff_targets:mlp", "--atol", "-1")
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == "treetool: error: --rtol and --atol must be >= 0, got 0 and -1\n"

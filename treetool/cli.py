@@ -274,6 +274,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    if not (args.rtol >= 0 and args.atol >= 0):
+        raise CliError(f"--rtol and --atol must be >= 0, got {args.rtol:g} and {args.atol:g}")
     a, _ = load_target(args.a, trust=args.trust, partial=args.partial)
     b, _ = load_target(args.b, trust=args.trust, partial=args.partial)
     import treetool
