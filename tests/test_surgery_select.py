@@ -341,3 +341,38 @@ def test_property_diff_names_exactly_the_edited_paths(tree, data):
         d = tt.diff(tree, tt.delete(tree, str(gone)))
         assert [(c.path, c.kind) for c in d.changes] == [(str(gone), "removed")]
     assert before.matches(tree)
+
+
+def test_library_trees():
+    trees = corpus()
+    state = trees["nnx_state"]
+    with pytest.raises(
+        tt.SelectionError,
+        match=re.escape(
+            "cannot delete ['bias']: State (a flax pytree node) cannot lose a child (its "
+            "structure is fixed). Replace it with None instead"
+        ),
+    ):
+        tt.delete(state, "bias")
+    zeroed = tt.select(state, "**.value").apply(jnp.zeros_like)
+    assert all(not x.any() for x in jtu.tree_leaves(zeroed))
+    assert type(zeroed) is type(state)
+    adamw = trees["adamw"]
+    count = tt.select(adamw, "**.count").assert_count_is(1)
+    assert str(count.paths[0]) == "[0].count"
+    mu, _ = tt.partition(adamw, "[0].mu")
+    assert all(x is None for x in jtu.tree_leaves(mu[0].nu, is_leaf=lambda x: x is None))
+    linen = trees["linen"]
+    out = tt.select(linen, "params.LayerNorm_0.*").apply(lambda x: x * 2)
+    assert float(out["params"]["LayerNorm_0"]["scale"].sum()) == 8.0
+    assert out["params"]["Dense_0"] is linen["params"]["Dense_0"]
+
+
+def test_is_leaf_selections(mlp):
+    is_linear = lambda x: isinstance(x, eqx.nn.Linear)  # noqa: E731
+    sel = tt.select(mlp, "layers[*]", is_leaf=is_linear)
+    assert len(sel) == 3
+    with pytest.raises(tt.PathError):
+        tt.select(mlp, "layers[0].weight", is_leaf=is_linear)
+    frozen, rest = tt.partition(mlp, lambda x: x is mlp.layers[0], is_leaf=is_linear)
+    assert frozen.layers[0] is mlp.layers[0] and rest.layers[0] is None

@@ -29,7 +29,7 @@ from ._edit import (
 )
 from ._errors import PathError, SelectionError, StructureMismatch
 from ._model import DICT, LEAF, LIST, TUPLE, IsLeaf, children, no_gc
-from ._paths import DictKey, Path, SequenceKey
+from ._paths import DictKey, GetAttrKey, Path, SequenceKey
 from ._tree_at import outermost, tree_at
 from ._views import find, leaves_with_paths
 
@@ -303,8 +303,9 @@ class Selection:
         lv = open_level(parent, self.is_leaf, self._levels)
         if lv.kind in (DICT, LIST, TUPLE):
             return
+        what = "a field" if type(path[-1]) is GetAttrKey else "a child (its structure is fixed)"
         raise SelectionError(
-            f"cannot delete {path}: {kind_phrase(parent, lv.kind)} cannot lose a field. "
+            f"cannot delete {path}: {kind_phrase(parent, lv.kind)} cannot lose {what}. "
             f"Replace it with None instead: tt.tree_at({str(path)!r}, tree, None)"
         )
 
