@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.keys import format_key
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -21,6 +22,20 @@ _INTRO = (
 )
 
 
+def key_display(key: str) -> str:
+    """How a key is shown: `?` for question_mark, `/` for slash, `shift+left`, `enter`.
+
+    Example:
+        >>> key_display("question_mark"), key_display("slash"), key_display("ctrl+p")
+        ('?', '/', '^p')
+    """
+    modifiers, _, name = key.rpartition("+")
+    shown = format_key(name)
+    if modifiers == "ctrl":
+        return f"^{shown}"
+    return f"{modifiers}+{shown}" if modifiers else shown
+
+
 def bindings_table(groups: list[tuple[str, list[BindingType]]]) -> Table:
     """A table of (key, description) per group of bindings."""
     t = Table(box=None, padding=(0, 2), show_header=False, expand=True)
@@ -31,7 +46,7 @@ def bindings_table(groups: list[tuple[str, list[BindingType]]]) -> Table:
         for b in bindings:
             if not isinstance(b, Binding):
                 continue
-            keys = ", ".join(k.strip() for k in b.key.split(","))
+            keys = ", ".join(key_display(k.strip()) for k in b.key.split(","))
             t.add_row(keys, b.tooltip or b.description)
         t.add_row("", "")
     return t

@@ -58,7 +58,7 @@ def leaf_facts(node: Node) -> list[tuple[str, Any]]:
         rows.append(("shape", str(info.shape)))
         rows.append(("dtype", Text(str(info.dtype), dtype_style(info.dtype))))
         rows.append(("params", f"{info.params:,}"))
-        rows.append(("bytes", f"{info.nbytes:,} ({fmt_bytes(info.nbytes)})"))
+        rows.append(("bytes", _both(f"{info.nbytes:,}", fmt_bytes(info.nbytes))))
         if info.device:
             rows.append(("device", info.device))
         sharding = getattr(obj, "sharding", None)
@@ -243,8 +243,8 @@ class DetailsPane(VerticalScroll):
         rows = [
             ("leaves", f"{agg.leaves:,}"),
             ("arrays", f"{agg.arrays:,}"),
-            ("params", f"{agg.params:,} ({fmt_count(agg.params)})"),
-            ("bytes", f"{agg.nbytes:,} ({fmt_bytes(agg.nbytes)})"),
+            ("params", _both(f"{agg.params:,}", fmt_count(agg.params))),
+            ("bytes", _both(f"{agg.nbytes:,}", fmt_bytes(agg.nbytes))),
         ]
         if agg.tied:
             rows.append(("tied", f"{agg.tied:,} leaves share arrays"))
@@ -267,6 +267,11 @@ class DetailsPane(VerticalScroll):
                 t.add_row(key, fmt_count(p), fmt_bytes(b))
             blocks.append(t)
         return Group(*blocks)
+
+
+def _both(exact: str, short: str) -> str:
+    """`1,234,567 (1.2M)`, or just `123` when the short form says the same."""
+    return exact if short.replace(" B", "") == exact else f"{exact} ({short})"
 
 
 def _num(x: float | None) -> str:

@@ -26,8 +26,11 @@ from ..messages import LeafChosen
 
 __all__ = ["LeavesTable"]
 
-#: fixed widths of every column but the path, which takes the rest
-_WIDTHS = {"type": 18, "dtype": 9, "params": 8, "nbytes": 10, "device": 9}
+#: widest cell of each column but the path (which takes the rest); narrower when the data is
+_MAX_WIDTHS = {"type": 20, "dtype": 10, "params": 8, "nbytes": 9, "device": 12}
+#: columns dropped, in this order, while the path column would be narrower than _MIN_PATH
+_DROP_ORDER = ("device", "dtype", "nbytes", "type")
+_MIN_PATH = 24
 _RIGHT = frozenset({"params", "nbytes"})
 
 
@@ -101,12 +104,14 @@ class LeavesTable(ScrollView, can_focus=True):
         self.index: LeafIndex | None = None
         self.rows: np.ndarray = np.zeros(0, dtype=np.int64)
         self.filter_rows: np.ndarray | None = None
+        self._widths_cache: dict[str, int] = dict(_MAX_WIDTHS)
 
     # --- data --------------------------------------------------------------------------
 
     def set_index(self, index: LeafIndex) -> None:
         """Show the leaves of `index` (in leaf order until sorted)."""
         self.index = index
+        self._widths_cache = self._natural_widths()
         self._apply_order()
 
     def set_filter(self, paths: list[str] | None) -> None:
@@ -163,11 +168,32 @@ class LeavesTable(ScrollView, can_focus=True):
 
     # --- layout ------------------------------------------------------------------------
 
+    def _natural_widths(self) -> dict[str, int]:
+        widths = dict(_MAX_WIDTHS)
+        index = self.index
+        if index is not None and len(index):
+            sample = range(min(len(index), 2_000))
+            for col in ("type", "dtype", "device"):
+                values = index.column(col)
+                cells = max(len(values[i]) for i in sample)  # type: ignore[index]
+                title = len(dict(COLUMNS)[col]) + 2
+                widths[col] = max(title, min(_MAX_WIDTHS[col], cells))
+        return widths
+
     def _widths(self) -> list[tuple[str, int]]:
         total = self.scrollable_content_region.width or self.size.width
-        fixed = sum(_WIDTHS.values()) + len(_WIDTHS)
-        path_w = max(12, total - fixed)
-        return [(c, path_w if c == "path" else _WIDTHS[c]) for c, _ in COLUMNS]
+        widths = self._widths_cache
+        shown = [c for c, _ in COLUMNS if c != "path"]
+        for col in _DROP_ORDER:
+            if total - sum(widths[c] + 1 for c in shown) >= _MIN_PATH:
+                break
+            shown.remove(col)
+        path_w = max(8, total - sum(widths[c] + 1 for c in shown))
+        return [
+            (c, path_w if c == "path" else widths[c])
+            for c, _ in COLUMNS
+            if c == "path" or c in shown
+        ]
 
     @staticmethod
     def _fit(text: str, width: int, right: bool, keep_end: bool) -> str:
@@ -181,7 +207,9 @@ class LeavesTable(ScrollView, can_focus=True):
         if y == 0:
             style = self.get_component_rich_style("leaves-table--header")
             cells = []
-            for (col, w), (_, title) in zip(widths, COLUMNS):
+            titles = dict(COLUMNS)
+            for col, w in widths:
+                title = titles[col]
                 mark = ""
                 if col == self.sort_column:
                     mark = " ▼" if self.sort_reverse else " ▲"

@@ -13,7 +13,7 @@ __all__ = ["SearchBar"]
 
 
 class SearchBar(Horizontal):
-    """An input plus a match counter, docked at the bottom, hidden until `/`."""
+    """An input plus a match counter above the footer, hidden until `/`."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
@@ -32,7 +32,7 @@ class SearchBar(Horizontal):
     """
 
     DEFAULT_CSS = """
-    SearchBar { dock: bottom; height: 1; display: none; background: $panel; }
+    SearchBar { height: 1; display: none; background: $panel; }
     SearchBar.-open { display: block; }
     SearchBar > Label { width: auto; padding: 0 1; color: $text-muted; }
     SearchBar > Input { border: none; height: 1; width: 1fr; padding: 0; background: $panel; }
