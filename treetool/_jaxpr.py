@@ -566,6 +566,11 @@ class JaxprView(Lookups):
         return self._cost  # type: ignore[return-value]
 
     @property
+    def cached_cost(self) -> Cost | None:
+        """`cost` if it has been computed already, else None (never lowers anything)."""
+        return self._cost if isinstance(self._cost, Cost) else None
+
+    @property
     def cost_error(self) -> str | None:
         """Why `cost` is None, or None."""
         _ = self.cost
