@@ -335,3 +335,61 @@ def test_leaf_index_columns_and_totals():
     t = idx.totals
     assert (t.leaves, t.arrays, t.params, t.nbytes, t.tied) == (4, 2, 4, 13, 1)
     assert dict(t.dtypes) == {"float32": 1, "int8": 1}
+
+
+class Secret:
+    """A class the pickle names; loading without trust must not run it."""
+
+    def __init__(self) -> None:
+        self.w = np.ones(3, np.float32)
+
+
+@_sync
+async def test_opaque_pickle_objects_are_marked(tmp_path):
+    import pickle
+
+    import treetool as tt
+
+    path = tmp_path / "state.pkl"
+    path.write_bytes(pickle.dumps({"model": Secret(), "step": 3}))
+    tree = tt.load(path)
+    app = TreetoolApp(tree)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        tv = app.query_one(PytreeTree)
+        assert _rows(tv)[1] == "['model']  Secret  3 params · 12 B  [not executed]"
+        await pilot.press("down")
+        await _settle(app, pilot)
+        facts = _text(app.query_one("#details-facts"))
+        assert "not executed  test_tui.Secret (load with trust=True to run it)" in facts
+
+
+@_sync
+async def test_mouse_click_sorts_and_moves_the_leaves_cursor():
+    tree = {"a": np.zeros(5, np.float32), "b": np.zeros(2, np.int8), "c": np.zeros(9, np.float64)}
+    app = TreetoolApp(tree)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        await pilot.press("L")
+        await _settle(app, pilot)
+        table = app.query_one(LeavesTable)
+        params_x = sum(w + 1 for col, w in table._widths() if col in ("path", "type", "dtype"))
+        await pilot.click(LeavesTable, offset=(params_x + 2, 0))  # the Params header
+        await _settle(app, pilot)
+        assert table.sort_column == "params"
+        assert [table.path_at(i) for i in range(3)] == ["['b']", "['a']", "['c']"]
+        await pilot.click(LeavesTable, offset=(3, 3))  # third row
+        await _settle(app, pilot)
+        assert table.cursor == 2
+        assert str(app.node.path) == "['c']"
+
+
+@_sync
+async def test_tiny_terminal_hides_details_and_keeps_the_tree():
+    app = TreetoolApp({"w": np.zeros((2, 3), np.float32)})
+    async with app.run_test(size=(50, 10)) as pilot:
+        await _settle(app, pilot)
+        assert not app.query_one(DetailsPane).display
+        assert app.query_one(PytreeTree).size.width > 40
+        await pilot.press("down", "y")
+        assert app.clipboard == "tree['w']"

@@ -74,6 +74,12 @@ def leaf_facts(node: Node) -> list[tuple[str, Any]]:
     return rows
 
 
+def _opaque_row(obj: Any) -> tuple[str, Text]:
+    """The row that marks a placeholder for a pickled object whose code was not run."""
+    path = str(getattr(obj, "class_path", type(obj).__name__))
+    return ("not executed", Text(f"{path} (load with trust=True to run it)", "bold red"))
+
+
 def _short(x: Any, limit: int = 400) -> str:
     try:
         r = repr(x)
@@ -172,6 +178,8 @@ class DetailsPane(VerticalScroll):
                 ("kind", node.node_kind),
                 ("children", f"{node.num_children:,}"),
             ]
+            if type(node.obj).__name__ == "Opaque":
+                facts.insert(1, _opaque_row(node.obj))
             pending = True
         self.query_one("#details-facts", Static).update(_facts_table(facts))
         self.query_one("#details-stats", Static).update(
