@@ -374,3 +374,15 @@ def test_rendering_of_values_removals_and_equal_trees():
         """
     )
     assert _text(tt.diff(a, a)) == "no differences\n"
+
+
+def test_progress_reports_every_byte_of_one_side(monkeypatch):
+    from treetool._diff import diff_with_progress
+
+    monkeypatch.setattr(compare_mod, "_CHUNK_BYTES", 4096)
+    a = {"big": np.zeros(10_000, np.float32), "small": np.ones(3), "n": 1}
+    seen: list[int] = []
+    d = diff_with_progress(a, copy.deepcopy(a), progress=seen.append)
+    assert not d
+    assert sum(seen) == 40_000 + 24
+    assert len(seen) == 10 + 1  # ten chunks of the big leaf, one call for the small one

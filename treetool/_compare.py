@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -198,14 +198,23 @@ class LeafComparer:
     "value", "sharding".
     """
 
-    __slots__ = ("atol", "rtol", "values")
+    __slots__ = ("atol", "progress", "rtol", "values")
 
-    def __init__(self, *, rtol: float = 0.0, atol: float = 0.0, values: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        rtol: float = 0.0,
+        atol: float = 0.0,
+        values: bool = True,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
         if not (rtol >= 0 and atol >= 0):
             raise ValueError(f"rtol and atol must be >= 0, got rtol={rtol!r}, atol={atol!r}")
         self.rtol = float(rtol)
         self.atol = float(atol)
         self.values = values
+        #: called with the number of bytes (of one side) compared, leaf by leaf, chunk by chunk
+        self.progress = progress
 
     def compare(self, a: Any, b: Any) -> tuple[str, Any, Any, dict] | None:
         """The most significant difference between two leaves, or None."""
@@ -275,7 +284,10 @@ class LeafComparer:
         xa, xb = _host(a, ca), _host(b, cb)
         dtype = xa.dtype
         fast = _vector_eq(dtype)
+        progress = self.progress
         if ca != _LAZY and cb != _LAZY and xa.nbytes <= _CHUNK_BYTES:
+            if progress is not None:
+                progress(xa.nbytes)
             # one chunk: the common case of many small leaves
             if fast and (xa == xb).all():
                 return None
@@ -288,6 +300,8 @@ class LeafComparer:
             if not (fast and (pa == pb).all()):
                 st = self._accumulate(pa, pb, offset, st)
             offset += pa.size
+            if progress is not None:
+                progress(pa.nbytes)
         return self._result(st, xa.shape)
 
     def _accumulate(

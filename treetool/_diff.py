@@ -17,7 +17,7 @@ import dataclasses
 import math
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,7 +205,21 @@ def diff(
         ~ ['b'] dtype f32[3] → f16[3]
         + ['c'] added int
     """
-    cmp = LeafComparer(rtol=rtol, atol=atol, values=values)
+    return diff_with_progress(a, b, rtol=rtol, atol=atol, is_leaf=is_leaf, values=values)
+
+
+def diff_with_progress(
+    a: Any,
+    b: Any,
+    *,
+    rtol: float = 0.0,
+    atol: float = 0.0,
+    is_leaf: IsLeaf = None,
+    values: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> TreeDiff:
+    """`diff`, calling `progress(nbytes)` as array data is compared (the CLI's progress bar)."""
+    cmp = LeafComparer(rtol=rtol, atol=atol, values=values, progress=progress)
     with no_gc():
         walker = _Walker(is_leaf, cmp)
         walker.run(a, b)

@@ -278,13 +278,32 @@ def cmd_diff(args: argparse.Namespace) -> int:
         raise CliError(f"--rtol and --atol must be >= 0, got {args.rtol:g} and {args.atol:g}")
     a, _ = load_target(args.a, trust=args.trust, partial=args.partial)
     b, _ = load_target(args.b, trust=args.trust, partial=args.partial)
-    import treetool
+    from ._diff import diff_with_progress
+    from ._model import aggregate
 
-    d = treetool.diff(a, b, rtol=args.rtol, atol=args.atol, values=args.values)
+    opts = {"rtol": args.rtol, "atol": args.atol, "values": args.values}
+    total = aggregate(a).nbytes if args.values and sys.stderr.isatty() else 0
+    if total >= 64 << 20:
+        # a progress bar on stderr, only on a terminal and only for sizeable value diffs
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+        bar = Progress(
+            "comparing values",
+            BarColumn(),
+            DownloadColumn(),
+            TimeRemainingColumn(),
+            console=_console(stderr=True),
+            transient=True,
+        )
+        task = bar.add_task("diff", total=total)
+        with bar:
+            d = diff_with_progress(a, b, progress=lambda n: bar.advance(task, n), **opts)
+    else:
+        d = diff_with_progress(a, b, **opts)
     if args.json:
         _print_json(d.to_dict())
     else:
-        _console().print(treetool.render(d))
+        _console().print(d)
     return EXIT_DIFFERENT if d else EXIT_OK
 
 
