@@ -109,6 +109,10 @@ def _name(i: int) -> str:
     return _NAMES[i]
 
 
+#: dtype -> `f32`: numpy computes `dtype.name` anew on every access, which is slow
+_DTYPES: dict[Any, str] = {}
+
+
 def aval_text(aval: Any) -> str:
     """`f32[4,2]` for an array type, jax's own text for anything else (tokens, refs).
 
@@ -121,7 +125,10 @@ def aval_text(aval: Any) -> str:
     dtype = getattr(aval, "dtype", None)
     if shape is None or dtype is None:
         return str(aval)
-    return f"{short_dtype(dtype)}[{','.join(map(str, shape))}]"
+    short = _DTYPES.get(dtype)
+    if short is None:
+        short = _DTYPES[dtype] = short_dtype(dtype)
+    return f"{short}[{','.join(map(str, shape))}]"
 
 
 def _short(value: Any, limit: int = 60) -> str:
