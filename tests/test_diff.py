@@ -386,3 +386,30 @@ def test_progress_reports_every_byte_of_one_side(monkeypatch):
     assert not d
     assert sum(seen) == 40_000 + 24
     assert len(seen) == 10 + 1  # ten chunks of the big leaf, one call for the small one
+
+
+def test_rendering_a_removal_that_shifts_a_sequence_and_a_row_limit():
+    from treetool.render.diff import DiffView
+
+    a = {"layers": [np.zeros(2), np.ones(3), np.full(4, 2.0)]}
+    b = {"layers": [np.zeros(2), np.full(4, 3.0)]}
+    assert _text(tt.diff(a, b), width=120) == textwrap.dedent(
+        """\
+        2 changes  -1 removed  ~1 changed (1 value)
+        dict[1]
+        └── ['layers']  list[2]
+            ├── - [1]  f64[3]
+            ├── ~ [1]  value  4 of 4 elements differ · max abs 1 · max rel 0.333 · first at [0]: 2.0 → 3.0 (was ['layers'][2])
+            └── · 1 unchanged
+        """
+    )
+    many = tt.diff({f"k{i}": i for i in range(30)}, {f"k{i}": -i for i in range(1, 31)})
+    assert _text(DiffView(many, limit=2)) == textwrap.dedent(
+        """\
+        31 changes  +1 added  -1 removed  ~29 changed (29 value)
+        dict[30]
+        ├── - ['k0']  int
+        ├── ~ ['k1']  value  1 → -1
+        └── … 29 more changes
+        """
+    )

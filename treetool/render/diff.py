@@ -144,6 +144,7 @@ class DiffView:
     def __init__(self, diff: Any, *, limit: int = 1000) -> None:
         self.diff = diff
         self.limit = limit
+        self._complete = True
 
     def _resolve(self, keys: tuple) -> Any:
         """The node of `b` at `keys` (None when b has none there)."""
@@ -166,14 +167,18 @@ class DiffView:
         for c in shown:
             g = root
             keys = tuple(c.keys)
+            last = len(keys) - 1
             for i, k in enumerate(keys):
-                nxt = g.kids.get(k)
+                # a removed child and a change in b may share a path (a sequence shifted)
+                slot = ("-", k) if i == last and c.kind == "removed" else k
+                nxt = g.kids.get(slot)
                 if nxt is None:
-                    nxt = g.kids[k] = _Group(k, keys[: i + 1])
+                    nxt = g.kids[slot] = _Group(k, keys[: i + 1])
                 if c.kind != "removed":
                     nxt.in_b = True
                 g = nxt
             g.change = c
+        self._complete = len(shown) == len(diff.changes)
         head = _header(diff)
         if not diff.changes:
             return head
@@ -203,7 +208,9 @@ class DiffView:
             stack.extend(reversed(pending))
 
     def _unchanged(self, g: _Group) -> int:
-        if not g.kids or (g.change is not None and g.change.kind in ("added", "removed")):
+        if not self._complete or not g.kids:
+            return 0
+        if g.change is not None and g.change.kind in ("added", "removed"):
             return 0
         obj = self._resolve(g.keys)
         if obj is _MISSING:
