@@ -44,12 +44,24 @@ _SHORT = [
 _short_cache: dict[str, str] = {}
 
 
+_name_cache: dict[Any, str] = {}
+
+
 def dtype_name(dtype: Any) -> str:
     """numpy's name of a dtype (`float32`, `bfloat16`, `key<fry>` for typed PRNG keys)."""
+    try:
+        return _name_cache[dtype]
+    except (KeyError, TypeError):
+        pass
     if dtype is None:
         return "object"
     name = getattr(dtype, "name", None)
-    return name if isinstance(name, str) else str(dtype)
+    name = name if isinstance(name, str) else str(dtype)
+    try:
+        _name_cache[dtype] = name  # numpy computes .name in Python: 20x slower than a lookup
+    except TypeError:
+        pass
+    return name
 
 
 def short_dtype(dtype: Any) -> str:
@@ -340,21 +352,33 @@ def leaf_info(x: Any) -> LeafInfo:
     return LeafInfo("object", tname)
 
 
+_facts_cache: dict[Any, tuple[str, int, bool]] = {}
+
+
+def _dtype_facts(dtype: Any) -> tuple[str, int, bool]:
+    """`(name, bits per element, is a typed key dtype)`, cached per dtype."""
+    try:
+        return _facts_cache[dtype]
+    except (KeyError, TypeError):
+        pass
+    name = dtype_name(dtype)
+    typed_key = name.startswith("key<")
+    bits = 8 * int(getattr(dtype, "itemsize", 0) or 8) if typed_key else dtype_bits(dtype)
+    facts = (name, bits, typed_key)
+    try:
+        _facts_cache[dtype] = facts
+    except TypeError:
+        pass
+    return facts
+
+
 def _array_info(kind: str, tname: str, shape: tuple, dtype: Any, device: str | None) -> LeafInfo:
-    shape = tuple(int(s) for s in shape)
-    key = is_key_meta(shape, dtype)
-    nbytes = (
-        _key_nbytes(shape, dtype) if key and _is_typed_key_dtype(dtype) else _nbytes(shape, dtype)
-    )
+    shape = tuple(map(int, shape))
+    name, bits, typed_key = _dtype_facts(dtype)
+    size = math.prod(shape)
+    key = typed_key or (name == "uint32" and len(shape) >= 1 and shape[-1] == 2)
     return LeafInfo(
-        kind,
-        tname,
-        shape,
-        dtype_name(dtype),
-        nbytes,
-        0 if key else math.prod(shape),
-        key,
-        device,
+        kind, tname, shape, name, (size * bits + 7) // 8, 0 if key else size, key, device
     )
 
 
@@ -363,12 +387,6 @@ def is_key_meta(shape: tuple[int, ...], dtype: Any) -> bool:
     if _is_typed_key_dtype(dtype):
         return True
     return dtype_name(dtype) == "uint32" and len(shape) >= 1 and shape[-1] == 2
-
-
-def _key_nbytes(shape: tuple[int, ...], dtype: Any) -> int:
-    # A typed key of the default (threefry) implementation holds two uint32 words.
-    itemsize = getattr(dtype, "itemsize", 0) or 8
-    return math.prod(shape) * int(itemsize)
 
 
 def _jax_info(x: Any, tname: str) -> LeafInfo:

@@ -256,7 +256,8 @@ class Node:
     def _open(self) -> list[tuple[Key, Any]]:
         if self._kids is None:
             try:
-                self.kind, self._kids = children(self.obj, self.is_leaf_fn)
+                with no_gc():  # a wide node makes many small objects: no GC passes meanwhile
+                    self.kind, self._kids = children(self.obj, self.is_leaf_fn)
             except Exception as e:
                 # A node that cannot be opened is shown as a leaf; renderers show the error.
                 self.kind, self._kids = LEAF, []

@@ -112,7 +112,7 @@ def leaf_text(node: Node) -> str:
 class Budget:
     """How many leaves a renderer may walk to compute aggregates (keeps huge trees instant)."""
 
-    leaves: int = 20_000
+    leaves: int = 10_000
 
 
 @dataclass

@@ -13,7 +13,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 from rich.tree import Tree
 
-from .._model import Node, view
+from .._model import Node, no_gc, view
 from .._paths import SequenceKey
 from .labels import Budget, NodeLabel, dtype_style, label, signature
 
@@ -113,7 +113,7 @@ class TreeView:
         depth: int = 3,
         width: int = 20,
         fold: bool = True,
-        budget: int = 20_000,
+        budget: int = 10_000,
         is_leaf: Any = None,
     ) -> None:
         self.node = obj if isinstance(obj, Node) else view(obj, is_leaf=is_leaf)
@@ -170,4 +170,6 @@ class TreeView:
         return label_text(lbl, root=root)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield self.build()
+        with no_gc():
+            tree = self.build()
+        yield tree
