@@ -482,6 +482,7 @@ def test_render_width_folds_long_jaxprs():
 
 def test_tt_render_and_rich_protocol(loss_view):
     assert tt.render(loss_view) is loss_view
+    assert repr(loss_view) == "<JaxprView _loss: 8 inputs, 1 output, 22 equations>"
     text = _text(loss_view, width=200)
     assert text.startswith("jaxpr _loss: 8 inputs → 1 output, 22 equations\n")
     assert "  a  f32[4,2]  .args[0].layers[0].weight\n" in text

@@ -629,10 +629,15 @@ class JaxprView(Lookups):
 
     def __repr__(self) -> str:
         name = f" {self.name}" if self.name else ""
-        return (
-            f"<JaxprView{name}: {len(self.inputs)} inputs, {len(self.outputs)} outputs, "
-            f"{len(self.equations)} equations>"
-        )
+        parts = [
+            f"{n} {word}{'s' if n != 1 else ''}"
+            for n, word in (
+                (len(self.inputs), "input"),
+                (len(self.outputs), "output"),
+                (len(self.equations), "equation"),
+            )
+        ]
+        return f"<JaxprView{name}: {', '.join(parts)}>"
 
 
 def _is_array(x: Any) -> bool:

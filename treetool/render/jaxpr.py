@@ -243,7 +243,8 @@ class JaxprTree:
                 if c.flops is not None:
                     parts.append(f"{fmt_count(round(c.flops))} FLOPs")
                 if c.transcendentals:
-                    parts.append(f"{fmt_count(round(c.transcendentals))} transcendentals")
+                    n = round(c.transcendentals)
+                    parts.append(f"{fmt_count(n)} transcendental{'s' if n != 1 else ''}")
                 if c.bytes_accessed is not None:
                     parts.append(f"{fmt_bytes(round(c.bytes_accessed))} accessed")
                 if parts:
