@@ -85,6 +85,11 @@ class Cost:
         bytes_accessed: bytes read and written by the operations.
         transcendentals: exp, log, sin… counted separately by XLA.
         raw: every figure XLA reported.
+
+    Example:
+        >>> import jax.numpy as jnp, treetool as tt
+        >>> tt.jaxpr(lambda a, b: a @ b, jnp.ones((2, 3)), jnp.ones((3, 4))).cost.flops
+        48.0
     """
 
     flops: float | None
@@ -201,6 +206,13 @@ class Scope:
         equations: its equations, in order.
         invars, outvars, constvars: jax's binders and results.
         consts: the values of `constvars` (None where the jaxpr was given open).
+
+    Example:
+        >>> import jax.numpy as jnp, treetool as tt
+        >>> from jax import lax
+        >>> v = tt.jaxpr(lambda x: lax.cond(x > 0, jnp.sin, jnp.cos, x), jnp.float32(1))
+        >>> [(s.label, [e.primitive for e in s.equations]) for s in v.equation("2").children]
+        [('branches[0]', ['cos']), ('branches[1]', ['sin'])]
     """
 
     __slots__ = (
@@ -274,6 +286,12 @@ class Equation:
         scope: the jaxpr it belongs to.
         eqn: jax's `JaxprEqn`.
         children: the sub-jaxprs it holds (pjit, scan, cond branches, while cond/body, …).
+
+    Example:
+        >>> import jax.numpy as jnp, treetool as tt
+        >>> eq = tt.jaxpr(lambda x: jnp.sum(x, axis=0), jnp.ones((2, 3))).equations[0]
+        >>> eq.primitive, eq.shown_params, [str(x.aval) for x in eq.outputs]
+        ('reduce_sum', {'axes': '(0,)'}, ['float32[3]'])
     """
 
     __slots__ = ("children", "eqn", "id", "index", "order", "scope")
@@ -542,6 +560,12 @@ class JaxprView(Lookups):
         """Equations by primitive, most common first; `recursive` counts nested jaxprs too.
 
         Each equation is counted once as written: a scan body counts once, not `length` times.
+
+        Example:
+            >>> import jax, jax.numpy as jnp, treetool as tt
+            >>> v = tt.jaxpr(lambda x: jax.jit(lambda a: a + a * 2.0)(x) + 1.0, jnp.ones(2))
+            >>> dict(v.counts()), dict(v.counts(recursive=False))
+            ({'add': 2, 'jit': 1, 'mul': 1}, {'jit': 1, 'add': 1})
         """
         eqns = self.equations if recursive else self.top.equations
         return Counter(dict(Counter(e.primitive for e in eqns).most_common()))

@@ -59,6 +59,11 @@ class Lookups:
     def equation(self, eqn_id: str) -> Equation:
         """The equation with this id (`3`, `3/jaxpr/0`).
 
+        Example:
+            >>> import jax, jax.numpy as jnp, treetool as tt
+            >>> tt.jaxpr(lambda x: jax.jit(jnp.cos)(x), jnp.ones(2)).equation("0/jaxpr/0")
+            Equation(0/jaxpr/0: cos)
+
         Raises:
             TreetoolError: no such id; the message names the nearest ones.
         """
@@ -71,6 +76,12 @@ class Lookups:
 
     def var(self, name_or_path: str | Path) -> Any:
         """The variable with this name (`c`) or input/output path (`.args[0].layers[0].weight`).
+
+        Example:
+            >>> import jax.numpy as jnp, treetool as tt
+            >>> v = tt.jaxpr(lambda p: p["w"] * 2.0, {"w": jnp.ones(3)})
+            >>> v.var(".args[0]['w']") is v.var("a") is v.inputs[0][1]
+            True
 
         Raises:
             PathError: no input or output has that path; the message names the nearest ones.
@@ -165,6 +176,14 @@ class Lookups:
 
         Returns:
             The equations, in pre-order (the order of the printed jaxpr).
+
+        Example:
+            >>> import jax, jax.numpy as jnp, treetool as tt
+            >>> v = tt.jaxpr(lambda w, x: jax.jit(lambda a: a * w)(x) + w, jnp.ones(2), jnp.ones(2))
+            >>> [(e.id, e.primitive) for e in v.uses(".args[0]")]
+            [('0', 'jit'), ('1', 'add')]
+            >>> [(e.id, e.primitive) for e in v.uses(".args[0]", deep=True)]
+            [('0', 'jit'), ('0/jaxpr/0', 'mul'), ('1', 'add')]
         """
         scope, var = self._resolve(target, scope)
         found: dict[int, Equation] = {}
@@ -189,6 +208,13 @@ class Lookups:
         return [found[k] for k in sorted(found)]
 
     def producer(self, target: Any, *, scope: Scope | None = None) -> Equation | None:
-        """The equation that outputs a variable (None for inputs, consts and binders)."""
+        """The equation that outputs a variable (None for inputs, consts and binders).
+
+        Example:
+            >>> import jax.numpy as jnp, treetool as tt
+            >>> v = tt.jaxpr(lambda x: jnp.sin(x) * 2.0, jnp.ones(2))
+            >>> v.producer(".out"), v.producer(".args[0]")
+            (Equation(1: mul), None)
+        """
         scope, var = self._resolve(target, scope)
         return scope._producers.get(var)
