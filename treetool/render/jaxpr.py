@@ -63,7 +63,14 @@ def _paths_read(view: JaxprView, eq: Equation) -> list[str]:
 
 
 def eqn_text(view: JaxprView, eq: Equation, *, params: bool = True, source: bool = True) -> Text:
-    """One equation on one line: `outs = primitive[params] operands  ← paths  file:line`."""
+    """One equation on one line: `outs = primitive[params] operands  ← paths  file:line`.
+
+    Example:
+        >>> import jax.numpy as jnp, treetool as tt
+        >>> v = tt.jaxpr(lambda w, x: w @ x, jnp.ones((2, 3)), jnp.ones(3))
+        >>> print(eqn_text(v, v.equations[0], params=False, source=False))
+        c:f32[2] = dot_general a b  ← .args[0], .args[1]
+    """
     t = Text(no_wrap=False)
     outs = eq.eqn.outvars
     for i, v in enumerate(outs):
@@ -97,7 +104,14 @@ def eqn_text(view: JaxprView, eq: Equation, *, params: bool = True, source: bool
 
 
 def scope_text(view: JaxprView, scope: Scope) -> Text:
-    """A sub-jaxpr's row: `body_jaxpr (t:f32[] u:f32[]) → (w)  2 equations`."""
+    """A sub-jaxpr's row: `body_jaxpr (t:f32[] u:f32[]) → (w)  2 equations`.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, treetool as tt
+        >>> v = tt.jaxpr(lambda x: jax.jit(jnp.sin)(x), jnp.ones(2))
+        >>> print(scope_text(v, v.equations[0].children[0]))
+        jaxpr (c:f32[2]) → (d)  1 equation
+    """
     t = Text()
     t.append(scope.label or "jaxpr", style="bold blue")
     t.append(" (")
