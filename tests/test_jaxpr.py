@@ -519,3 +519,68 @@ def test_to_dict_is_json_and_mirrors_the_tree(nested_view):
 
 def test_jaxpr_tree_class_is_what_render_returns(loss_view):
     assert isinstance(loss_view.render(), JaxprTree)
+
+
+# --- properties against jax's own sub-jaxpr walk ---------------------------------------------
+
+_WRAPPERS = {
+    "jit": lambda f: jax.jit(f),
+    "checkpoint": lambda f: jax.checkpoint(f),
+    "cond": lambda f: lambda a, b: lax.cond(jnp.sum(a) > 0, f, lambda a, b: a - b, a, b),
+    "scan": lambda f: lambda a, b: lax.scan(lambda c, _: (f(c, b), None), a, None, length=2)[0],
+}
+_OPS = {
+    "add": lambda a, b: a + b,
+    "mul": lambda a, b: a * b,
+    "sin": lambda a, b: jnp.sin(a),
+    "max": lambda a, b: jnp.maximum(a, b),
+}
+
+
+def _program(steps):
+    def f(inputs):
+        vals = list(inputs)
+        for op, wraps, i, j in steps:
+            g = _OPS[op]
+            for w in wraps:
+                g = _WRAPPERS[w](g)
+            vals.append(g(vals[i % len(vals)], vals[j % len(vals)]))
+        return vals[-1]
+
+    return f
+
+
+def _jax_count(jaxpr) -> int:
+    from jax.extend.core import subjaxprs
+
+    return len(jaxpr.eqns) + sum(_jax_count(s) for s in subjaxprs(jaxpr))
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(sorted(_OPS)),
+            st.lists(st.sampled_from(sorted(_WRAPPERS)), max_size=2),
+            st.integers(0, 10),
+            st.integers(0, 10),
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+@settings(max_examples=20)
+def test_counts_and_uses_agree_with_jax(steps):
+    v = tt.jaxpr(_program(steps), [jnp.ones(2), jnp.full(2, 2.0), jnp.full(2, 3.0)])
+    assert len(v.equations) == _jax_count(v.jaxpr) == sum(v.counts().values())
+    assert [str(p) for p, _ in v.inputs] == [".args[0][0]", ".args[0][1]", ".args[0][2]"]
+    ids = [e.id for e in v.equations]
+    assert len(set(ids)) == len(ids)
+    for e in v.equations:
+        assert v.equation(e.id) is e
+    for scope in v.scopes():
+        for var in (*scope.invars, *(o for e in scope.equations for o in e.outputs)):
+            readers = [e for e in scope.equations if any(x is var for x in e.eqn.invars)]
+            assert v.uses(var, scope=scope) == readers
+            deep = v.uses(var, scope=scope, deep=True)
+            assert readers == [e for e in deep if e.scope is scope]
+            assert all(e.order >= min((r.order for r in readers), default=0) for e in deep)
