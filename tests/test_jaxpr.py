@@ -514,6 +514,9 @@ def test_to_dict_is_json_and_mirrors_the_tree(nested_view):
     }
     assert eqns[0]["invars"][1] == {"var": "0.0", "type": "f32[]", "literal": True}
     assert d["cost"]["flops"] is not None
+    line = _nested.__code__.co_firstlineno + 4
+    assert eqns[0]["location"] == f"test_jaxpr.py:{line} (_nested)"
+    assert eqns[0]["source"].endswith(f"tests/test_jaxpr.py:{line}:12 (_nested)")
     assert to_dict(nested_view, source=False)["jaxpr"]["equations"][0].get("source") is None
 
 

@@ -34,7 +34,7 @@ from ._jaxpr_uses import Lookups
 from ._model import no_gc
 from ._paths import GetAttrKey, Path, SequenceKey
 
-__all__ = ["Call", "Cost", "Equation", "JaxprView", "Scope", "jaxpr"]
+__all__ = ["Call", "Cost", "Equation", "JaxprView", "Scope", "jaxpr", "short_location"]
 
 _OUT = GetAttrKey("out")
 _INVARS = GetAttrKey("invars")
@@ -367,13 +367,22 @@ class Equation:
     @property
     def location(self) -> str | None:
         """`file.py:12 (fn)`: `source` with the directory dropped."""
-        src = self.source
-        if src is None:
-            return None
-        m = _SOURCE.match(src)
-        if m is None:
-            return src
-        return f"{m['file'].rsplit('/', 1)[-1]}:{m['line']} ({m['fn']})"
+        return short_location(self.source)
+
+
+def short_location(source: str | None) -> str | None:
+    """`/a/b/model.py:12:8 (loss)` -> `model.py:12 (loss)`.
+
+    Example:
+        >>> short_location("/home/me/model.py:12:8 (loss)")
+        'model.py:12 (loss)'
+    """
+    if source is None:
+        return None
+    m = _SOURCE.match(source)
+    if m is None:
+        return source
+    return f"{m['file'].rsplit('/', 1)[-1]}:{m['line']} ({m['fn']})"
 
 
 class JaxprView(Lookups):

@@ -15,7 +15,7 @@ from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.text import Text
 from rich.tree import Tree
 
-from .._jaxpr import Equation, JaxprView, Scope
+from .._jaxpr import Equation, JaxprView, Scope, short_location
 from .labels import dtype_style, fmt_bytes, fmt_count
 
 __all__ = ["JaxprTree", "counts_text", "eqn_text", "scope_text", "to_dict"]
@@ -315,7 +315,9 @@ def _scope_dict(view: JaxprView, scope: Scope, source: bool) -> dict[str, Any]:
             "params": eq.shown_params,
         }
         if source:
-            d["source"] = eq.source
+            src = eq.source
+            d["source"] = src
+            d["location"] = short_location(src)
         cb = eq.callback
         if cb:
             d["callback"] = cb
@@ -340,7 +342,9 @@ def to_dict(view: JaxprView, *, source: bool = True, cost: bool = False) -> dict
     "bytes_accessed", "transcendentals"}` or None; only when `cost=True`); `jaxpr`: the top
     scope, `{"id", "label", "constvars", "invars", "outvars", "equations"}`, where each
     equation is `{"id", "primitive", "outvars", "invars" (with "path" where an input feeds
-    it), "params" (short text), "source", "children": [scope, …]}`.
+    it), "params" (short text), "source" (`/abs/model.py:12:8 (loss)`), "location"
+    (`model.py:12 (loss)`), "children": [scope, …]}`; "source" and "location" are left out
+    with `source=False`.
 
     Example:
         >>> import jax.numpy as jnp, treetool as tt
