@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -87,7 +86,7 @@ def best(f: Callable[[], Any], repeat: int) -> float:
         t0 = time.perf_counter()
         f()
         times.append(time.perf_counter() - t0)
-    return min(times) if repeat < 5 else statistics.median(times)
+    return min(times)  # the least disturbed run (the machines are shared)
 
 
 def cases(kind: str, n: int) -> list[tuple[str, Any, Any, str]]:

@@ -377,11 +377,12 @@ _NO_DICT: dict = {}
 
 
 class _Trie:
-    __slots__ = ("deletes", "edit", "inserts", "kids", "renames")
+    __slots__ = ("deletes", "edit", "inserts", "kids", "new", "renames")
 
     def __init__(self) -> None:
         self.kids: dict[Key, _Trie] = {}
         self.edit: Edit | None = None
+        self.new: Any = None  # the rebuilt node (set by _apply)
         # structural edits of this node's children (rare: allocated on first use)
         self.deletes: list[Key] = _NO_LIST
         self.inserts: list[tuple[Key, Any]] = _NO_LIST
@@ -479,27 +480,34 @@ def _apply(
     on_replace: Callable[[Path, Any, Any], None] | None,
 ) -> Any:
     # Pre-order pass (jax order): open the spine, compute replacements; then rebuild bottom-up.
-    order: list[tuple[_Trie, Any, Level | None, Path]] = []
-    result: dict[int, Any] = {}
-    stack: list[tuple[_Trie, Any, Path]] = [(trie, tree, Path())]
+    # Paths travel as tuples of keys; a Path is made only for on_replace and error messages.
+    order: list[tuple[_Trie, Level]] = []
+    stack: list[tuple[_Trie, Any, tuple[Key, ...]]] = [(trie, tree, ())]
+    pop, push = stack.pop, stack.append
     while stack:
-        node, obj, path = stack.pop()
+        node, obj, keys = pop()
         e = node.edit
         if e is not None:
             new = e.arg if e.op == SET else e.arg(obj)
             if on_replace is not None:
-                on_replace(path, obj, new)
-            result[id(node)] = new
+                on_replace(Path._make(keys), obj, new)
+            node.new = new
             continue
         lv = open_level(obj, is_leaf, levels)
-        _check_keys(lv, node, path)
-        order.append((node, obj, lv, path))
-        for k in reversed(lv.order(node.kids)):
-            stack.append((node.kids[k], lv.child(k), path + k))
-    for node, _obj, lv, _path in reversed(order):
-        updates = {k: result[id(c)] for k, c in node.kids.items()}
-        result[id(node)] = lv.rebuild(updates, node.deletes, node.inserts, node.renames)  # type: ignore[union-attr]
-    return result[id(trie)]
+        if node.deletes or node.renames or node.inserts:
+            _check_keys(lv, node, Path._make(keys))
+        order.append((node, lv))
+        kids = node.kids
+        for k in reversed(lv.order(kids) if len(kids) > 1 else list(kids)):
+            try:
+                child = lv.child(k)
+            except (KeyError, IndexError, TypeError):
+                raise PathError(f"no path {str(Path._make((*keys, k)))!r} in the tree") from None
+            push((kids[k], child, (*keys, k)))
+    for node, lv in reversed(order):
+        updates = {k: c.new for k, c in node.kids.items()}
+        node.new = lv.rebuild(updates, node.deletes, node.inserts, node.renames)
+    return trie.new
 
 
 def _check_keys(lv: Level, node: _Trie, path: Path) -> None:
