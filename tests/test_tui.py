@@ -137,6 +137,10 @@ async def test_search_glob_next_prev(mlp):
         await _settle(app, pilot)
         assert str(app.node.path) == ".layers[1].bias"
         assert str(app.query_one("#search-count").render()) == "2/2"
+        await pilot.press("escape")  # from the tree: clears the search too
+        await _settle(app, pilot)
+        assert app.matches == []
+        assert not app.query_one("#search").has_class("-open")
 
 
 @_sync
@@ -393,3 +397,38 @@ async def test_tiny_terminal_hides_details_and_keeps_the_tree():
         assert app.query_one(PytreeTree).size.width > 40
         await pilot.press("down", "y")
         assert app.clipboard == "tree['w']"
+
+
+@_sync
+async def test_big_leaf_stats_wait_for_S(tmp_path):
+    from treetool import LazyArray
+
+    missing = tmp_path / "gone.bin"  # a 400 MB leaf whose file is gone: nothing is read unasked
+    app = TreetoolApp({"big": LazyArray((100_000, 1_000), "float32", str(missing))})
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        await pilot.press("down")
+        await _settle(app, pilot)
+        stats = app.query_one("#details-stats")
+        assert _text(stats).strip() == "press S to compute stats (reads 400.0 MB)"
+        await pilot.press("S")
+        await _settle(app, pilot)
+        assert _text(stats).startswith("stats failed: FileNotFoundError")
+
+
+@_sync
+async def test_huge_subtrees_are_not_totalled_in_the_pane(monkeypatch):
+    from treetool.tui.widgets import details, tree_view
+
+    monkeypatch.setattr(details, "TOTAL_LIMIT", 2)
+    monkeypatch.setattr(tree_view, "LABEL_BUDGET", 1)
+    monkeypatch.setattr(tree_view, "FILL_LIMIT", 1)
+    tree = {"big": [np.zeros(2, np.float32), np.zeros(3, np.float32), np.zeros(1, np.int8)]}
+    app = TreetoolApp(tree)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        await pilot.press("down")
+        await _settle(app, pilot)
+        text = _text(app.query_one("#details-stats"))
+        assert text.startswith("more than 2 leaves: not totalled here")
+        assert "[1]                 3         12 B" in text

@@ -106,6 +106,22 @@ class TreetoolApp(App[None]):
             id="app.tab_leaves",
         ),
         Binding(
+            "escape",
+            "clear_search",
+            "Clear search",
+            show=False,
+            tooltip="Clear the search and its matches",
+            id="app.clear_search",
+        ),
+        Binding(
+            "S",
+            "stats",
+            "Stats",
+            show=False,
+            tooltip="Compute stats of a big leaf (reads its data)",
+            id="app.stats",
+        ),
+        Binding(
             "d",
             "toggle_details",
             "Details",
@@ -121,9 +137,11 @@ class TreetoolApp(App[None]):
     | ? | Help: every key. |
     | / | Search by glob (`**.bias`) or text; enter jumps to the first match. |
     | n, N | Next, previous match. |
+    | escape | Clear the search. |
     | y, Y | Copy the path: as an expression (`model.layers[0].weight`), in keystr form. |
     | t, L | Tree tab, Leaves tab. |
     | d | Show or hide the details pane. |
+    | S | Compute the stats of a leaf over 256 MB (not automatic). |
     | ctrl+p | Command palette: every action. |
     """
 
@@ -299,6 +317,7 @@ class TreetoolApp(App[None]):
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         pane = event.pane.id
+        self.query_one("#main").set_class(pane == "leaves", "-wide")
         if pane == "leaves":
             self.query_one(LeavesTable).focus()
         elif pane == "tree":
@@ -329,6 +348,12 @@ class TreetoolApp(App[None]):
             self.query_one(TabbedContent).active = "tree" if active in ("tree", "") else active
             if active in ("tree", ""):
                 self.query_one(PytreeTree).focus()
+
+    def action_clear_search(self) -> None:
+        """Close the search bar and clear the matches."""
+        bar = self.query_one(SearchBar)
+        if bar.has_class("-open") or self.matches:
+            bar.action_close()
 
     def _jump(self, step: int) -> None:
         if not self.matches:
@@ -380,6 +405,10 @@ class TreetoolApp(App[None]):
         self.query_one(TabbedContent).active = "leaves"
         self.query_one(LeavesTable).action_sort_next()
 
+    def action_stats(self) -> None:
+        """Compute the stats of the selected leaf, however big it is."""
+        self.query_one(DetailsPane).show(self.node, force=True)
+
     def action_toggle_details(self) -> None:
         """Show or hide the details pane."""
         self.query_one(DetailsPane).toggle_class("-hidden")
@@ -410,6 +439,8 @@ _COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Show Tree tab", "The lazy tree (t)", "show_tab('tree')"),
     ("Show Leaves tab", "Every leaf in a sortable table (L)", "show_tab('leaves')"),
     ("Toggle details pane", "Show or hide the details pane (d)", "toggle_details"),
+    ("Compute stats", "Stats of the selected leaf, even a big one (S)", "stats"),
+    ("Clear search", "Close the search and clear its matches (escape)", "clear_search"),
     ("Sort leaves by next column", "In the Leaves tab (s)", "sort_leaves"),
     ("Help", "Every key binding (?)", "help"),
 )

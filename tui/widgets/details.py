@@ -32,6 +32,8 @@ TOP_CHILDREN = 8
 SCAN_CHILDREN = 2_000
 #: subtrees bigger than this are not totalled in the pane (the header has the whole tree's)
 TOTAL_LIMIT = 300_000
+#: leaves bigger than this get stats only on request (key S)
+STATS_AUTO_BYTES = 256 * 1024 * 1024
 #: bytes of a leaf read for its value preview
 PREVIEW_BYTES = 1 << 20
 
@@ -118,6 +120,7 @@ def compute_parts(node: Node, width: int = 60, totals: Aggregates | None = None)
                 out["stats"] = stats(node.obj)
             except Exception as e:
                 out["error"] = f"stats failed: {type(e).__name__}: {e}"
+                return out  # the preview would fail the same way
             try:
                 out["preview"] = _preview(node.obj, width)
             except Exception as e:
@@ -158,8 +161,12 @@ class DetailsPane(VerticalScroll):
         yield Static(id="details-stats")
         yield Static(id="details-preview")
 
-    def show(self, node: Node) -> None:
-        """Show `node`: facts now, the slow parts when the worker is done."""
+    def show(self, node: Node, *, force: bool = False) -> None:
+        """Show `node`: facts now, the slow parts when the worker is done.
+
+        Leaves over `STATS_AUTO_BYTES` get their stats only when asked (`force`, key `S`):
+        reading gigabytes must not start just because the cursor passed by.
+        """
         self.node = node
         keystr = str(node.path)
         path = Text()
@@ -182,6 +189,16 @@ class DetailsPane(VerticalScroll):
                 facts.insert(1, _opaque_row(node.obj))
             pending = True
         self.query_one("#details-facts", Static).update(_facts_table(facts))
+        big = node.is_leaf and node.info.nbytes > STATS_AUTO_BYTES and not force
+        if pending and big:
+            self.query_one("#details-stats", Static).update(
+                Text(
+                    f"press S to compute stats (reads {fmt_bytes(node.info.nbytes)})",
+                    style="dim italic",
+                )
+            )
+            self.query_one("#details-preview", Static).update("")
+            return
         self.query_one("#details-stats", Static).update(
             Text("computing…", style="dim italic") if pending else ""
         )
@@ -262,19 +279,18 @@ class DetailsPane(VerticalScroll):
             for dt, n in agg.dtypes.most_common():
                 t.add_row(Text(dt, dtype_style(dt)), f"{n:,}")
             blocks.append(t)
-        if parts["largest"]:
-            t = Table(
-                "largest children",
-                "params",
-                "bytes",
-                box=None,
-                padding=(0, 2),
-                header_style="bold dim",
-            )
-            for key, p, b in parts["largest"]:
-                t.add_row(key, fmt_count(p), fmt_bytes(b))
-            blocks.append(t)
+        blocks.append(self._largest(parts))
         return Group(*blocks)
+
+    def _largest(self, parts: dict[str, Any]) -> Any:
+        if not parts["largest"]:
+            return Text("")
+        t = Table(
+            "largest children", "params", "bytes", box=None, padding=(0, 2), header_style="bold dim"
+        )
+        for key, p, b in parts["largest"]:
+            t.add_row(key, fmt_count(p), fmt_bytes(b))
+        return t
 
 
 def _both(exact: str, short: str) -> str:

@@ -196,9 +196,15 @@ class LeavesTable(ScrollView, can_focus=True):
         ]
 
     @staticmethod
-    def _fit(text: str, width: int, right: bool, keep_end: bool) -> str:
+    def _fit(text: str, width: int, right: bool, middle: bool) -> str:
+        """Pad or cut a cell; paths are cut in the middle, so both the root-most step (which
+        subtree) and the leaf-most steps (which parameter) stay visible."""
         if len(text) > width:
-            text = ("…" + text[-(width - 1) :]) if keep_end else (text[: width - 1] + "…")
+            if middle and width > 8:
+                head = (width - 1) // 3
+                text = text[:head] + "…" + text[len(text) - (width - 1 - head) :]
+            else:
+                text = text[: width - 1] + "…"
         return text.rjust(width) if right else text.ljust(width)
 
     def render_line(self, y: int) -> Strip:
