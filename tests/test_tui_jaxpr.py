@@ -63,7 +63,7 @@ def test_pilot_search_uses_and_producer(grad_view):
         app = TreetoolApp(grad_view, title="loss")
         async with app.run_test(size=(140, 44)) as pilot:
             await _settle(pilot)
-            assert [p.id for p in app.query(TabPane)] == ["tree", "leaves", "jaxpr"]
+            assert "jaxpr" in [p.id for p in app.query(TabPane)]
             # opened on a jaxpr, the app starts on the Jaxpr tab with its tree focused
             assert app.query_one(TabbedContent).active == "jaxpr"
             tab = app.query_one(JaxprTab)

@@ -471,6 +471,8 @@ class JaxprView(Lookups):
 
     # --- building ------------------------------------------------------------------------
     def _build(self, j: Any, consts: list[Any] | None, in_paths: list[Path]) -> Scope:
+        from jax.extend.core import DropVar as drop
+
         closed_t, open_t = _jaxpr_types()
         names = self._names
         home = self._home
@@ -502,6 +504,8 @@ class JaxprView(Lookups):
                         elif r[-1] is not eq:
                             r.append(eq)
                 for v in e.outvars:
+                    if v.__class__ is drop:
+                        continue
                     producers[v] = eq
                     if v not in names:
                         names[v] = _name(len(names))
