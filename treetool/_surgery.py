@@ -1,37 +1,27 @@
-"""Model surgery: selections that edit, structural edits tree_at cannot express, partition.
+"""Model surgery: the public names, and selections that edit.
 
-`select(tree, sel)` picks nodes by path, glob, type or predicate; a `Selection` edits them all
-at once (`set`, `apply`, `delete`) and returns a new tree, rebuilding only the spines of the
-picked nodes. `insert`, `rename` and `delete` change the structure of dicts, lists and tuples.
-`partition` and `combine` split a tree in two and put it back together (freeze a part of a
-model). `tree_at` is equinox's, with paths and globs (see `_tree_at`).
+`select(tree, sel)` picks nodes by path, glob, type or predicate (`_selectors`); a `Selection`
+edits them all at once (`set`, `apply`, `delete`) and returns a new tree, rebuilding only the
+spines of the picked nodes (`_edit`). `tree_at` is equinox's, with paths and globs
+(`_tree_at`, `_recorder`); `insert`, `rename`, `partition` and `combine` live in
+`_restructure`. Every public name of the surgery API is importable from here.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ._arrays import leaf_info
-from ._edit import (
-    DELETE,
-    INSERT,
-    RENAME,
-    SET,
-    Edit,
-    Levels,
-    apply_edits,
-    kind_phrase,
-    locate,
-    open_level,
-)
-from ._errors import PathError, SelectionError, StructureMismatch
-from ._model import DICT, LEAF, LIST, TUPLE, IsLeaf, children, no_gc
-from ._paths import DictKey, GetAttrKey, Path, SequenceKey
-from ._tree_at import outermost, tree_at
-from ._views import find, leaves_with_paths
+from ._edit import DELETE, SET, Edit, Levels, apply_edits, kind_phrase, open_level
+from ._errors import PathError, SelectionError
+from ._model import DICT, LEAF, LIST, TUPLE, IsLeaf
+from ._paths import GetAttrKey, Path
+from ._restructure import combine, insert, partition, rename
+from ._selectors import Selector, find_all, is_paths, on_path_and_node, predicate
+from ._tree_at import tree_at
+from ._views import leaves_with_paths
 
 if TYPE_CHECKING:
     from ._diff import TreeDiff
@@ -48,78 +38,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("treetool")
-
-Selector = str | Path | type | tuple | Callable[..., bool] | Sequence[str | Path]
-
-
-def _two_args(fn: Callable[..., Any]) -> bool:
-    """Whether `fn` takes `(path, node)` rather than `(node)`."""
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    positional = [
-        p
-        for p in params
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
-    ]
-    return len(positional) >= 2 or (
-        len(positional) < 2 and any(p.kind is p.VAR_POSITIONAL for p in params)
-    )
-
-
-def _on_path_and_node(fn: Callable[..., Any]) -> Callable[[Path, Any], Any]:
-    return fn if _two_args(fn) else (lambda _p, x: fn(x))
-
-
-def _is_paths(sel: Any) -> bool:
-    return isinstance(sel, (str, Path)) or (
-        isinstance(sel, list) and all(isinstance(s, (str, Path)) for s in sel)
-    )
-
-
-def _predicate(sel: Any) -> Callable[[Path, Any], bool]:
-    if isinstance(sel, type) or (
-        isinstance(sel, tuple) and sel and all(isinstance(t, type) for t in sel)
-    ):
-        return lambda _p, x: isinstance(x, sel)
-    if callable(sel):
-        return _on_path_and_node(sel)
-    raise TypeError(
-        "select: expected a path or glob string, a list of them, a type, or a predicate on "
-        f"(path, node); got {type(sel).__name__}"
-    )
-
-
-def _walk_select(
-    tree: Any, pred: Callable[[Path, Any], bool], is_leaf: IsLeaf, leaves_only: bool = False
-) -> list[tuple[Path, Any]]:
-    """Outermost nodes (or leaves) for which `pred(path, node)` holds, in depth-first order."""
-    out: list[tuple[Path, Any]] = []
-    stack: list[tuple[Any, Path]] = [(tree, Path())]
-    with no_gc():
-        while stack:
-            obj, path = stack.pop()
-            kind, kids = children(obj, is_leaf)
-            if (not leaves_only or kind == LEAF) and pred(path, obj):
-                out.append((path, obj))
-                continue
-            stack.extend((c, path + k) for k, c in reversed(kids))
-    return out
-
-
-def _find_all(tree: Any, sel: Any, is_leaf: IsLeaf, levels: Levels) -> list[tuple[Path, Any]]:
-    if _is_paths(sel):
-        items = [sel] if isinstance(sel, (str, Path)) else sel
-        found: list[tuple[Path, Any]] = []
-        for item in items:
-            q = Path.parse(item)
-            if q.is_pattern:
-                found.extend(outermost(find(tree, q, is_leaf)))
-            else:
-                found.append(locate(tree, q, is_leaf, levels))
-        return found
-    return _walk_select(tree, _predicate(sel), is_leaf)
 
 
 def select(tree: Any, sel: Selector, is_leaf: IsLeaf = None) -> Selection:
@@ -141,7 +59,7 @@ def select(tree: Any, sel: Selector, is_leaf: IsLeaf = None) -> Selection:
         [2.0]
     """
     levels: Levels = {}
-    return Selection(tree, _find_all(tree, sel, is_leaf, levels), is_leaf, levels)
+    return Selection(tree, find_all(tree, sel, is_leaf, levels), is_leaf, levels)
 
 
 class Selection:
@@ -212,11 +130,11 @@ class Selection:
             >>> sel.where(int).paths
             [Path("['a']"), Path("['c']")]
         """
-        if _is_paths(sel):
+        if is_paths(sel):
             pats = [Path.parse(s) for s in ([sel] if isinstance(sel, (str, Path)) else sel)]
             keep = [(p, x) for p, x in self._items if any(q.match(p) for q in pats)]
         else:
-            pred = _predicate(sel)
+            pred = predicate(sel)
             keep = [(p, x) for p, x in self._items if pred(p, x)]
         return Selection(self.tree, keep, self.is_leaf, self._levels)
 
@@ -231,7 +149,7 @@ class Selection:
         out: list[tuple[Path, Any]] = []
         for base, node in self._items:
             try:
-                found = _find_all(node, sel, self.is_leaf, self._levels)
+                found = find_all(node, sel, self.is_leaf, self._levels)
             except PathError as e:
                 raise PathError(f"inside {str(base) or 'the root'}: {e}") from None
             out.extend((base + p, x) for p, x in found)
@@ -253,7 +171,7 @@ class Selection:
 
         `check` as in `set`.
         """
-        f = _on_path_and_node(fn)
+        f = on_path_and_node(fn)
         edits = [Edit(p, SET, f(p, x)) for p, x in self._items]
         return self._apply(edits, check)
 
@@ -345,101 +263,6 @@ def _check_leaf(path: Path, old: Any, new: Any) -> None:
         )
 
 
-# --- structural edits ---------------------------------------------------------------------
-
-
-def insert(tree: Any, path: str | Path, value: Any, is_leaf: IsLeaf = None) -> Any:
-    """A new tree with `value` added at `path`: a new dict key, or a list/tuple item at an index.
-
-    In a list or a tuple the items from that index on move one place up; an index equal to the
-    length appends, and negative indices count from the end as in `list.insert`.
-
-    Raises:
-        SelectionError: the dict key exists already, the index is out of range, or the parent
-            is a node with a fixed set of fields (a module, a dataclass, a namedtuple).
-
-    Example:
-        >>> insert({"a": [1, 2]}, "a[1]", 9)
-        {'a': [1, 9, 2]}
-        >>> insert({"a": [1, 2]}, "b", None)
-        {'a': [1, 2], 'b': None}
-    """
-    levels: Levels = {}
-    query = Path.parse(path)
-    if query.is_pattern or not query:
-        raise SelectionError(f"insert: expected the path of a new node, got {str(path)!r}")
-    base, parent = locate(tree, query.parent, is_leaf, levels)
-    lv = open_level(parent, is_leaf, levels)
-    last = query[-1]
-    where = str(base) or "the root"
-    if lv.kind == DICT:
-        key = (
-            last.key
-            if type(last) is DictKey
-            else last.idx
-            if type(last) is SequenceKey
-            else last.text
-        )
-        if lv.has(DictKey(key)):
-            raise SelectionError(
-                f"insert: {base + DictKey(key)} exists already; replace it with "
-                f"tt.tree_at({str(base + DictKey(key))!r}, tree, value)"
-            )
-        edit = Edit(base + DictKey(key), INSERT, value)
-    elif lv.kind in (LIST, TUPLE):
-        try:
-            i = last.idx if type(last) is SequenceKey else int(last.text)
-        except ValueError:
-            raise SelectionError(
-                f"insert: {where} is a {lv.kind}; expected an index, got {str(last)!r}"
-            ) from None
-        n = len(parent)
-        if i < 0:
-            i = max(0, n + i)
-        if i > n:
-            raise SelectionError(
-                f"insert: index {i} is out of range for {where}, a {lv.kind} of length {n}"
-            )
-        edit = Edit(base + SequenceKey(i), INSERT, value)
-    else:
-        raise SelectionError(
-            f"insert: {where} is {kind_phrase(parent, lv.kind)}, whose fields are fixed; insert "
-            "adds dict keys and list/tuple items. Build a new node and put it in place with "
-            f"tt.tree_at({str(base)!r}, tree, new_node)"
-        )
-    return apply_edits(tree, [edit], is_leaf, levels)
-
-
-def rename(tree: Any, path: str | Path, new_key: Any, is_leaf: IsLeaf = None) -> Any:
-    """A new tree where the dict entry at `path` has the key `new_key` (same place, same value).
-
-    Raises:
-        SelectionError: the node is not a dict entry, or `new_key` exists already.
-
-    Example:
-        >>> rename({"params": {"Dense_0": 1, "Dense_1": 2}}, "params.Dense_1", "head")
-        {'params': {'Dense_0': 1, 'head': 2}}
-    """
-    levels: Levels = {}
-    exact, _ = locate(tree, path, is_leaf, levels)
-    if not exact:
-        raise SelectionError("rename: the root has no key to rename")
-    base = exact.parent
-    parent = tree
-    for k in base:
-        parent = open_level(parent, is_leaf, levels).child(k)
-    lv = open_level(parent, is_leaf, levels)
-    if lv.kind != DICT:
-        what = kind_phrase(parent, lv.kind)
-        raise SelectionError(
-            f"rename: {exact} is not a dict entry: {str(base) or 'the root'} is {what}, whose "
-            "field names are fixed; only dict keys can be renamed"
-        )
-    if exact[-1] != DictKey(new_key) and lv.has(DictKey(new_key)):
-        raise SelectionError(f"rename: {base + DictKey(new_key)} exists already")
-    return apply_edits(tree, [Edit(exact, RENAME, new_key)], is_leaf, levels)
-
-
 def delete(tree: Any, where: Selector, is_leaf: IsLeaf = None) -> Any:
     """A new tree without the nodes `where` names (a path, a glob, a list, a type, a predicate).
 
@@ -454,73 +277,3 @@ def delete(tree: Any, where: Selector, is_leaf: IsLeaf = None) -> Any:
     if not len(sel):
         raise SelectionError(f"delete: {where!r} picks nothing in the tree")
     return sel.delete()
-
-
-def partition(
-    tree: Any, sel: Selector, is_leaf: IsLeaf = None, replace: Any = None
-) -> tuple[Any, Any]:
-    """Split a tree in two of the same structure: `(selected, rest)`; `combine` undoes it.
-
-    Leaves outside the selection are `replace` (None) in `selected`, and the other way round
-    in `rest`. `sel` picks subtrees as in `select` (path, glob, type); a predicate is applied to
-    the leaves, as `eqx.partition` does with a filter function.
-
-    Example:
-        >>> tree = {"adapter": {"a": 1.0}, "base": {"w": 2.0}}
-        >>> trainable, frozen = partition(tree, "adapter")
-        >>> trainable, frozen
-        ({'adapter': {'a': 1.0}, 'base': {'w': None}}, {'adapter': {'a': None}, 'base': {'w': 2.0}})
-        >>> combine(trainable, frozen) == tree
-        True
-    """
-    import jax
-
-    tu = jax.tree_util
-    levels: Levels = {}
-    if _is_paths(sel) or isinstance(sel, (type, tuple)):
-        found = _find_all(tree, sel, is_leaf, levels)
-    else:
-        found = _walk_select(tree, _predicate(sel), is_leaf, leaves_only=True)
-    blank = tu.tree_map(lambda _: replace, tree, is_leaf=is_leaf)
-    rest = apply_edits(
-        tree,
-        [Edit(p, SET, tu.tree_map(lambda _: replace, x, is_leaf=is_leaf)) for p, x in found],
-        is_leaf,
-        levels,
-    )
-    selected = apply_edits(blank, [Edit(p, SET, x) for p, x in found], is_leaf)
-    return selected, rest
-
-
-def combine(*trees: Any, is_leaf: IsLeaf = None) -> Any:
-    """Merge trees of the same structure leaf by leaf: the first leaf that is not None wins.
-
-    The inverse of `partition` (and `eqx.combine`).
-
-    Raises:
-        StructureMismatch: the trees do not have the same structure.
-
-    Example:
-        >>> combine({"a": 1, "b": None}, {"a": None, "b": 2})
-        {'a': 1, 'b': 2}
-    """
-    import jax
-
-    if not trees:
-        raise TypeError("combine: expected at least one tree")
-
-    def first(*xs: Any) -> Any:
-        for x in xs:
-            if x is not None:
-                return x
-        return None
-
-    def leaf(x: Any) -> bool:
-        return x is None or (is_leaf is not None and is_leaf(x))
-
-    try:
-        return jax.tree_util.tree_map(first, *trees, is_leaf=leaf)
-    except ValueError as e:
-        raise StructureMismatch(
-            f"combine: the trees do not have the same structure ({str(e).splitlines()[0]})"
-        ) from None
