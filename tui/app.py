@@ -218,8 +218,14 @@ class TreetoolApp(App[None]):
         if not worker.is_cancelled:
             self.call_from_thread(self._set_index, index)
 
+    def _alive(self) -> bool:
+        # Worker results and timers can land while the app is shutting down.
+        return self.is_running and bool(self.screen.query(DetailsPane))
+
     def _set_index(self, index: LeafIndex) -> None:
         self.index = index
+        if not self._alive():
+            return
         self.query_one(TotalsBar).update(totals_text(index.totals, index.devices_count()))
         self.query_one(PytreeTree).set_totals(index.totals)
         self.query_one(DetailsPane).set_totals(self.model, index.totals)
@@ -246,7 +252,7 @@ class TreetoolApp(App[None]):
             self.call_from_thread(self._set_matches, query, found, "")
 
     def _set_matches(self, query: str, found: list[str] | None, error: str) -> None:
-        if query != self.query_one("#search-input", Input).value:
+        if not self._alive() or query != self.query_one("#search-input", Input).value:
             return
         bar = self.query_one(SearchBar)
         tree = self.query_one(PytreeTree)
@@ -277,6 +283,8 @@ class TreetoolApp(App[None]):
 
     def _show_details(self) -> None:
         self._details_timer = None
+        if not self._alive():
+            return
         pane = self.query_one(DetailsPane)
         if pane.node is not self.node:
             pane.show(self.node)

@@ -91,6 +91,12 @@ class PytreeTree(Tree[Entry]):
         if entry.kind == "more":
             left = node.num_children - entry.index
             return Text(f"… {left:,} more (enter to show {min(left, PAGE)})", style="dim italic")
+        try:
+            if node is self.model or (not node.is_leaf and node.num_children > budget.leaves):
+                # too big to total here for sure: the leaf index / `_fill_labels` will
+                budget = Budget(0)
+        except Exception:  # label() reports the error on the row
+            pass
         lbl = label(node, budget)
         if node is self.model:
             lbl.key = self.root_name
