@@ -30,3 +30,14 @@ def broken():
 
 
 TABLE = {"w": np.ones((2, 2), np.float16)}
+
+
+def jaxpr_view():
+    import jax.numpy as jnp
+
+    import treetool as tt
+
+    def loss(params, x):
+        return jnp.sum(jnp.tanh(x @ params["w"]) + params["b"])
+
+    return tt.jaxpr(loss, {"w": jnp.ones((3, 2)), "b": jnp.zeros(2)}, jnp.ones((4, 3)))

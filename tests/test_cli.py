@@ -173,3 +173,13 @@ def test_demo_prints_the_model_and_its_optimizer_state():
     assert "├── ['model']  TinyTransformer  14.9K params · 59.8 KB" in lines
     assert "│   │   └── [0..3]  ×4 Block  12.9K params · 51.5 KB" in lines
     assert "    ├── [0]  ScaleByAdamState  29.9K params · 119.6 KB" in lines
+
+
+def test_inspect_a_jaxpr_view_prints_its_equations_and_json():
+    out = run("inspect", "cli_targets:jaxpr_view", "--no-tui", "--depth", "1")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "jaxpr loss: 3 inputs → 1 output, 5 equations"
+    assert any(".args[0]['w']" in line for line in lines)
+    data = json.loads(run("inspect", "cli_targets:jaxpr_view", "--json").stdout)
+    assert [i["path"] for i in data["inputs"]] == [".args[0]['b']", ".args[0]['w']", ".args[1]"]

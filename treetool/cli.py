@@ -176,8 +176,36 @@ def _note_opaque(tree: Any) -> None:
 # --- commands -----------------------------------------------------------------------------
 
 
+def _result_object(obj: Any) -> Any:
+    """A treetool result (JaxprView, TreeDiff, Placement, Summary) or a raw jaxpr, else None."""
+    from .render import _is_raw_jaxpr
+
+    if _is_raw_jaxpr(obj):
+        from ._jaxpr import JaxprView
+
+        return JaxprView(obj)
+    t = type(obj)
+    if (
+        t.__module__.startswith("treetool.")
+        and hasattr(obj, "to_dict")
+        and hasattr(t, "__rich_console__")
+    ):
+        return obj
+    return None
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     tree, fmt = load_target(args.target, trust=args.trust, partial=args.partial)
+    result = _result_object(tree)
+    if result is not None and (args.json or args.no_tui or not sys.stdout.isatty()):
+        # `treetool inspect mymod:make_jaxpr_view` and the like: the object's own rendering
+        if args.json:
+            _print_json(result.to_dict())
+        else:
+            from .render import render
+
+            _console().print(render(result, depth=args.depth, width=args.width))
+        return EXIT_OK
     if args.json:
         _print_json(_json_listing(tree, fmt, args.filter))
         _note_opaque(tree)

@@ -31,11 +31,23 @@ def render(
         dict[1]
         └── ['a']  list[2]
     """
+    if _is_raw_jaxpr(obj):
+        from .._jaxpr import JaxprView
+
+        obj = JaxprView(obj)
+    if type(obj).__name__ == "JaxprView" and hasattr(obj, "render"):
+        return obj.render(depth=depth, width=width)
     if _renders_itself(obj):
         return obj
     from .text import TreeView
 
     return TreeView(obj, depth=depth, width=width, fold=fold, is_leaf=is_leaf)
+
+
+def _is_raw_jaxpr(obj: Any) -> bool:
+    """A `ClosedJaxpr` or `Jaxpr` from jax (drawn as a JaxprView, without paths)."""
+    t = type(obj)
+    return t.__name__ in ("ClosedJaxpr", "Jaxpr") and t.__module__.startswith("jax")
 
 
 def _renders_itself(obj: Any) -> bool:
