@@ -70,11 +70,11 @@ def sharding_text(s: Any) -> str:
     return str(s)
 
 
-def _host(x: Any, cls: int) -> Any:
+def _host(x: Any, cls: int, dtype: Any) -> Any:
     """An object with numpy semantics: the array itself, or a LazyArray (streamed)."""
     if cls == _LAZY:
         return x
-    if cls == _JAX and not isinstance(x.dtype, np.dtype) and is_key(x):
+    if cls == _JAX and not isinstance(dtype, np.dtype) and is_key(x):
         import jax  # a typed PRNG key array: compare its raw key data
 
         return np.asarray(jax.random.key_data(x))
@@ -221,12 +221,12 @@ class LeafComparer:
         ca, cb = _leaf_class(a), _leaf_class(b)
         if ca == _OBJECT or cb == _OBJECT:
             return self._objects(a, b, ca, cb)
-        sa, sb = a.shape, b.shape
-        if sa != sb and tuple(sa) != tuple(sb):
+        sa_shape, sb_shape = a.shape, b.shape
+        if sa_shape != sb_shape and tuple(sa_shape) != tuple(sb_shape):
             return (
                 "shape",
-                tuple(int(s) for s in sa),
-                tuple(int(s) for s in sb),
+                tuple(int(s) for s in sa_shape),
+                tuple(int(s) for s in sb_shape),
                 {"labels": [leaf_label(a), leaf_label(b)]},
             )
         da, db = a.dtype, b.dtype
@@ -239,9 +239,14 @@ class LeafComparer:
             )
         shard = None
         if ca == _JAX and cb == _JAX:
-            shard = self._sharding(a, b)
+            try:
+                sa, sb = a.sharding, b.sharding
+            except Exception:  # deleted buffers, tracers
+                sa = sb = None
+            if sa is not sb and sa != sb:
+                shard = self._sharding(sa, sb, len(sa_shape))
         if self.values and ca != _ABSTRACT and cb != _ABSTRACT:
-            v = self._values(a, b, ca, cb)
+            v = self._values(a, b, ca, cb, da)
             if v is not None:
                 if shard is not None:
                     v[3]["sharding"] = [shard[1], shard[2]]
@@ -266,22 +271,19 @@ class LeafComparer:
             return None
         return ("value", _plain(a), _plain(b), {"count": 1, "size": 1, "first_index": []})
 
-    def _sharding(self, a: Any, b: Any) -> tuple[str, Any, Any, dict] | None:
+    @staticmethod
+    def _sharding(sa: Any, sb: Any, ndim: int) -> tuple[str, Any, Any, dict] | None:
         try:
-            sa, sb = a.sharding, b.sharding
-        except Exception:  # deleted buffers, tracers
-            return None
-        if sa is sb:
-            return None
-        try:
-            if sa == sb or sa.is_equivalent_to(sb, len(a.shape)):
+            if sa.is_equivalent_to(sb, ndim):
                 return None
         except Exception:
             return None
         return ("sharding", sharding_text(sa), sharding_text(sb), {})
 
-    def _values(self, a: Any, b: Any, ca: int, cb: int) -> tuple[str, Any, Any, dict] | None:
-        xa, xb = _host(a, ca), _host(b, cb)
+    def _values(
+        self, a: Any, b: Any, ca: int, cb: int, dtype: Any
+    ) -> tuple[str, Any, Any, dict] | None:
+        xa, xb = _host(a, ca, dtype), _host(b, cb, dtype)
         dtype = xa.dtype
         fast = _vector_eq(dtype)
         progress = self.progress

@@ -257,8 +257,34 @@ def _same_treedef_leaf_changes(
                 found.append((i, r))
     if not found:
         return []
-    paths = tu.tree_flatten_with_path(b, is_leaf)[0]
-    return [(Path.from_jax(paths[i][0]).keys, r) for i, r in found]
+    if len(found) > _DESCENTS:
+        paths = tu.tree_flatten_with_path(b, is_leaf)[0]
+        return [(Path.from_jax(paths[i][0]).keys, r) for i, r in found]
+    return [(_leaf_keys(b, tb, i, is_leaf), r) for i, r in found]
+
+
+# Up to this many changed leaves, each path is found by descending the treedef (O(depth x
+# width) each) instead of flattening the whole tree once more with paths.
+_DESCENTS = 200
+
+
+def _leaf_keys(tree: Any, treedef: Any, index: int, is_leaf: IsLeaf) -> tuple[Key, ...]:
+    """The keys of the `index`-th leaf, found by counting leaves in the child treedefs."""
+    keys: list[Key] = []
+    obj, td = tree, treedef
+    while True:
+        kind, kids = children(obj, is_leaf)
+        if kind == LEAF:
+            return tuple(keys)
+        for (k, c), sub in zip(kids, td.children()):
+            n = sub.num_leaves
+            if index < n:
+                keys.append(k)
+                obj, td = c, sub
+                break
+            index -= n
+        else:
+            raise IndexError(f"leaf {index} is past the end of the tree")
 
 
 class _Walker:
