@@ -418,7 +418,7 @@ def test_rendering_a_removal_that_shifts_a_sequence_and_a_row_limit():
 @pytest.mark.parametrize("n", [3, 300])
 def test_changed_leaves_in_an_unchanged_structure_get_their_exact_paths(n):
     a = {"x": [np.zeros(1) for _ in range(n)], "y": (None, np.zeros(2)), "z": {"k": 1}}
-    b = {"x": [np.full(1, i) for i in range(n)], "y": (None, np.ones(2)), "z": {"k": 1}}
+    b = {"x": [np.full(1, float(i)) for i in range(n)], "y": (None, np.ones(2)), "z": {"k": 1}}
     expected = [f"['x'][{i}]" for i in range(1, n)] + ["['y'][1]"]
     assert [c.path for c in tt.diff(a, b)] == expected
     assert [str(tt.Path(c.keys)) for c in tt.diff(a, b)] == expected
