@@ -133,9 +133,10 @@ class Opaque:
             state = _state_dict(object.__getattribute__(self, "state"))
             if name in state:
                 return state[name]
-            for key, slot in _slots(self):
-                if type(key) is GetAttrKey and key.name == name:
-                    return _get(self, slot)
+            if not name.startswith("_"):  # not for probes such as _repr_html_
+                for key, slot in _slots(self):
+                    if type(key) is GetAttrKey and key.name == name:
+                        return _get(self, slot)
         raise AttributeError(f"Opaque({self.class_path!r}) has no field {name!r}")
 
     @property

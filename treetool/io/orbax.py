@@ -223,9 +223,10 @@ def _ocdbt_metadata(item: str, params: list[str]) -> dict[str, Any]:
     import tensorstore as ts
 
     try:
-        kv = ts.KvStore.open(
-            {"driver": "ocdbt", "base": f"file://{os.path.abspath(item)}/"}
-        ).result()
+        # a node cache: every key lookup walks the same b-tree nodes
+        ctx = ts.Context({"cache_pool": {"total_bytes_limit": 256 << 20}})
+        spec = {"driver": "ocdbt", "base": f"file://{os.path.abspath(item)}/"}
+        kv = ts.KvStore.open(spec, context=ctx).result()
         wanted = set(params)
         keys = [k for k in kv.list().result() if k.endswith((b"/.zarray", b"/zarr.json"))]
         keys = [k for k in keys if k.rsplit(b"/", 1)[0].decode() in wanted]
