@@ -234,6 +234,22 @@ def test_other_where_functions_fall_back(mlp, where):
         record(where, mlp, None, {})
 
 
+def _aliased_leaves(m):
+    leaves = jtu.tree_leaves  # a function the static look does not see being called
+    return leaves(m.layers[0])
+
+
+def _functions_in_a_list(m, fns=(jtu.tree_leaves,)):
+    return fns[0](m.layers[0])
+
+
+@pytest.mark.parametrize("where", [_aliased_leaves, _functions_in_a_list])
+def test_hidden_calls_fall_back_and_agree(mlp, where):
+    with pytest.raises(Fallback):
+        record(where, mlp, None, {})
+    _agree(where, mlp, (1, 2))
+
+
 def test_none_is_the_real_none_during_replay():
     tree = {"a": [None, 1.0], "b": [2.0, 3.0]}
     where = lambda t: [x[1] for x in t.values() if x[0] is not None]  # noqa: E731

@@ -18,6 +18,7 @@ from test_surgery import Snapshot, _same
 from trees import Point, corpus
 
 import treetool as tt
+from treetool._recorder import record
 
 jtu = jax.tree_util
 
@@ -376,3 +377,51 @@ def test_is_leaf_selections(mlp):
         tt.select(mlp, "layers[0].weight", is_leaf=is_linear)
     frozen, rest = tt.partition(mlp, lambda x: x is mlp.layers[0], is_leaf=is_linear)
     assert frozen.layers[0] is mlp.layers[0] and rest.layers[0] is None
+
+
+def _steps(path: tt.Path) -> list[tuple[str, Any]]:
+    """A path as plain steps: ("item", key or index) or ("attr", name)."""
+    out: list[tuple[str, Any]] = []
+    for k in path.to_jax():
+        if hasattr(k, "key"):
+            out.append(("item", k.key))
+        elif hasattr(k, "idx"):
+            out.append(("item", k.idx))
+        else:
+            out.append(("attr", k.name))
+    return out
+
+
+@settings(max_examples=40)
+@given(tree=_trees(), data=st.data())
+def test_property_many_nodes_against_equinox(tree, data):
+    nodes = [p for p in _nodes(tree) if tt.get(tree, p) is not None]
+    if not nodes:
+        return
+    picked = data.draw(st.lists(st.sampled_from(nodes), min_size=1, max_size=4))
+    plan = [_steps(p) for p in picked]
+
+    def where(t):  # attribute and index steps only: replayed on the recording proxy
+        out = []
+        for steps in plan:
+            x = t
+            for how, k in steps:
+                x = x[k] if how == "item" else getattr(x, k)
+            out.append(x)
+        return out
+
+    assert len(record(where, tree, None, {})) == len(picked)
+
+    ours = _outcome_of(lambda: tt.tree_at(where, tree, replace_fn=lambda x: ("new", x)))
+    theirs = _outcome_of(lambda: eqx.tree_at(where, tree, replace_fn=lambda x: ("new", x)))
+    if isinstance(theirs, Exception):
+        assert type(ours) is tt.SelectionError and str(ours) == str(theirs)
+    else:
+        assert _same(ours, theirs)
+
+
+def _outcome_of(fn):
+    try:
+        return fn()
+    except ValueError as e:
+        return e

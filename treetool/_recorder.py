@@ -55,7 +55,8 @@ _SAFE_BUILTINS = frozenset(
         "int",
     )
 )
-_SAFE_METHODS = frozenset({"items", "values", "keys"})
+_SAFE_METHODS = frozenset({"items", "values", "keys"})  # of dict nodes, on the proxy
+_LIST_METHODS = frozenset({"append", "extend"})  # building the result list
 _BUILTIN_IDS = frozenset(id(v) for v in vars(builtins).values())
 _METHOD_ATTR = sys.version_info >= (3, 12)
 
@@ -75,7 +76,7 @@ def _names(code: types.CodeType) -> tuple[frozenset[str], bool]:
             if op in ("LOAD_GLOBAL", "LOAD_NAME"):
                 globs.add(ins.argval)
             elif op == "LOAD_METHOD" or (_METHOD_ATTR and op == "LOAD_ATTR" and (ins.arg or 0) & 1):
-                if ins.argval not in _SAFE_METHODS:
+                if ins.argval not in _SAFE_METHODS and ins.argval not in _LIST_METHODS:
                     bad = True
             elif op in ("IMPORT_NAME", "IMPORT_FROM", "STORE_GLOBAL", "STORE_ATTR"):
                 bad = True
@@ -90,11 +91,20 @@ def _names(code: types.CodeType) -> tuple[frozenset[str], bool]:
 _code_cache: dict[types.CodeType, tuple[frozenset[str], bool]] = {}
 
 
-def _value_ok(v: Any) -> bool:
-    """Whether a value a `where` function can reach by name is safe to let it use."""
-    if id(v) in _SAFE_BUILTINS:
+def _value_ok(v: Any, depth: int = 0) -> bool:
+    """Whether a value a `where` function can reach by name is safe to let it use.
+
+    Functions are not (they could look at a proxy in ways it cannot see); nor are containers
+    of functions, four levels deep.
+    """
+    if id(v) in _SAFE_BUILTINS or isinstance(v, types.ModuleType):
         return True
-    if isinstance(v, types.ModuleType) or not callable(v):
+    if type(v) in (list, tuple, set, frozenset, dict):
+        if depth >= 4:
+            return False
+        items = list(v.values()) if type(v) is dict else v
+        return len(items) <= 10_000 and all(_value_ok(x, depth + 1) for x in items)
+    if not callable(v):
         return True
     # classes (for isinstance), but not the builtins that would see through the proxy (type, id…)
     return isinstance(v, type) and id(v) not in _BUILTIN_IDS
@@ -342,6 +352,25 @@ def _tag(kind: str, key: Key) -> Any:
     return ("?", key)
 
 
+_guarded = False
+
+
+def _refuse_flatten(rec: Rec) -> Any:
+    raise Fallback
+
+
+def _guard_jax() -> None:
+    """Make jax refuse to flatten a proxy: jax tree functions called by `where` (say through a
+    local alias of `jax.tree_util.tree_leaves`) would otherwise see each proxy as a leaf."""
+    global _guarded
+    if _guarded or "jax" not in sys.modules:
+        return
+    import jax
+
+    jax.tree_util.register_pytree_node(Rec, _refuse_flatten, lambda aux, kids: None)
+    _guarded = True
+
+
 def record(where: Callable[[Any], Any], tree: Any, is_leaf: IsLeaf, levels: Levels) -> Any:
     """Run `where` on a proxy of `tree`: a Path, or a list of Paths when it returns a sequence.
 
@@ -350,6 +379,7 @@ def record(where: Callable[[Any], Any], tree: Any, is_leaf: IsLeaf, levels: Leve
     """
     if not replayable(where):
         raise Fallback
+    _guard_jax()
     ctx = _Ctx(is_leaf, levels)
     root = Rec(tree, None, None, ctx)
     try:
