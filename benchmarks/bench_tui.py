@@ -148,6 +148,12 @@ async def _wide(width: int) -> dict:
         await pilot.pause()
         await pilot.press("down")
         await pilot.pause()
+        floor = []
+        for _ in range(10):  # what Pilot itself costs: a key nothing is bound to
+            t = time.perf_counter()
+            await pilot.press("f19")
+            await pilot.pause()
+            floor.append(time.perf_counter() - t)
         t = time.perf_counter()
         await pilot.press("right")
         await pilot.pause()
@@ -173,7 +179,12 @@ async def _wide(width: int) -> dict:
         node.expand()
         await pilot.pause()
         eager = time.perf_counter() - t
-    return {"ours": ours, "eager": eager, "move": float(np.median(moves))}
+    return {
+        "ours": ours,
+        "eager": eager,
+        "move": float(np.median(moves)),
+        "floor": float(np.median(floor)),
+    }
 
 
 def _child(kind: str, n: int) -> dict:
@@ -227,6 +238,7 @@ def main() -> None:
         f"{'expand a 10,000-child node':<30} | eager Tree (all rows) {wide['eager'] * 1000:.0f} ms | "
         f"ours (paged) {wide['ours'] * 1000:.0f} ms | ratio {wide['eager'] / wide['ours']:.1f}x | "
         f"cursor move after it {wide['move'] * 1000:.1f} ms"
+        f" | Pilot's own cost per key (an unbound key) {wide['floor'] * 1000:.0f} ms"
     )
 
 
