@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import collections
 import copy
+import dataclasses
+import functools
 import re
 import time
 from typing import Any, NamedTuple
@@ -181,6 +183,29 @@ def test_optax_and_flax_agree_with_equinox():
     _agree(lambda p: p["params"]["Dense_0"]["kernel"], linen, jnp.zeros((3, 4)))
     _agree(lambda p: p["params"]["Dense_1"], linen, {"kernel": 0})
     _agree(lambda s: s["kernel"], trees["nnx_state"], jnp.zeros((3, 2)))
+
+
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["w", "b"], meta_fields=["act"])
+@dataclasses.dataclass
+class Dense:
+    w: Any
+    b: Any
+    act: str = "relu"
+
+
+def test_registered_dataclass():
+    tree = {"layers": [Dense(np.ones(2), np.zeros(2)), Dense(np.ones(3), None, "tanh")]}
+    _agree(lambda t: t["layers"][1].w, tree, np.zeros(3))
+    # one of the biases is None: picked through the general method, as equinox does
+    _agree(lambda t: [d.b for d in t["layers"]], tree, (1.0, 2.0))
+    _agree(lambda t: t["layers"][0].act, tree, "gelu")  # static: not in the pytree
+    out = tt.tree_at("layers[1].b", tree, np.ones(3))
+    assert out["layers"][1].act == "tanh" and out["layers"][1].b.shape == (3,)
+    with pytest.raises(
+        tt.SelectionError,
+        match=re.escape("cannot delete ['layers'][0].b: Dense (a registered pytree node)"),
+    ):
+        tt.delete(tree, "layers[0].b")
 
 
 def test_equinox_error_messages_pinned():
