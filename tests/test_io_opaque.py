@@ -7,6 +7,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import treetool as tt
 from treetool import LoadError
@@ -107,3 +109,44 @@ def test_save_pickle_reads_lazy_leaves(tmp_path):
         and back["a"].tolist() == [0, 1, 2, 3, 4]
         and back["n"] == [1, None]
     )
+
+
+def _opaques(kids):
+    names = st.text("abcxyz_", min_size=1, max_size=4)
+
+    def build(state, args, items, dictitems):
+        o = Opaque("mylib.Node", args=tuple(args), state=state or None)
+        o.listitems.extend(items)
+        o.dictitems.update(dictitems)
+        return o
+
+    return st.builds(
+        build,
+        st.dictionaries(names, kids, max_size=3),
+        st.lists(kids, max_size=2),
+        st.lists(kids, max_size=2),
+        st.dictionaries(st.integers(0, 5), kids, max_size=2),
+    )
+
+
+trees = st.recursive(
+    st.none() | st.integers() | st.builds(np.ones, st.integers(0, 3)),
+    lambda kids: (
+        st.lists(kids, max_size=3)
+        | st.dictionaries(st.text("ab", max_size=2), kids, max_size=3)
+        | _opaques(kids)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=40)
+@given(tree=trees)
+def test_opaque_paths_agree_with_jax(tree):
+    import jax
+
+    want = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
+    assert [str(p) for p, _ in tt.leaves_with_paths(tree)] == want
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    again = jax.tree_util.tree_unflatten(treedef, leaves)
+    assert jax.tree_util.tree_structure(again) == treedef
