@@ -75,6 +75,7 @@ def test_known_paths_of_real_models():
         "[0].mu.layers[0].bias",
     ]
     assert tt.get(c["mlp"], "layers.1.weight").shape == (4, 4)
+    assert str(resolve(c["mlp"], "layers[-1].bias")) == ".layers[2].bias"
     assert tt.get(c["int_keys"], "1.w").shape == (2,)  # 1 is an int dict key here
     assert str(resolve(c["int_keys"], "0")) == "[0]"
     assert str(resolve(c["nnx_state"], "kernel.value")) in (

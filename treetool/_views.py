@@ -223,7 +223,9 @@ def _rank(query: Key, key: Key) -> int:
 
 
 def _step(obj: Any, q: Key, is_leaf: IsLeaf) -> tuple[Key, Any] | None:
-    _, kids = children(obj, is_leaf)
+    kind, kids = children(obj, is_leaf)
+    if type(q) is SequenceKey and q.idx < 0 and kind in ("list", "tuple") and -q.idx <= len(kids):
+        return kids[q.idx]  # `layers[-1]`: counted from the end, as in Python
     best = None
     for k, c in kids:
         if k == q:
