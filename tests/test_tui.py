@@ -123,6 +123,8 @@ async def test_search_glob_next_prev(mlp):
         await _settle(app, pilot)
         assert app.matches == [".layers[0].bias", ".layers[1].bias"]
         assert str(app.query_one("#search-count").render()) == "2 matches"
+        assert str(app.node.path) == ".layers[0].bias"  # revealed while typing
+        assert app.query_one("#search-input").has_focus
         await pilot.press("enter")
         await _settle(app, pilot)
         assert str(app.node.path) == ".layers[0].bias"

@@ -264,6 +264,8 @@ class TreetoolApp(App[None]):
         tree.matches = frozenset(found)
         tree.refresh()
         self.query_one(LeavesTable).set_filter(found if query.strip() else None)
+        if found and self.query_one(TabbedContent).active == "tree":
+            tree.reveal(found[0])  # incremental: the tree opens onto the first match as you type
         if error:
             bar.set_count(error)
         else:
