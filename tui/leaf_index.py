@@ -235,7 +235,8 @@ def node_chain(root: Node, path: str) -> list[tuple[Node, int]]:
             raise KeyError(
                 f"no node at {path!r}: nothing matches {rest!r} under {str(node.path)!r}"
             )
-        node = node.children[idx]
+        # one child only: a 100,000-wide list is not turned into 100,000 Nodes to find one
+        node = node.child_range(idx, idx + 1)[0]
         rest = rest[len(str(node.key)) :]
         out.append((node, idx))
     return out

@@ -309,7 +309,7 @@ class LeavesTable(ScrollView, can_focus=True):
     def sort_by(self, column: str | None, reverse: bool = False) -> None:
         """Sort by a column id (None: leaf order)."""
         self.set_reactive(LeavesTable.sort_reverse, reverse)
-        self.sort_column = column
+        self.set_reactive(LeavesTable.sort_column, column)
         self._apply_order()
 
     def action_reverse(self) -> None:
