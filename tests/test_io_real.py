@@ -50,15 +50,20 @@ def models():
     params = nn.Dense(3).init(key, jnp.ones((1, 2)))
     adam = optax.adam(1e-3).init({"w": jnp.zeros(2), "b": jnp.ones((2, 3), jnp.bfloat16)})
     state = nnx.state(nnx.Linear(2, 3, rngs=nnx.Rngs(0)))
+    from flax.core import FrozenDict
+
     return {
         "equinox": seq,
         "flax_linen_params": params,
+        "flax_frozendict": FrozenDict(params),
         "optax_adam": adam,
         "flax_nnx_state": state,
     }
 
 
-@pytest.mark.parametrize("name", ["equinox", "flax_linen_params", "optax_adam", "flax_nnx_state"])
+@pytest.mark.parametrize(
+    "name", ["equinox", "flax_linen_params", "flax_frozendict", "optax_adam", "flax_nnx_state"]
+)
 def test_same_paths_shapes_dtypes_as_live(tmp_path, models, name):
     live = models[name]
     r = _roundtrip(tmp_path, live)
