@@ -481,7 +481,10 @@ def test_render_width_folds_long_jaxprs():
 
 
 def test_tt_render_and_rich_protocol(loss_view):
-    assert tt.render(loss_view) is loss_view
+    from treetool.render.jaxpr import JaxprTree
+
+    shallow = tt.render(loss_view, depth=1)
+    assert isinstance(shallow, JaxprTree) and shallow.depth == 1
     assert repr(loss_view) == "<JaxprView _loss: 8 inputs, 1 output, 22 equations>"
     text = _text(loss_view, width=200)
     assert text.startswith("jaxpr _loss: 8 inputs → 1 output, 22 equations\n")
