@@ -150,14 +150,34 @@ class Aggregates:
         }
 
 
-def aggregate(obj: Any, is_leaf: IsLeaf = None, limit: int | None = None) -> Aggregates:
-    """Walk a subtree iteratively and total it; stop after `limit` leaves (complete=False)."""
+_BUILTIN_CONTAINERS = (list, tuple, dict)
+
+
+def aggregate(
+    obj: Any,
+    is_leaf: IsLeaf = None,
+    limit: int | None = None,
+    kids: list[tuple[Key, Any]] | None = None,
+) -> Aggregates:
+    """Walk a subtree iteratively and total it; stop after `limit` leaves (complete=False).
+
+    `kids` are `obj`'s children when the caller already has them. With a `limit`, a builtin
+    container wider than the leaves still allowed gives up at once, without opening it.
+    """
     agg = Aggregates()
     seen: set[int] = set()
-    stack = [obj]
+    stack = [obj] if kids is None else [c for _, c in reversed(kids)]
     with no_gc():
         while stack:
             x = stack.pop()
+            if (
+                limit is not None
+                and type(x) in _BUILTIN_CONTAINERS
+                and len(x) > limit - agg.leaves
+                and (is_leaf is None or not is_leaf(x))
+            ):
+                agg.complete = False
+                break
             kind, kids = children(x, is_leaf)
             if kind != LEAF:
                 stack.extend(c for _, c in reversed(kids))
@@ -330,7 +350,10 @@ class Node:
         """The aggregates if they are cached or the subtree has at most `limit` leaves."""
         if self._agg is not None:
             return self._agg
-        agg = aggregate(self.obj, self.is_leaf_fn, limit=limit)
+        if self._kids is not None and self.kind != LEAF:
+            agg = aggregate(self.obj, self.is_leaf_fn, limit=limit, kids=self._kids)
+        else:
+            agg = aggregate(self.obj, self.is_leaf_fn, limit=limit)
         if agg.complete:
             self._agg = agg
             return agg

@@ -30,6 +30,7 @@ __all__ = [
     "flatten",
     "from_flat_dict",
     "get",
+    "iter_leaves",
     "iter_leaves_with_paths",
     "leaves_with_paths",
     "nonfinite",
@@ -53,6 +54,19 @@ def iter_leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> Iterator[tuple[
             continue
         for k, c in reversed(kids):
             push((c, (*keys, k), text + str(k)))
+
+
+def iter_leaves(tree: Any, is_leaf: IsLeaf = None) -> Iterator[Any]:
+    """Yield the leaves in jax's order, iteratively, without building any path."""
+    stack = [tree]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        obj = pop()
+        kind, kids = children(obj, is_leaf)
+        if kind == LEAF:
+            yield obj
+        else:
+            extend(c for _, c in reversed(kids))
 
 
 def leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, Any]]:

@@ -10,7 +10,7 @@ from typing import Any
 from textual.widget import Widget
 
 from .._arrays import LazyArray
-from .._views import iter_leaves_with_paths
+from .._views import iter_leaves
 from .tabs import TabSpec, register_tab
 
 __all__ = ["applies", "make"]
@@ -30,7 +30,7 @@ def applies(obj: Any) -> bool:
     """
     jax = sys.modules.get("jax")  # no jax array can exist before jax is imported
     jax_array = getattr(jax, "Array", None) if jax is not None else None
-    for _, x in itertools.islice(iter_leaves_with_paths(obj), SCAN):
+    for x in itertools.islice(iter_leaves(obj), SCAN):
         if jax_array is not None and isinstance(x, jax_array):
             return True
         sharding = getattr(x, "sharding", None)
