@@ -35,38 +35,45 @@ class OrbaxArray(LazyArray):
     """An array of an orbax checkpoint: shape and dtype from metadata, data read on demand.
 
     `sharding` is the sharding orbax recorded (a dict such as `{"sharding_type":
-    "NamedSharding", "partition_spec": ["x"], ...}`), or None.
+    "NamedSharding", "partition_spec": ["x"], ...}`), or None. Reading goes through
+    tensorstore (zarr arrays, in an OCDBT database or in plain files).
     """
 
-    __slots__ = ("param", "sharding")
+    __slots__ = ("_driver", "_item", "_ocdbt", "param", "sharding")
 
     def __init__(
         self,
         shape: tuple[int, ...],
         dtype: Any,
-        item_dir: str,
+        item: str,
         param: str,
-        spec: dict,
+        driver: str,
+        ocdbt: bool,
         sharding: Any,
     ) -> None:
-        super().__init__(
-            shape, dtype, os.path.join(item_dir, param), 0, opener=_ts_opener(spec), seekable=False
-        )
+        super().__init__(shape, dtype, f"{item}/{param}", 0, seekable=False)
+        self._item = item
+        self._driver = driver
+        self._ocdbt = ocdbt
         self.param = param
         self.sharding = sharding
 
     def __repr__(self) -> str:
         return super().__repr__().replace("LazyArray(", "OrbaxArray(", 1)
 
+    def spec(self) -> dict[str, Any]:
+        """The tensorstore spec of this array."""
+        if self._ocdbt:
+            kv = {"driver": "ocdbt", "base": f"file://{self._item}/", "path": f"{self.param}/"}
+        else:
+            kv = {"driver": "file", "path": f"{self._item}/{self.param}/"}
+        return {"driver": self._driver, "kvstore": kv}
 
-def _ts_opener(spec: dict) -> Any:
-    def opener() -> IO[bytes]:
+    def _open(self) -> IO[bytes]:
         import tensorstore as ts
 
-        arr = ts.open(spec, open=True, read=True).result().read().result()
+        arr = ts.open(self.spec(), open=True, read=True).result().read().result()
         return io.BytesIO(np.ascontiguousarray(arr).tobytes())
-
-    return opener
 
 
 def _is_item(path: str) -> bool:
@@ -157,6 +164,8 @@ def _read_item(item: str, lazy: bool) -> Any:
         os.path.join(item, "ocdbt.process_0")
     )
     zarr = _zarr_metadata(item, ocdbt, params)
+    item_abs = os.path.abspath(item)
+    facts: dict[int, Any] = {}
     shardings = _shardings(item)
     strings = _strings(item)
     root: Any = None
@@ -164,7 +173,9 @@ def _read_item(item: str, lazy: bool) -> Any:
         param = ".".join(k for k, _ in keys)
         vt = vm.get("value_type")
         if vt in _ARRAY_TYPES:
-            leaf: Any = _array(item, ocdbt, param, zarr.get(param), shardings.get(param), lazy)
+            leaf: Any = _array(
+                item_abs, ocdbt, param, zarr.get(param), shardings.get(param), lazy, facts
+            )
         elif vt == "None" or vm.get("skip_deserialize"):
             leaf = None
         elif vt == "string" and param in strings:
@@ -175,20 +186,21 @@ def _read_item(item: str, lazy: bool) -> Any:
     return _convert(root) if root is not None else {}
 
 
-def _array(item: str, ocdbt: bool, param: str, zmeta: Any, sharding: Any, lazy: bool) -> Any:
+def _array(
+    item: str, ocdbt: bool, param: str, zmeta: Any, sharding: Any, lazy: bool, facts: dict
+) -> Any:
     if zmeta is None:
         raise LoadError(f"{item}: no zarr metadata for array {param!r}")
-    shape = zmeta.get("shape")
-    dtype_name = zmeta.get("dtype", zmeta.get("data_type"))
-    if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
-        raise LoadError(f"{item}: bad shape for {param!r}")
-    dtype = _dtype(dtype_name, item, param)
-    driver = "zarr3" if "zarr_format" in zmeta and zmeta["zarr_format"] == 3 else "zarr"
-    if ocdbt:
-        kv = {"driver": "ocdbt", "base": f"file://{os.path.abspath(item)}/", "path": f"{param}/"}
-    else:
-        kv = {"driver": "file", "path": os.path.join(os.path.abspath(item), param) + "/"}
-    leaf = OrbaxArray(tuple(shape), dtype, item, param, {"driver": driver, "kvstore": kv}, sharding)
+    known = facts.get(id(zmeta))  # arrays of one shape and dtype share one parsed metadata dict
+    if known is None:
+        shape = zmeta.get("shape")
+        if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
+            raise LoadError(f"{item}: bad shape for {param!r}")
+        dtype = _dtype(zmeta.get("dtype", zmeta.get("data_type")), item, param)
+        driver = "zarr3" if zmeta.get("zarr_format") == 3 else "zarr"
+        known = facts[id(zmeta)] = (tuple(shape), dtype, driver, zmeta)
+    shape, dtype, driver, _ = known
+    leaf = OrbaxArray(shape, dtype, item, param, driver, ocdbt, sharding)
     return leaf if lazy else leaf.read().copy()
 
 
