@@ -11,6 +11,14 @@ OrderedDict, defaultdict). Every other global becomes an inert `GlobalRef`, and 
 instantiating one makes an `Opaque` node that only records. EXT1/2/4, PERSID/BINPERSID and
 out-of-band buffers are refused.
 
+Speed: the reader is pure Python, so it replays the opcode sequence numpy writes for each array
+(about 25 opcodes) in one step, after a compiled pattern matched it (`_FAST_ARRAY`); the effect
+on the stack and the memo is the same as opcode by opcode. Then containers are checked once,
+iteratively (`walk_check`): no cycles, at most `MAX_DEPTH` levels, a bounded number of visits.
+
+Large `bytes` values that are not array data also stay in the file, as `uint8` LazyArray
+leaves (`lazy=False` reads them).
+
 `trust=True` is the plain `pickle.load`.
 """
 
