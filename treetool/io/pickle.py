@@ -24,7 +24,6 @@ leaves (`lazy=False` reads them).
 
 from __future__ import annotations
 
-import codecs
 import collections
 import mmap
 import os
@@ -39,53 +38,35 @@ from .._arrays import LazyArray
 from .._errors import LoadError, UnsafeError
 from . import _numpy_rebuild as nr
 from ._opaque import GlobalRef, Opaque
+from ._pickle_ops import (
+    ALLOWED,
+    BUILTIN_TYPES,
+    MAX_DEPTH,
+    PendingKey,
+    _appends,
+    _ascii,
+    _ascii_or_bytes,
+    _dynamic_class_path,
+    _prng_key,
+    _setitems,
+    _short,
+    _text_number,
+    _text_string,
+    _utf8,
+    imitate,
+    walk_check,
+)
 
 __all__ = ["MAX_DEPTH", "ParseResult", "read_pickle", "walk_check"]
 
 #: payloads at least this big stay in the file (LazyArray leaves)
 LAZY_MIN_BYTES = 4096
-#: deepest nesting of containers accepted in a loaded tree
-MAX_DEPTH = 1000
 
 _U32 = struct.Struct("<I").unpack_from
 _I32 = struct.Struct("<i").unpack_from
 _U16 = struct.Struct("<H").unpack_from
 _U64 = struct.Struct("<Q").unpack_from
 _F64 = struct.Struct(">d").unpack_from
-
-_NP = ("numpy.core.multiarray", "numpy._core.multiarray")
-_NUMERIC = ("numpy.core.numeric", "numpy._core.numeric")
-
-# (module, name) -> tag of the imitation treetool runs for it
-_ALLOWED: dict[tuple[str, str], str] = {
-    **{(m, "_reconstruct"): "np_reconstruct" for m in _NP},
-    **{(m, "scalar"): "np_scalar" for m in _NP},
-    **{(m, "_frombuffer"): "np_frombuffer" for m in _NUMERIC},
-    ("numpy", "dtype"): "np_dtype",
-    ("numpy", "ndarray"): "np_ndarray",
-    ("jax._src.array", "_reconstruct_array"): "jax_array",
-    ("jax._src.prng", "PRNGKeyArray"): "prng_key",
-    ("jax._src.random.prng", "PRNGKeyArray"): "prng_key",
-    ("_codecs", "encode"): "codecs_encode",
-    ("collections", "OrderedDict"): "ordereddict",
-    ("collections", "defaultdict"): "defaultdict",
-    ("copyreg", "_reconstructor"): "reconstructor",
-    ("copy_reg", "_reconstructor"): "reconstructor",
-}
-for _b in ("builtins", "__builtin__"):
-    for _n in (
-        "set",
-        "frozenset",
-        "complex",
-        "bytearray",
-        "bytes",
-        "list",
-        "dict",
-        "tuple",
-        "object",
-    ):
-        _ALLOWED[(_b, _n)] = _n
-_BUILTIN_TYPES = {"list": list, "dict": dict, "set": set, "tuple": tuple, "frozenset": frozenset}
 
 # The pickle numpy writes for each array after the first (protocol 4+), from just after the
 # BINGET of `_reconstruct` up to the data bytes: ndarray, (0,), b'b', TUPLE3, REDUCE, MARK, 1,
@@ -110,12 +91,6 @@ _OP_NAMES = {op.code.encode("latin1")[0]: op.name for op in __import__("pickleto
 _Global = GlobalRef  # a global named by the file, with the tag of its imitation ("" if blocked)
 
 
-class _PendingKey:
-    """A typed PRNG key array waiting for its BUILD state."""
-
-    __slots__ = ()
-
-
 _UNDEF = object()  # a memo slot skipped over by a PUT with a larger index
 _MEMO_GAP = 4096
 
@@ -133,11 +108,6 @@ class ParseResult:
 
 class _Fail(Exception):
     """Raised inside the reader; carries the message and the byte offset."""
-
-
-def _short(x: Any) -> str:
-    r = repr(x)
-    return r if len(r) <= 60 else r[:57] + "..."
 
 
 def read_pickle(
@@ -173,77 +143,6 @@ def read_pickle(
     return ParseResult(tree, blocked, error)
 
 
-def walk_check(
-    tree: Any, path: str, max_depth: int = MAX_DEPTH, max_visits: int | None = None
-) -> list[str]:
-    """Check a freshly loaded tree: no cycles, bounded depth and size; return the blocked globals.
-
-    Walks containers iteratively (shared subtrees are visited once per reference, up to
-    `max_visits`), and collects the class paths of `Opaque` nodes and of `GlobalRef` leaves
-    that were not allow-listed.
-    """
-    blocked: set[str] = set()
-    containers = (
-        dict,
-        list,
-        tuple,
-        set,
-        frozenset,
-        collections.OrderedDict,
-        collections.defaultdict,
-    )
-    limit = max_visits if max_visits is not None else 50_000_000
-    visits = 0
-    on_path: set[int] = set()
-    exit_mark = object()
-    stack: list[Any] = [(tree, 0)]
-    while stack:
-        item = stack.pop()
-        if item is exit_mark:
-            on_path.discard(stack.pop())
-            continue
-        obj, depth = item
-        t = type(obj)
-        if t is Opaque:
-            if obj.source is None:
-                blocked.add(obj.class_path)
-            kids: Any = [obj.args, obj.state, obj.listitems, obj.dictitems, obj.kwargs, obj.source]
-        elif t is GlobalRef:
-            if not obj.tag:
-                blocked.add(obj.class_path)
-            continue
-        elif t in containers:
-            kids = obj.values() if isinstance(obj, dict) else obj
-        elif t is np.ndarray:
-            kids = obj.reshape(-1).tolist()
-        else:
-            continue
-        oid = id(obj)
-        if oid in on_path:
-            raise LoadError(f"{path}: cyclic reference: an object contains itself")
-        if depth >= max_depth:
-            raise LoadError(f"{path}: nested deeper than {max_depth} levels")
-        visits += 1
-        if visits > limit:
-            raise LoadError(
-                f"{path}: the tree expands to more than {limit} nodes (shared references)"
-            )
-        on_path.add(oid)
-        stack.append(oid)
-        stack.append(exit_mark)
-        d = depth + 1
-        for c in kids:
-            tc = type(c)
-            if (
-                tc in containers
-                or tc is Opaque
-                or tc is GlobalRef
-                or (tc is np.ndarray and c.dtype.hasobject)
-            ):
-                stack.append((c, d))
-    return sorted(blocked)
-
-
 def _walk(mm: mmap.mmap, path: str, lazy: bool, partial: bool) -> tuple[Any, str | None]:
     """Run the opcodes. Returns (tree, None) or, with partial=True, (partial tree, error)."""
     state: dict[str, Any] = {"stack": [], "metastack": []}
@@ -260,7 +159,7 @@ def _walk(mm: mmap.mmap, path: str, lazy: bool, partial: bool) -> tuple[Any, str
 
 
 def _incomplete(x: Any) -> bool:
-    return type(x) in (nr.PendingArray, nr.PendingDtype, _PendingKey) or (
+    return type(x) in (nr.PendingArray, nr.PendingDtype, PendingKey) or (
         type(x) is GlobalRef and bool(x.tag)
     )
 
@@ -409,7 +308,7 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
             if module == "ml_dtypes" and nr.is_ml_dtype(name):
                 g = nr.MlDtypeType(name)
             else:
-                g = _Global(module, name, _ALLOWED.get(key, ""))
+                g = _Global(module, name, ALLOWED.get(key, ""))
                 if g.tag == "np_reconstruct":
                     reconstruct = g
             globals_[key] = g
@@ -448,7 +347,7 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
             tag = f.tag
             if tag:
                 try:
-                    return _imitate(tag, f, args, lazy)
+                    return imitate(tag, f, args, lazy)
                 except LoadError as e:
                     raise fail(str(e), at) from None
             return Opaque(f.class_path, args)
@@ -462,9 +361,9 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
         if type(cls) is _Global:
             tag = cls.tag
             if tag == "prng_key":
-                return _PendingKey()
-            if tag in _BUILTIN_TYPES and not args and not kwargs:
-                return _BUILTIN_TYPES[tag]()
+                return PendingKey()
+            if tag in BUILTIN_TYPES and not args and not kwargs:
+                return BUILTIN_TYPES[tag]()
             if tag == "ordereddict" and not args:
                 return collections.OrderedDict()
             if tag:
@@ -491,7 +390,7 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
                 return inst.build(state)
         except LoadError as e:
             raise fail(str(e), at) from None
-        if t is _PendingKey:
+        if t is PendingKey:
             return _prng_key(state)
         raise fail(f"BUILD on a {t.__name__}", at)
 
@@ -794,203 +693,6 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
         if pos >= end:
             raise fail("truncated pickle: the data ends before STOP", end) from None
         raise fail("malformed pickle: stack underflow", pos) from None
-
-
-def _utf8(b: bytes, at: int, fail: Any) -> str:
-    try:
-        return b.decode("utf-8", "surrogatepass")
-    except UnicodeDecodeError:
-        raise fail("bad UTF-8 string", at) from None
-
-
-def _ascii(b: bytes, at: int, fail: Any) -> str:
-    try:
-        return b.decode("ascii")
-    except UnicodeDecodeError:
-        raise fail("bad GLOBAL name", at) from None
-
-
-def _ascii_or_bytes(b: bytes) -> Any:
-    try:
-        return b.decode("ascii")
-    except UnicodeDecodeError:
-        return b
-
-
-def _text_number(op: int, line: bytes, at: int, fail: Any) -> Any:
-    try:
-        if op == 0x49:
-            if line == b"00":
-                return False
-            if line == b"01":
-                return True
-            return int(line)
-        if op == 0x4C:
-            return int(line[:-1] if line.endswith(b"L") else line)
-        return float(line)
-    except ValueError:
-        raise fail(f"bad number {line[:20]!r}", at) from None
-
-
-def _text_string(line: bytes, at: int, fail: Any) -> Any:
-    if len(line) >= 2 and line[0] == line[-1] and line[:1] in (b"'", b'"'):
-        try:
-            raw = codecs.escape_decode(line[1:-1])[0]
-        except ValueError:
-            raise fail("bad STRING escape", at) from None
-        return _ascii_or_bytes(raw)
-    raise fail("STRING is not quoted", at)
-
-
-def _setitems(target: Any, items: list, at: int, fail: Any) -> None:
-    if len(items) % 2:
-        raise fail("odd number of items for SETITEMS", at)
-    t = type(target)
-    if t is dict or t is collections.OrderedDict or t is collections.defaultdict:
-        dest = target
-    elif t is Opaque:
-        dest = target.dictitems
-    else:
-        raise fail(f"SETITEM on a {t.__name__}", at)
-    try:
-        for i in range(0, len(items), 2):
-            dest[items[i]] = items[i + 1]
-    except TypeError:
-        raise fail(f"unhashable dict key {_short(items[i])}", at) from None
-
-
-def _appends(target: Any, items: list, at: int, fail: Any) -> None:
-    t = type(target)
-    if t is list:
-        target.extend(items)
-    elif t is Opaque:
-        target.listitems.extend(items)
-    else:
-        raise fail(f"APPEND on a {t.__name__}", at)
-
-
-def _dynamic_class_path(cls: Opaque) -> str:
-    # cloudpickle's class skeletons name the class in their arguments
-    if (
-        cls.class_path.endswith("_make_skeleton_class")
-        and len(cls.args) >= 2
-        and isinstance(cls.args[1], str)
-    ):
-        return f"<dynamic>.{cls.args[1]}"
-    return f"{cls.class_path}()"
-
-
-def _prng_key(state: Any) -> Any:
-    """A typed PRNG key array becomes its key data (uint32[..., 2] for threefry)."""
-    if isinstance(state, dict):
-        base = state.get("_base_array")
-        impl = state.get("_impl")
-        if (
-            isinstance(base, np.ndarray | LazyArray)
-            and type(impl) is Opaque
-            and impl.class_path.endswith("prng.PRNGImpl")
-        ):
-            return base
-    return Opaque("jax._src.prng.PRNGKeyArray", (), None, state)
-
-
-def _imitate(tag: str, g: _Global, args: tuple, lazy: bool) -> Any:
-    n = len(args)
-    if tag == "np_reconstruct":
-        sub = args[0] if n else None
-        if n == 3 and type(sub) is _Global and sub.tag == "np_ndarray":
-            return nr.PendingArray()
-        return Opaque(_class_of(sub) if type(sub) is _Global else g.class_path, args)
-    if tag == "np_dtype":
-        return nr.make_dtype(args)
-    if tag == "np_scalar":
-        return nr.scalar(args)
-    if tag == "np_frombuffer":
-        return nr.frombuffer(args, lazy)
-    if tag == "jax_array":
-        if n == 4 and type(args[0]) is _Global and args[0].tag == "np_reconstruct":
-            aval = args[3]
-            if isinstance(aval, dict) and all(
-                isinstance(v, bool | int | str | None) for v in aval.values()
-            ):
-                return nr.array_from_state(args[2], lazy)
-        return Opaque(g.class_path, args)
-    if tag == "codecs_encode":
-        if (
-            n in (1, 2)
-            and isinstance(args[0], str)
-            and (n == 1 or args[1] in ("latin1", "latin-1"))
-        ):
-            return args[0].encode("latin1")
-        return Opaque(g.class_path, args)
-    if tag in ("set", "frozenset", "list", "tuple"):
-        if n == 0:
-            return _BUILTIN_TYPES[tag]()
-        if n == 1 and isinstance(args[0], list | tuple | set | frozenset):
-            try:
-                return _BUILTIN_TYPES[tag](args[0])
-            except TypeError:
-                raise LoadError(f"unhashable item in a {tag}") from None
-        return Opaque(g.class_path, args)
-    if tag == "dict" or tag == "ordereddict":
-        ctor = dict if tag == "dict" else collections.OrderedDict
-        if n == 0:
-            return ctor()
-        if n == 1 and isinstance(args[0], dict):
-            return ctor(args[0])
-        if (
-            n == 1
-            and isinstance(args[0], list | tuple)
-            and all(isinstance(p, list | tuple) and len(p) == 2 for p in args[0])
-        ):
-            try:
-                return ctor(args[0])
-            except TypeError:
-                raise LoadError("unhashable dict key") from None
-        return Opaque(g.class_path, args)
-    if tag == "defaultdict":
-        factory = args[0] if n else None
-        real = _BUILTIN_TYPES.get(factory.tag) if type(factory) is _Global else None
-        out = collections.defaultdict(real)
-        if n == 2 and isinstance(args[1], dict):
-            out.update(args[1])
-        return out
-    if tag == "complex":
-        if n <= 2 and all(type(a) in (int, float) for a in args):
-            return complex(*args)
-        return Opaque(g.class_path, args)
-    if tag in ("bytes", "bytearray"):
-        ctor = bytes if tag == "bytes" else bytearray
-        if n == 0:
-            return ctor()
-        if n == 1 and isinstance(args[0], bytes | bytearray):
-            return ctor(args[0])
-        if (
-            n == 1
-            and isinstance(args[0], list)
-            and all(type(x) is int and 0 <= x < 256 for x in args[0])
-        ):
-            return ctor(args[0])
-        if n == 2 and isinstance(args[0], str) and args[1] in ("latin1", "latin-1"):
-            return ctor(args[0].encode("latin1"))
-        return Opaque(g.class_path, args)
-    if tag == "reconstructor":
-        if (
-            n == 3
-            and type(args[0]) is _Global
-            and type(args[1]) is _Global
-            and args[1].tag == "object"
-        ):
-            cls = args[0]
-            if cls.tag == "ordereddict":
-                return collections.OrderedDict()
-            return Opaque(cls.class_path, (), None, None)
-        return Opaque(g.class_path, args)
-    return Opaque(g.class_path, args)
-
-
-def _class_of(g: _Global) -> str:
-    return g.class_path
 
 
 def read(
