@@ -290,7 +290,7 @@ def is_key(x: Any) -> bool:
     return dtype_name(dtype) == "uint32" and len(shape) >= 1 and shape[-1] == 2
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class LeafInfo:
     """What treetool knows about a leaf without reading its data.
 
@@ -333,7 +333,10 @@ def leaf_info(x: Any) -> LeafInfo:
         >>> info.label, info.params, info.nbytes
         ('f32[128,784]', 100352, 401408)
     """
-    tname = type(x).__name__
+    t = type(x)
+    if t is np.ndarray:
+        return _array_info("array", "ndarray", x.shape, x.dtype, device="host")
+    tname = t.__name__
     if x is None:
         return LeafInfo("none", "None")
     if isinstance(x, LazyArray):
@@ -373,7 +376,8 @@ def _dtype_facts(dtype: Any) -> tuple[str, int, bool]:
 
 
 def _array_info(kind: str, tname: str, shape: tuple, dtype: Any, device: str | None) -> LeafInfo:
-    shape = tuple(map(int, shape))
+    if type(shape) is not tuple:
+        shape = tuple(map(int, shape))
     name, bits, typed_key = _dtype_facts(dtype)
     size = math.prod(shape)
     key = typed_key or (name == "uint32" and len(shape) >= 1 and shape[-1] == 2)
@@ -403,7 +407,7 @@ def _jax_info(x: Any, tname: str) -> LeafInfo:
         device = None
     info = _array_info("jax", tname, x.shape, x.dtype, device)
     if getattr(x, "weak_type", False):
-        info = LeafInfo(**{**info.__dict__, "weak_type": True})
+        info.weak_type = True
     return info
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from ._errors import PathError, StructureMismatch
 from ._model import LEAF, IsLeaf, children, no_gc
+from ._model import _sorted_keys as _sorted_dict_keys
 from ._paths import (
     DeepWildcard,
     DictKey,
@@ -30,6 +31,7 @@ __all__ = [
     "flatten",
     "from_flat_dict",
     "get",
+    "iter_leaf_texts",
     "iter_leaves",
     "iter_leaves_with_paths",
     "leaves_with_paths",
@@ -54,6 +56,30 @@ def iter_leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> Iterator[tuple[
             continue
         for k, c in reversed(kids):
             push((c, (*keys, k), text + str(k)))
+
+
+def iter_leaf_texts(tree: Any, is_leaf: IsLeaf = None) -> Iterator[tuple[str, Any]]:
+    """Yield `(keystr, leaf)` in jax's order: the cheapest walk when only text is needed."""
+    stack: list[tuple[Any, str]] = [(tree, "")]
+    pop, push = stack.pop, stack.append
+    while stack:
+        obj, text = pop()
+        t = type(obj)
+        if is_leaf is None and (t is dict or t is list or t is tuple):  # the common containers
+            if t is dict:
+                keys = _sorted_dict_keys(obj)
+                for k in reversed(keys):
+                    push((obj[k], f"{text}[{k!r}]"))
+            else:
+                for i in range(len(obj) - 1, -1, -1):
+                    push((obj[i], f"{text}[{i}]"))
+            continue
+        kind, kids = children(obj, is_leaf)
+        if kind == LEAF:
+            yield text, obj
+            continue
+        for k, c in reversed(kids):
+            push((c, text + str(k)))
 
 
 def iter_leaves(tree: Any, is_leaf: IsLeaf = None) -> Iterator[Any]:

@@ -96,10 +96,7 @@ def _console(stderr: bool = False) -> Any:
     return Console(stderr=stderr, highlight=False, soft_wrap=False)
 
 
-def _leaf_record(path: Any, x: Any) -> dict[str, Any]:
-    from ._arrays import leaf_info
-
-    info = leaf_info(x)
+def _leaf_record(path: Any, info: Any) -> dict[str, Any]:
     return {
         "path": str(path),
         "shape": list(info.shape) if info.shape is not None else None,
@@ -110,24 +107,73 @@ def _leaf_record(path: Any, x: Any) -> dict[str, Any]:
     }
 
 
-def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
-    from ._model import aggregate
-    from ._views import find, leaves_with_paths
+class _Records(list):
+    """Leaf records already encoded as JSON text, one per leaf (see `_print_json`)."""
 
-    pairs = find(tree, pattern, leaves_only=True) if pattern else leaves_with_paths(tree)
-    agg = aggregate(tree)
-    return {
-        "format": fmt,
-        "totals": {"leaves": agg.leaves, "params": agg.params, "bytes": agg.nbytes},
-        "leaves": [_leaf_record(p, x) for p, x in pairs],
-    }
+
+def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
+    """The `inspect --json` / `ls --json` object; one pass over the leaves without a filter."""
+    from ._arrays import leaf_info
+    from ._model import aggregate, no_gc
+
+    with no_gc():
+        if pattern:
+            from ._views import find
+
+            pairs = ((str(p), x) for p, x in find(tree, pattern, leaves_only=True))
+        elif "jax" in sys.modules:
+            from ._views import leaves_with_paths
+
+            pairs = ((str(p), x) for p, x in leaves_with_paths(tree))
+        else:  # a loaded file: no jax, and only the text of each path is needed
+            from ._views import iter_leaf_texts
+
+            pairs = iter_leaf_texts(tree)
+        from json.encoder import encode_basestring as q
+
+        records, seen = _Records(), set()
+        totals = {"leaves": 0, "params": 0, "bytes": 0}
+        for text, x in pairs:
+            info = leaf_info(x)
+            shape = info.shape
+            if shape is None:
+                records.append(
+                    f'{{"path": {q(text)}, "shape": null, "dtype": null, "nbytes": 0, '
+                    f'"device": null, "type": {q(info.type_name)}}}'
+                )
+            else:
+                dims = ", ".join(map(str, shape))
+                device = "null" if info.device is None else q(info.device)
+                records.append(
+                    f'{{"path": {q(text)}, "shape": [{dims}], "dtype": {q(info.dtype)}, '
+                    f'"nbytes": {info.nbytes}, "device": {device}, "type": {q(info.type_name)}}}'
+                )
+                if id(x) not in seen:  # tied arrays count once
+                    seen.add(id(x))
+                    totals["params"] += info.params
+                    totals["bytes"] += info.nbytes
+            totals["leaves"] += 1
+        if pattern:
+            agg = aggregate(tree)
+            totals = {"leaves": agg.leaves, "params": agg.params, "bytes": agg.nbytes}
+    return {"format": fmt, "totals": totals, "leaves": records}
 
 
 def _print_json(data: Any) -> None:
+    """Indented JSON; a leaf listing is written one compact record per line."""
     import json
 
-    json.dump(data, sys.stdout, indent=2, default=_json_default)
-    sys.stdout.write("\n")
+    out = sys.stdout
+    leaves = data.get("leaves") if isinstance(data, dict) else None
+    if not isinstance(leaves, _Records):
+        json.dump(data, out, indent=2, default=_json_default)
+        out.write("\n")
+        return
+    head = {k: v for k, v in data.items() if k != "leaves"}
+    text = json.dumps(head, indent=2, default=_json_default)
+    out.write(text[:-2] + ',\n  "leaves": [')
+    out.write(",".join("\n    " + r for r in leaves))
+    out.write("\n  ]\n}\n" if leaves else "]\n}\n")
 
 
 def _json_default(x: Any) -> Any:
