@@ -29,6 +29,7 @@ from ._arrays import LazyArray, dtype_name, short_dtype
 from ._errors import PathError, TreetoolError
 from ._model import IsLeaf, no_gc
 from ._paths import Path
+from ._repr import ReprMixin
 from ._views import iter_leaves_with_paths
 
 __all__ = [
@@ -538,7 +539,7 @@ class PlacementWarning:
 # --- the placement of a tree -----------------------------------------------------------------
 
 
-class Placement:
+class Placement(ReprMixin):
     """Where the leaves of a tree live, per leaf, per device and per mesh axis.
 
     Attributes:

@@ -26,6 +26,7 @@ from ._compare import LeafComparer, leaf_label
 from ._explain import explain, explain_mismatch
 from ._model import CUSTOM, LEAF, LIST, TUPLE, IsLeaf, aggregate, children, no_gc, node_data
 from ._paths import GetAttrKey, Key, Path
+from ._repr import ReprMixin
 
 __all__ = ["KINDS", "Change", "TreeDiff", "diff", "explain", "explain_mismatch"]
 
@@ -84,7 +85,7 @@ class Change:
         }
 
 
-class TreeDiff:
+class TreeDiff(ReprMixin):
     """Every difference between two trees; true when there is any.
 
     Rich-renderable (code-review style), and `to_dict()` gives JSON. Holds references to the

@@ -33,6 +33,7 @@ from ._errors import TreetoolError
 from ._jaxpr_uses import Lookups
 from ._model import no_gc
 from ._paths import GetAttrKey, Path, SequenceKey
+from ._repr import ReprMixin
 
 __all__ = ["Call", "Cost", "Equation", "JaxprView", "Scope", "jaxpr", "short_location"]
 
@@ -385,7 +386,7 @@ def short_location(source: str | None) -> str | None:
     return f"{m['file'].rsplit('/', 1)[-1]}:{m['line']} ({m['fn']})"
 
 
-class JaxprView(Lookups):
+class JaxprView(ReprMixin, Lookups):
     """A jaxpr as a browsable tree, tied back to the pytrees that went in and came out.
 
     Build it with `treetool.jaxpr(fn, *args, **kwargs)` or `JaxprView(closed_jaxpr)`.

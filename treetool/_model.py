@@ -22,6 +22,7 @@ from typing import Any
 
 from ._arrays import LeafInfo, is_array, leaf_info
 from ._paths import DictKey, GetAttrKey, Key, Path, SequenceKey, from_jax_key
+from ._repr import ReprMixin
 
 __all__ = ["Aggregates", "Node", "children", "register_flattener", "view"]
 
@@ -208,7 +209,7 @@ _ROOT = Path()
 # --- nodes --------------------------------------------------------------------------------
 
 
-class Node:
+class Node(ReprMixin):
     """A lazily expanded view of one position in a pytree.
 
     Example:

@@ -12,6 +12,7 @@ from typing import Any
 
 from ._arrays import leaf_info
 from ._model import IsLeaf, no_gc, view
+from ._repr import ReprMixin
 from ._views import iter_leaves_with_paths
 
 __all__ = ["Summary", "SummaryRow", "summary"]
@@ -41,7 +42,7 @@ class SummaryRow:
 
 
 @dataclass
-class Summary:
+class Summary(ReprMixin):
     """Per-subtree totals at one depth, plus totals over the whole tree.
 
     `tied` lists arrays found at more than one path: `(paths, params)`; they are counted once
