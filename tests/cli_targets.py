@@ -41,3 +41,15 @@ def jaxpr_view():
         return jnp.sum(jnp.tanh(x @ params["w"]) + params["b"])
 
     return tt.jaxpr(loss, {"w": jnp.ones((3, 2)), "b": jnp.zeros(2)}, jnp.ones((4, 3)))
+
+
+def mlp_loss(model, x, y):
+    """A loss over an equinox MLP, for `treetool inspect cli_targets:mlp_loss --args ...`."""
+    import jax
+    import jax.numpy as jnp
+
+    return jnp.mean((jax.vmap(model)(x) - y) ** 2)
+
+
+def scaled(x, factor):
+    return x * factor

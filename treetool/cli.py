@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from typing import Any
 
@@ -51,7 +52,7 @@ def load_target(spec: str, *, trust: bool = False, partial: bool = False) -> tup
     raise CliError(f"{spec}: no such file or directory (and not a module:attr object)")
 
 
-def _import_target(spec: str) -> Any:
+def _import_target(spec: str, *, call: bool = True) -> Any:
     import importlib
     import inspect
 
@@ -74,9 +75,67 @@ def _import_target(spec: str) -> Any:
             close = suggest(part, names)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise CliError(f"{spec}: {module_name} has no attribute {part!r}{hint}") from None
-    if inspect.isroutine(obj) or inspect.isclass(obj):
+    if call and (inspect.isroutine(obj) or inspect.isclass(obj)):
         obj = obj()
     return obj
+
+
+_ARRAY_SPEC = re.compile(r"^(bool|[a-z]+\d*)\[([\d, ]*)\]$")
+_DTYPE_PREFIX = {"bf": "bfloat", "f": "float", "i": "int", "u": "uint", "c": "complex"}
+
+
+def _trace_target(spec: str, arg_specs: list[str], *, trust: bool) -> Any:
+    """`treetool inspect module:fn --args ...`: the JaxprView of `fn` traced on those arguments.
+
+    An argument is an array spec (`f32[8,4]`: a `jax.ShapeDtypeStruct`, nothing allocated), a
+    `module:attr` object or a checkpoint file (a pytree, e.g. the model), or a Python literal.
+    """
+    fn = _import_target(spec, call=False) if ":" in spec else None
+    if not callable(fn):
+        raise CliError(f"{spec}: --args needs module:function naming a function to trace")
+    args = [_trace_arg(a, trust=trust) for a in arg_specs]
+    from ._jaxpr import jaxpr
+
+    try:
+        return jaxpr(fn, *args)
+    except Exception as e:  # the user's function failed to trace: one line, not a traceback
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise CliError(
+            f"{spec}: tracing it with {len(args)} argument(s) failed: {type(e).__name__}: {first}"
+        ) from None
+
+
+def _trace_arg(text: str, *, trust: bool) -> Any:
+    m = _ARRAY_SPEC.match(text.strip())
+    if m:
+        import jax
+        import numpy as np
+
+        short, dims = m.groups()
+        name = short
+        for prefix, long in _DTYPE_PREFIX.items():
+            if short.startswith(prefix) and short[len(prefix) :].isdigit():
+                name = long + short[len(prefix) :]
+                break
+        try:
+            dtype = np.dtype(jax.numpy.dtype(name))
+        except TypeError:
+            raise CliError(
+                f"--args {text}: unknown dtype {short!r} (e.g. f32, bf16, i32, bool)"
+            ) from None
+        shape = tuple(int(d) for d in dims.replace(" ", "").split(",") if d)
+        return jax.ShapeDtypeStruct(shape, dtype)
+    if os.path.exists(text) or (":" in text and not text.startswith(("/", "."))):
+        return load_target(text, trust=trust)[0]
+    import ast
+
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise CliError(
+            f"--args {text}: expected an array spec like f32[8,4], a module:attr object, "
+            "a file, or a Python literal"
+        ) from None
 
 
 def _select(tree: Any, pattern: str | None) -> list[tuple[Any, Any]] | None:
@@ -241,7 +300,10 @@ def _result_object(obj: Any) -> Any:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    tree, fmt = load_target(args.target, trust=args.trust, partial=args.partial)
+    if args.args is not None:
+        tree, fmt = _trace_target(args.target, args.args, trust=args.trust), "python"
+    else:
+        tree, fmt = load_target(args.target, trust=args.trust, partial=args.partial)
     result = _result_object(tree)
     if result is not None and (args.json or args.no_tui or not sys.stdout.isatty()):
         # `treetool inspect mymod:make_jaxpr_view` and the like: the object's own rendering
@@ -425,6 +487,13 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--depth", type=int, default=3, help="levels to print (default 3)")
     sp.add_argument("--width", type=int, default=20, help="rows per node before '… N more'")
     sp.add_argument("--filter", metavar="GLOB", help="only paths matching GLOB (e.g. '**.bias')")
+    sp.add_argument(
+        "--args",
+        nargs="*",
+        metavar="ARG",
+        help="trace TARGET (module:function) on these arguments and show its jaxpr; "
+        "each is an array spec (f32[8,4]), a module:attr object or file, or a literal",
+    )
     common(sp)
     sp.set_defaults(func=cmd_inspect)
 
