@@ -630,12 +630,14 @@ class JaxprView(ReprMixin, Lookups):
 
         try:
             specs = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in self.jaxpr.invars]
-            raw = jax.jit(jaxpr_as_fun(self.closed_jaxpr)).lower(*specs).cost_analysis()
+            lowered = jax.jit(jaxpr_as_fun(self.closed_jaxpr)).lower(*specs)
+            raw = lowered.cost_analysis()
+            if not _first(raw):  # GPU backends analyse only compiled programs
+                raw = lowered.compile().cost_analysis()
         except Exception as e:  # lowering can fail for effects or backends; cost is optional
             self._cost_error = f"{type(e).__name__}: {_short(e, 200)}"
             return None
-        if isinstance(raw, (list, tuple)):
-            raw = raw[0] if raw else None
+        raw = _first(raw)
         if not raw:
             self._cost_error = "XLA reported no cost analysis for this backend"
             return None
@@ -745,3 +747,10 @@ def _np_types() -> tuple[type, ...]:
     import numpy as np
 
     return (np.ndarray, np.generic)
+
+
+def _first(raw: Any) -> Any:
+    """XLA's cost analysis is a dict, or (older jax) a list with one dict per program."""
+    if isinstance(raw, (list, tuple)):
+        return raw[0] if raw else None
+    return raw

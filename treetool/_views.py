@@ -135,12 +135,26 @@ def _jax_leaves_with_paths(tree: Any, is_leaf: IsLeaf) -> list[tuple[Path, Any]]
             if pid != last_id:
                 text = edges.get(pid)
                 if text is None:
-                    text = ""
-                    for jk in jpath[:-1]:
-                        t = edges.get(id(jk))
-                        if t is None:
-                            t = edges[id(jk)] = text + str(jk)
-                        text = t
+                    # the deepest ancestor whose prefix is known, then the edges below it
+                    i = n - 2
+                    while i > 0:
+                        text = edges.get(id(jpath[i - 1]))
+                        if text is not None:
+                            break
+                        i -= 1
+                    else:
+                        text = ""
+                    for jk in jpath[i : n - 1]:
+                        tk = type(jk)
+                        if tk is jdict:
+                            text = f"{text}[{jk.key!r}]"
+                        elif tk is jseq:
+                            text = f"{text}[{jk.idx}]"
+                        elif tk is jattr:
+                            text = f"{text}.{jk.name}"
+                        else:
+                            text = text + str(jk)
+                        edges[id(jk)] = text
                 last_id, prefix = pid, text
         else:
             prefix = ""
