@@ -275,13 +275,10 @@ def test_nested_counts_equal_a_hand_count(nested_view):
 def test_params_callback_and_source(nested_view):
     v = nested_view
     scan = v.equation("0")
-    assert scan.shown_params == {
-        "reverse": "False",
-        "length": "3",
-        "num_consts": "1",
-        "num_carry": "1",
-        "unroll": "1",
-    }
+    # jax 0.11 replaced scan's num_consts/num_carry with ft_in/ft_out; the rest is stable
+    stable = {"reverse": "False", "length": "3", "unroll": "1"}
+    assert stable.items() <= scan.shown_params.items()
+    assert {"num_consts", "num_carry"} <= scan.shown_params.keys() or "ft_in" in scan.shown_params
     cv = next(e for e in v.equations if e.primitive == "custom_vjp_call")
     assert cv.shown_params == {"fwd": "_cv_fwd", "num_consts": "0", "bwd": "_cv_bwd"}
     cb = v.equations[-1]
@@ -446,7 +443,11 @@ def test_render_folds_by_depth():
     v = tt.jaxpr(
         lambda p: lax.scan(lambda c, x: (c + jnp.sin(x), c), 0.0, p["xs"]), {"xs": jnp.ones(3)}
     )
-    depth1 = _text(v.render(depth=1, cost=False, source=False))
+    # scan's params differ between jax versions: compare them apart from the rest
+    depth1 = _text(v.render(depth=1, cost=False, source=False), width=240)
+    params = re.search(r"scan\[(.*?)\] 0\.0", depth1).group(1)
+    assert params.startswith("reverse=False length=3 ") and params.endswith(" unroll=1")
+    depth1 = depth1.replace(params, "…")
     assert depth1 == textwrap.dedent(
         """\
         jaxpr <lambda>: 1 input → 2 outputs, 4 equations
@@ -456,8 +457,7 @@ def test_render_folds_by_depth():
           b  f32[]  .out[0]
           c  f32[3]  .out[1]
         equations
-        └── b:f32[] c:f32[3] = scan[reverse=False length=3 num_consts=0 num_carry=1 unroll=1] 0.0 a  ←
-            .args[0]['xs']
+        └── b:f32[] c:f32[3] = scan[…] 0.0 a  ← .args[0]['xs']
             └── jaxpr: 3 equations: add, convert_element_type, sin
         totals  4 equations: add, convert_element_type, scan, sin
         """
