@@ -1,0 +1,131 @@
+"""HTML of a `TreeDiff`, coloured like the terminal: `+` added, `-` removed, `~` changed.
+
+The rows are the rich view's (`render.diff.DiffView`): changes grouped under their common
+parents, chains of parents with one changed child folded into one row (`.layers[1]`), a dim
+`· N unchanged` row where a parent has untouched children, and a header that counts them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .diff import DiffView, _Group, change_text
+from .html_base import copy_button, esc, wrap
+
+__all__ = ["diff_html"]
+
+#: changes drawn before `… N more changes` (as in the terminal)
+LIMIT = 1000
+
+_SIGN_CLASS = {"+": "tt-add", "-": "tt-rm", "~": "tt-chg"}
+
+
+def _header(diff: Any) -> str:
+    if not diff.changes:
+        return '<div class="tt-head"><b class="tt-add">no differences</b></div>'
+    n = len(diff.changes)
+    out = [f'<div class="tt-head"><b>{n:,} change{"s" if n != 1 else ""}</b>']
+    counts = diff.counts
+    for sign, name in (("+", "added"), ("-", "removed"), ("~", "changed")):
+        if counts[name]:
+            out.append(f'<b class="{_SIGN_CLASS[sign]}">{sign}{counts[name]:,} {name}</b>')
+    changed = [(k, v) for k, v in diff.by_kind.items() if k not in ("added", "removed")]
+    if changed:
+        kinds = ", ".join(f"{v:,} {k}" for k, v in changed)
+        out.append(f'<span class="tt-m">({esc(kinds)})</span>')
+    out.append("</div>")
+    return "".join(out)
+
+
+class _DiffHtml(DiffView):
+    """DiffView's grouping, drawn as nested `<details>`."""
+
+    def html(self) -> str:
+        diff = self.diff
+        head = _header(diff)
+        if not diff.changes:
+            return head
+        root = _Group(None, ())
+        shown = diff.changes[: self.limit]
+        for c in shown:
+            g = root
+            keys = tuple(c.keys)
+            last = len(keys) - 1
+            for i, k in enumerate(keys):
+                # a removed child and a change in b may share a path (a sequence shifted)
+                slot = ("-", k) if i == last and c.kind == "removed" else k
+                nxt = g.kids.get(slot)
+                if nxt is None:
+                    nxt = g.kids[slot] = _Group(k, keys[: i + 1])
+                if c.kind != "removed":
+                    nxt.in_b = True
+                g = nxt
+            g.change = c
+        self._complete = len(shown) == len(diff.changes)
+        out = [head]
+        rest = len(diff.changes) - len(shown)
+        tail = f'<div class="tt-more">… {rest:,} more changes</div>' if rest else ""
+        self._emit(root, "", out, tail)
+        return "".join(out)
+
+    def _emit(self, root: _Group, key: str, out: list[str], tail: str) -> None:
+        stack: list[Any] = [(root, key, tail)]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str):
+                out.append(item)
+                continue
+            g, key_text, extra = item
+            row = self._row_html(g, key_text)
+            unchanged = self._unchanged(g)
+            if not g.kids and not extra:
+                out.append(f'<div class="tt-l">{row}</div>')
+                continue
+            out.append(f'<details open><summary>{row}</summary><div class="tt-c">')
+            close = ""
+            if unchanged:
+                close += f'<div class="tt-more">· {unchanged:,} unchanged</div>'
+            stack.append(close + extra + "</div></details>")
+            pending = []
+            for kid in g.kids.values():
+                text = str(kid.key)
+                # fold chains of groups that hold nothing but one changed child
+                while kid.change is None and len(kid.kids) == 1 and self._unchanged(kid) == 0:
+                    kid = next(iter(kid.kids.values()))
+                    text += str(kid.key)
+                pending.append((kid, text, ""))
+            stack.extend(reversed(pending))
+
+    def _row_html(self, g: _Group, key_text: str) -> str:
+        c = g.change
+        path = "".join(map(str, g.keys))
+        out = []
+        if not g.keys and (c is None or c.kind != "node_type"):
+            out.append(f'<span class="tt-t tt-root">{esc(self._type_label(g))}</span>')
+        if c is not None:
+            cls = _SIGN_CLASS[c.sign]
+            out.append(f'<span class="{cls}"><span class="tt-sign">{c.sign}</span>')
+            if key_text:
+                out.append(f'<span class="tt-k" title="{esc(c.path)}">{esc(key_text)}</span>')
+            if c.kind not in ("added", "removed"):
+                out.append(f'<span class="tt-kd">{esc(c.kind)}</span>')
+            out.append(f'</span><span class="tt-w">{esc(change_text(c))}</span>')
+            if key_text:
+                out.append(copy_button())
+            return "".join(out)
+        if key_text:
+            out.append(f'<span class="tt-k" title="{esc(path)}">{esc(key_text)}</span>')
+            out.append(f'<span class="tt-m">{esc(self._type_label(g))}</span>{copy_button()}')
+        return "".join(out)
+
+
+def diff_html(diff: Any, *, limit: int = LIMIT) -> str:
+    """The HTML fragment of a TreeDiff (see `treetool.render.html.to_html`).
+
+    Example:
+        >>> import treetool as tt
+        >>> page = diff_html(tt.diff({"a": 1.0}, {"a": 2.0, "b": 1}))
+        >>> "+1 added" in page and "1.0 → 2.0" in page
+        True
+    """
+    return wrap("diff", _DiffHtml(diff, limit=limit).html())

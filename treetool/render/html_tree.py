@@ -1,0 +1,302 @@
+"""HTML of the Node model: nested `<details>` that fold with no script, within a budget.
+
+The rows to draw are chosen breadth first, so the levels that open first are complete before
+deeper ones are drawn: levels above `depth` are open, deeper ones are present but closed, until
+`ROWS` rows are drawn; past that (or `EXTRA_DEPTH` levels below `depth`) a node holds a
+`… N more` row instead of its children. Labels, folding of identical siblings and `… N more`
+are the rich view's (`text.fold_children`, `labels.label`), so both say the same thing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._arrays import Stats, is_key, leaf_info, stats
+from .._model import LEAF, Node, children, no_gc, view
+from .html_base import copy_button, label_html, stats_html, totals_html, wrap
+from .labels import Budget, NodeLabel, fmt_count, inner_type, key_text, label
+from .text import Row, fold_children
+
+__all__ = ["tree_html"]
+
+#: rows drawn per view (open or folded away), then `… N more`
+ROWS = 2000
+#: levels drawn (closed) below `depth`, budget permitting
+EXTRA_DEPTH = 8
+#: leaves walked for the header's totals; bigger trees show their size without totals
+TOTALS_LEAVES = 100_000
+#: leaves walked for the params/bytes of inner rows (deepest rows first), as in the rich view
+LABEL_LEAVES = 50_000
+#: nodes visited to find runs of identical siblings
+FOLD_NODES = 20_000
+#: leaves given stats and a histogram, in the order they are drawn (top levels first)
+STATS_LEAVES = 200
+#: bytes of in-memory arrays read for stats per view, and the largest leaf that gets stats
+STATS_BYTES = 16_000_000
+STATS_LEAF_BYTES = 4_000_000
+#: bytes of file-backed (`LazyArray`) leaves read for stats per view: 0 never reads a file
+LAZY_BYTES = 0
+
+_STATS_KINDS = ("array", "jax")
+
+
+@dataclass(slots=True)
+class _Item:
+    """A drawn row: a node (or a folded run) and what is drawn inside it."""
+
+    row: Row
+    depth: int
+    kids: list[_Item] | None = None
+    more: int = 0
+    stats: Stats | None = None
+    #: under a folded run: its rows are the first member's (no stats, they would mislead)
+    folded: bool = False
+
+
+@dataclass
+class Totals:
+    """The header's totals over a whole tree (an array at several paths counted once)."""
+
+    leaves: int = 0
+    arrays: int = 0
+    params: int = 0
+    nbytes: int = 0
+    dtypes: Counter = field(default_factory=Counter)
+    devices: set = field(default_factory=set)
+    host: int = 0
+    files: int = 0
+    complete: bool = True
+
+    @property
+    def where(self) -> str:
+        """`cpu:0`, `8 devices: cpu 0-7 + host`, `file`: where the arrays live."""
+        parts = []
+        if len(self.devices) == 1:
+            d = next(iter(self.devices))
+            parts.append(f"{d.platform}:{d.id}")
+        elif self.devices:
+            from .devices import devices_text
+
+            parts.append(f"{len(self.devices)} devices: {devices_text(list(self.devices))}")
+        if self.host:
+            parts.append("host")
+        if self.files:
+            parts.append("file")
+        return " + ".join(parts)
+
+
+def totals(obj: Any, is_leaf: Any = None, limit: int = TOTALS_LEAVES) -> Totals:
+    """Leaves, params, bytes, dtypes and devices of a tree; `complete=False` past `limit` leaves.
+
+    Example:
+        >>> import numpy as np
+        >>> w = np.zeros((2, 3), np.float32)
+        >>> t = totals({"a": w, "b": w, "c": "relu"})
+        >>> t.leaves, t.arrays, t.params, t.nbytes, dict(t.dtypes), t.where
+        (3, 1, 6, 24, {'float32': 1}, 'host')
+    """
+    t = Totals()
+    seen: set[int] = set()
+    stack = [obj]
+    with no_gc():
+        while stack:
+            x = stack.pop()
+            if (
+                type(x) in (list, tuple, dict)
+                and len(x) > limit - t.leaves
+                and (is_leaf is None or not is_leaf(x))
+            ):
+                t.complete = False
+                break
+            kind, kids = children(x, is_leaf)
+            if kind != LEAF:
+                stack.extend(c for _, c in reversed(kids))
+                continue
+            t.leaves += 1
+            if t.leaves > limit:
+                t.complete = False
+                break
+            info = leaf_info(x)
+            if info.shape is None or id(x) in seen:
+                continue
+            seen.add(id(x))
+            t.arrays += 1
+            t.params += info.params
+            t.nbytes += info.nbytes
+            t.dtypes[info.dtype] += 1
+            if info.kind == "jax":
+                try:
+                    t.devices.update(x.devices())
+                except Exception:  # deleted or donated buffers, tracers: no devices
+                    pass
+            elif info.kind == "array":
+                t.host += 1
+            elif info.kind == "lazy":
+                t.files += 1
+    return t
+
+
+class _Plan:
+    """Which rows to draw, breadth first, within the row budget."""
+
+    def __init__(self, root: Node, depth: int, width: int, fold: bool) -> None:
+        self.root = _Item(Row(root), 0)
+        self.items: list[_Item] = [self.root]
+        fold_budget = Budget(FOLD_NODES)
+        queue = deque([self.root])
+        rows = 1
+        max_depth = depth + EXTRA_DEPTH
+        while queue:
+            it = queue.popleft()
+            n = it.row.node
+            try:
+                if n.is_leaf:
+                    continue
+                total = n.num_children
+            except Exception:  # unopenable: drawn as a leaf with its error
+                continue
+            if total == 0:
+                continue
+            if it.depth >= max_depth or rows >= ROWS:
+                it.more = total
+                continue
+            kids = n.child_range(0, min(total, max(width * 8, 256)))
+            rows_ = fold_children(kids, fold_budget) if fold else [Row(k) for k in kids]
+            visible = rows_[: max(min(width, ROWS - rows), 0)]
+            folded = it.folded or it.row.count > 1
+            it.kids = [_Item(r, it.depth + 1, folded=folded) for r in visible]
+            it.more = total - sum(r.count for r in visible)
+            rows += len(visible)
+            self.items.extend(it.kids)
+            queue.extend(it.kids)
+
+    def add_stats(self) -> None:
+        """Stats for the first drawn array leaves, within the leaf and byte budgets."""
+        left, mem, lazy = STATS_LEAVES, STATS_BYTES, LAZY_BYTES
+        for it in self.items:
+            if left <= 0:
+                return
+            n = it.row.node
+            if it.folded or it.row.count != 1 or n.error is not None or not n.is_leaf:
+                continue
+            info = n.info
+            if info.shape is None or info.params <= 1 or info.is_key:
+                continue
+            if info.kind in _STATS_KINDS:
+                if info.nbytes > STATS_LEAF_BYTES or info.nbytes > mem:
+                    continue
+                mem -= info.nbytes
+            elif info.kind == "lazy":
+                if info.nbytes > lazy:
+                    continue
+                lazy -= info.nbytes
+            else:
+                continue
+            if is_key(n.obj):
+                continue
+            try:
+                it.stats = stats(n.obj)
+            except Exception:  # deleted buffers, object arrays: the row shows facts only
+                continue
+            left -= 1
+
+
+def _row_label(it: _Item, budget: Budget) -> NodeLabel:
+    row = it.row
+    lbl = label(row.node, budget)
+    if row.count > 1:
+        lbl.key = row.key
+        lbl.type = f"×{row.count} {lbl.type}"
+        if lbl.params:
+            lbl.params *= row.count
+        if lbl.nbytes:
+            lbl.nbytes *= row.count
+    return lbl
+
+
+def _is_value(n: Node) -> bool:
+    """A leaf that is not an array (`'relu'`, `3`, a function): drawn as a value, not a badge."""
+    try:
+        return n.error is None and n.is_leaf and n.info.shape is None
+    except Exception:  # unopenable: the row shows its error
+        return False
+
+
+def _root_label(node: Node, t: Totals) -> str:
+    """The header: the root's type and the tree's totals (or its size, past the budget)."""
+    if node.is_leaf or node.error is not None:
+        return label_html(label(node), str(node.path), value=_is_value(node))
+    lbl = NodeLabel(key_text(node), inner_type(node), flags=label(node, Budget(0)).flags)
+    head = label_html(lbl, str(node.path), root=True)
+    if t.complete:
+        return head + totals_html(
+            leaves=t.leaves,
+            arrays=t.arrays,
+            params=t.params,
+            nbytes=t.nbytes,
+            dtypes=t.dtypes,
+            where=t.where,
+        )
+    return head + (
+        f'<span class="tt-m">more than {fmt_count(TOTALS_LEAVES)} leaves: '
+        "not counted here (tt.summary counts them)</span>"
+    )
+
+
+def tree_html(
+    obj: Any,
+    *,
+    depth: int = 3,
+    width: int = 20,
+    is_leaf: Any = None,
+    stats: bool = True,
+    fold: bool = True,
+) -> str:
+    """The HTML fragment of a pytree or a Node (see `treetool.render.html.to_html`)."""
+    node = obj if isinstance(obj, Node) else view(obj, is_leaf=is_leaf)
+    with no_gc():
+        try:
+            node.is_leaf  # noqa: B018 - opens the root; an error is shown on its row
+        except Exception:
+            pass
+        t = totals(node.obj, node.is_leaf_fn) if node.error is None else Totals()
+        plan = _Plan(node, depth, width, fold)
+        if stats:
+            plan.add_stats()
+        budget = Budget(LABEL_LEAVES)
+        labels: dict[int, str] = {}
+        for it in sorted(plan.items[1:], key=lambda i: -i.depth):  # deepest first
+            n = it.row.node
+            text = label_html(_row_label(it, budget), str(n.path), value=_is_value(n))
+            if it.stats is not None:
+                text += stats_html(it.stats, n.info.dtype)
+            labels[id(it)] = text + copy_button()
+        head = _root_label(node, t)
+        if plan.root.stats is not None:
+            head += stats_html(plan.root.stats, node.info.dtype)
+        labels[id(plan.root)] = head
+        body = _emit(plan.root, labels, depth)
+    return wrap("tree", body)
+
+
+def _emit(root: _Item, labels: dict[int, str], depth: int) -> str:
+    out: list[str] = []
+    stack: list[Any] = [root]
+    while stack:
+        it = stack.pop()
+        if isinstance(it, str):
+            out.append(it)
+            continue
+        text = labels[id(it)]
+        if not it.kids and not it.more:
+            out.append(f'<div class="tt-l">{text}</div>')
+            continue
+        is_open = " open" if it.depth < depth else ""
+        out.append(f'<details{is_open}><summary>{text}</summary><div class="tt-c">')
+        more = f'<div class="tt-more">… {it.more:,} more</div>' if it.more else ""
+        stack.append(more + "</div></details>")
+        if it.kids:
+            stack.extend(reversed(it.kids))
+    return "".join(out)
