@@ -30,7 +30,12 @@ def plain_text(obj: Any, *, depth: int = 3, width: int = 20, is_leaf: Any = None
 
     out = io.StringIO()
     console = Console(
-        file=out, width=TEXT_WIDTH, color_system=None, force_terminal=False, soft_wrap=False
+        file=out,
+        width=TEXT_WIDTH,
+        color_system=None,
+        force_terminal=False,
+        force_jupyter=False,
+        soft_wrap=False,
     )
     console.print(render(obj, depth=depth, width=width, is_leaf=is_leaf))
     return out.getvalue().rstrip("\n")
