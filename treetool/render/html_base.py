@@ -38,7 +38,7 @@ def esc(text: Any) -> str:
 
 
 # rich colour of a dtype (labels.DTYPE_STYLES) -> the CSS class of its badge
-_DTYPE_CLASSES = {
+DTYPE_CLASSES = {
     "cyan": "tt-f",
     "bright_cyan": "tt-bf",
     "magenta": "tt-i",
@@ -56,7 +56,7 @@ def dtype_class(dtype: str | None) -> str:
         >>> dtype_class("float32"), dtype_class("bfloat16"), dtype_class("int8"), dtype_class(None)
         ('tt-f', 'tt-bf', 'tt-i', 'tt-o')
     """
-    return _DTYPE_CLASSES.get(dtype_style(dtype), "tt-o")
+    return DTYPE_CLASSES.get(dtype_style(dtype), "tt-o")
 
 
 def badge(text: str, dtype: str | None, *, root: bool = False) -> str:
@@ -121,7 +121,8 @@ def stats_html(st: Stats, dtype: str | None) -> str:
         )
     out.append("</span>")
     if st.nan or st.inf:
-        out.append(f'<span class="tt-bad">nan {fmt_count(st.nan)} · inf {fmt_count(st.inf)}</span>')
+        bad = f"nan {fmt_count(st.nan)} · inf {fmt_count(st.inf)}"
+        out.append(f'<span class="tt-bad tt-nan">{bad}</span>')
     return "".join(out)
 
 

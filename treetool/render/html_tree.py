@@ -9,6 +9,7 @@ are the rich view's (`text.fold_children`, `labels.label`), so both say the same
 
 from __future__ import annotations
 
+import collections
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from .._arrays import Stats, is_key, leaf_info, stats
 from .._model import LEAF, Node, children, no_gc, view
 from .html_base import copy_button, label_html, stats_html, totals_html, wrap
-from .labels import Budget, NodeLabel, fmt_count, inner_type, key_text, label
+from .labels import Budget, NodeLabel, inner_type, key_text, label
 from .text import Row, fold_children
 
 __all__ = ["tree_html"]
@@ -40,6 +41,8 @@ STATS_LEAF_BYTES = 4_000_000
 LAZY_BYTES = 0
 
 _STATS_KINDS = ("array", "jax")
+_SEQUENCES = (list, tuple)
+_DICTS = (dict, collections.OrderedDict, collections.defaultdict)
 
 
 @dataclass(slots=True)
@@ -103,16 +106,23 @@ def totals(obj: Any, is_leaf: Any = None, limit: int = TOTALS_LEAVES) -> Totals:
     with no_gc():
         while stack:
             x = stack.pop()
-            if (
-                type(x) in (list, tuple, dict)
-                and len(x) > limit - t.leaves
-                and (is_leaf is None or not is_leaf(x))
-            ):
-                t.complete = False
-                break
-            kind, kids = children(x, is_leaf)
+            if is_leaf is None or not is_leaf(x):
+                # builtin containers, in any order (totals need no keys): 2x faster than children
+                tx = type(x)
+                if tx in _SEQUENCES or tx in _DICTS:
+                    if len(x) > limit - t.leaves:
+                        t.complete = False
+                        break
+                    stack.extend(x.values() if tx in _DICTS else x)
+                    continue
+                if x is None:
+                    continue
+            try:
+                kind, kids = children(x, is_leaf)
+            except Exception:  # an unopenable node shows its error on its row; no totals in it
+                continue
             if kind != LEAF:
-                stack.extend(c for _, c in reversed(kids))
+                stack.extend(c for _, c in kids)
                 continue
             t.leaves += 1
             if t.leaves > limit:
@@ -240,7 +250,7 @@ def _root_label(node: Node, t: Totals) -> str:
             where=t.where,
         )
     return head + (
-        f'<span class="tt-m">more than {fmt_count(TOTALS_LEAVES)} leaves: '
+        f'<span class="tt-m">more than {TOTALS_LEAVES:,} leaves: '
         "not counted here (tt.summary counts them)</span>"
     )
 
