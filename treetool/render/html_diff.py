@@ -18,6 +18,8 @@ __all__ = ["diff_html"]
 LIMIT = 1000
 
 _SIGN_CLASS = {"+": "tt-add", "-": "tt-rm", "~": "tt-chg"}
+#: a faint background on changed rows, as in a code review
+_ROW_CLASS = {"+": "tt-ra", "-": "tt-rr", "~": "tt-rc"}
 
 
 def _header(diff: Any) -> str:
@@ -78,10 +80,12 @@ class _DiffHtml(DiffView):
             g, key_text, extra = item
             row = self._row_html(g, key_text)
             unchanged = self._unchanged(g)
+            tint = f" {_ROW_CLASS[g.change.sign]}" if g.change is not None and g.keys else ""
             if not g.kids and not extra:
-                out.append(f'<div class="tt-l">{row}</div>')
+                out.append(f'<div class="tt-l{tint}">{row}</div>')
                 continue
-            out.append(f'<details open><summary>{row}</summary><div class="tt-c">')
+            summary = f'<summary class="{tint[1:]}">' if tint else "<summary>"
+            out.append(f'<details open>{summary}{row}</summary><div class="tt-c">')
             close = ""
             if unchanged:
                 close += f'<div class="tt-more">· {unchanged:,} unchanged</div>'
