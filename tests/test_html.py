@@ -469,7 +469,7 @@ def test_summary_table(real):
     ]
     rows = re.findall(r"<tr>(.*?)</tr>", page)
     cells = [_norm(re.sub(r"<[^>]+>", " ", r)) for r in rows]
-    assert ".layers[1] ⧉ Linear 2 272 70.5% 1.1 KB float32 ×2" in cells
+    assert ".layers[1] Linear 2 272 70.5% 1.1 KB float32 ×2" in cells
     assert "total MLP 8 386 100% 1.5 KB float32 ×6" in cells
     w = {"w": np.ones(3)}
     tied = to_html(tt.summary({"a": w["w"], "b": w["w"]}))

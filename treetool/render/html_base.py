@@ -69,7 +69,7 @@ def badge(text: str, dtype: str | None, *, root: bool = False) -> str:
 
 def copy_button() -> str:
     """The copy-path button of a row; the script copies the `title` of the row's `.tt-k`."""
-    return '<button class="tt-cp" type="button" title="copy path">⧉</button>'
+    return '<button class="tt-cp" type="button" title="copy path" aria-label="copy path"></button>'
 
 
 def num(x: float | None) -> str:
@@ -225,9 +225,14 @@ CSS = (
     ".treetool .tt-st i{font-style:normal;opacity:.55}"
     ".treetool .tt-hist{vertical-align:-1px;margin-right:.45em;color:rgb(var(--c))}"
     ".treetool .tt-hist path{fill:currentColor;opacity:.8}"
-    ".treetool .tt-cp{font:inherit;font-size:.9em;line-height:1;padding:0 .3em;margin-left:.2em;"
-    "border:1px solid var(--tt-line);border-radius:3px;background:transparent;color:inherit;"
-    "cursor:pointer;opacity:0;vertical-align:1px}"
+    ".treetool .tt-cp{position:relative;display:inline-block;width:1.35em;height:1.2em;"
+    "padding:0;margin-left:.2em;border:1px solid var(--tt-line);border-radius:3px;"
+    "background:transparent;color:inherit;cursor:pointer;opacity:0;vertical-align:-.2em}"
+    ".treetool .tt-cp::before,.treetool .tt-cp::after{content:'';position:absolute;width:.45em;"
+    "height:.55em;border:1px solid currentColor;border-radius:1px}"
+    ".treetool .tt-cp::before{left:.25em;top:.15em}.treetool .tt-cp::after{left:.5em;top:.35em}"
+    '.treetool .tt-cp[data-ok="1"]{color:rgb(var(--tt-add));opacity:1}'
+    '.treetool .tt-cp[data-ok="0"]{color:rgb(var(--tt-rm));opacity:1}'
     ".treetool:not([data-tt-js]) .tt-cp{display:none}"
     ".treetool summary:hover>.tt-cp,.treetool .tt-l:hover>.tt-cp,.treetool .tt-cp:focus"
     "{opacity:.75}"
@@ -280,8 +285,8 @@ SCRIPT = (
     "e.preventDefault();e.stopPropagation();"
     "var k=b.parentNode.querySelector('.tt-k'),p=k?k.getAttribute('title'):'';"
     "b.setAttribute('data-copied',p);"
-    "function done(ok){b.textContent=ok?'✓':'✗';"
-    "setTimeout(function(){b.textContent='⧉'},900)}"
+    "function done(ok){b.setAttribute('data-ok',ok?'1':'0');"
+    "setTimeout(function(){b.removeAttribute('data-ok')},900)}"
     "function old(){var a=d.createElement('textarea');a.value=p;"
     "a.style.position='fixed';a.style.opacity='0';d.body.appendChild(a);a.select();"
     "var ok=false;try{ok=d.execCommand('copy')}catch(x){}d.body.removeChild(a);done(ok)}"
