@@ -283,7 +283,7 @@ def test_any_tree_gives_a_well_formed_fragment(tree):
 
 def test_wide_nodes_end_with_n_more_and_identical_siblings_fold():
     tree = {
-        "wide": {f"k{i:02d}": i for i in range(50)},
+        "wide": {f"k{i}": i for i in range(10, 60)},
         "same": [np.zeros(2, np.float32) for _ in range(300)],
     }
     p = parse(to_html(tree))
@@ -292,6 +292,10 @@ def test_wide_nodes_end_with_n_more_and_identical_siblings_fold():
     assert "[0..255] ×256 f32[2] 512 params · 2.0 KB" in rows
     assert "… 44 more" in rows
     assert rows[1:] == rich_rows(tree)[1:]
+    # the rows past `width` are in the closed `… 30 more` fold, while the budget lasts
+    everything = p.text_rows(visible_only=False)
+    fold = everything.index("… 30 more")
+    assert everything[fold + 1 : fold + 31] == [f"['k{i}'] {i}" for i in range(30, 60)]
 
 
 def _lazy_tree(n_lists: int, per_list: int, reads: list, tmp_path, shapes=(4,)):
@@ -353,12 +357,12 @@ def test_file_backed_leaves_are_read_only_within_their_budget(tmp_path, monkeypa
 
 def test_leaf_stats_count_nans_and_infs_and_respect_the_byte_budget(monkeypatch):
     x = np.array([1.0, np.nan, np.inf, 2.0, -np.inf], np.float32)
-    page = to_html({"x": x, "big": np.ones(1000, np.float32)})
+    page = to_html({"x": x, "big": np.arange(1000, dtype=np.float32)})
     assert "nan 1 · inf 2" in page
     assert "<i>min</i> 1 <i>max</i> 2 <i>mean</i> 1.5 <i>std</i> 0.5" in page
     assert page.count('<svg class="tt-hist"') == 2
     monkeypatch.setattr(html_tree, "STATS_LEAF_BYTES", 1000)
-    page = to_html({"x": x, "big": np.ones(1000, np.float32)})
+    page = to_html({"x": x, "big": np.arange(1000, dtype=np.float32)})
     assert page.count('<svg class="tt-hist"') == 1
     assert "<svg" not in to_html({"x": x}, stats=False)
 

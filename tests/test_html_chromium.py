@@ -42,6 +42,9 @@ _PROBE = """<script>
   var folded = document.querySelector('.treetool[data-tt="jaxpr"] details:not([open]) > summary');
   folded.click();
   out.push("unfolded=" + folded.parentNode.open);
+  var more = document.querySelector(".treetool details.tt-mf > summary");
+  more.click();
+  out.push("more=" + more.textContent + "/" + more.parentNode.open);
   var r = document.createElement("div");
   r.id = "tt-probe";
   r.textContent = out.join(";");
@@ -63,7 +66,7 @@ def views():
         return jnp.mean(jax.vmap(model)(x) ** 2)
 
     jx = tt.jaxpr(loss, mlp, jnp.ones((8, 4)))
-    return [to_html(mlp), to_html(tt.diff(mlp, edited)), to_html(jx, depth=1)]
+    return [to_html(mlp, width=2), to_html(tt.diff(mlp, edited)), to_html(jx, depth=1)]
 
 
 def _dump_dom(page: str, tmp_path) -> tuple[str, str]:
@@ -102,6 +105,7 @@ def test_views_run_in_chromium_without_script_errors(views, tmp_path):
         "copied=.layers",
         "row_toggled=false",  # the copy button does not fold its row
         "unfolded=true",  # folding is the browser's own <details>: no script needed
+        "more=… 1 more/true",  # rows past `width` unfold the same way
     ]
 
 

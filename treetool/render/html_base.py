@@ -112,7 +112,7 @@ def stats_html(st: Stats, dtype: str | None) -> str:
         f" · nan {st.nan} · inf {st.inf} · zeros {fmt_count(st.zeros)}"
     )
     out = [f'<span class="tt-st {dtype_class(dtype)}" title="{esc(tip)}">']
-    if st.histogram is not None:
+    if st.histogram is not None and st.max != st.min:  # a constant array has no shape
         out.append(histogram_svg(st.histogram[0]))
     if st.min is not None:
         out.append(
@@ -221,6 +221,7 @@ CSS = (
     ".treetool .tt-fx,.treetool .tt-bad{color:rgb(var(--tt-rm));font-weight:600;margin-right:.6em}"
     ".treetool .tt-more,.treetool .tt-dim{opacity:.6;font-style:italic}"
     ".treetool .tt-more{padding-left:1.1em;white-space:nowrap}"
+    ".treetool summary.tt-more{padding-left:0}"
     ".treetool .tt-st{font-size:.92em;margin-right:.6em;color:inherit}"
     ".treetool .tt-st i{font-style:normal;opacity:.55}"
     ".treetool .tt-hist{vertical-align:-1px;margin-right:.45em;color:rgb(var(--c))}"

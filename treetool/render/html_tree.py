@@ -56,6 +56,9 @@ class _Item:
     stats: Stats | None = None
     #: under a folded run: its rows are the first member's (no stats, they would mislead)
     folded: bool = False
+    #: rows past `width`, drawn inside the closed `… N more` fold while the budget lasts
+    extra: list[_Item] | None = None
+    rest: list[Row] | None = None
 
 
 @dataclass
@@ -179,8 +182,28 @@ class _Plan:
             it.kids = [_Item(r, it.depth + 1, folded=folded) for r in visible]
             it.more = total - sum(r.count for r in visible)
             rows += len(visible)
+            if len(rows_) > len(visible):
+                it.rest = rows_[len(visible) :]
             self.items.extend(it.kids)
             queue.extend(it.kids)
+        self._add_extra(rows)
+
+    def _add_extra(self, rows: int) -> None:
+        """Rows past `width` go in the `… N more` fold (closed), with what budget is left."""
+        for it in list(self.items):
+            rest, it.rest = it.rest, None
+            if not rest or rows >= ROWS:
+                continue
+            folded = it.folded or it.row.count > 1
+            it.extra = [_Item(r, it.depth + 1, folded=folded) for r in rest[: ROWS - rows]]
+            rows += len(it.extra)
+            for e in it.extra:
+                n = e.row.node
+                try:
+                    e.more = 0 if n.is_leaf else n.num_children  # drawn, not opened
+                except Exception:  # unopenable: drawn as a leaf with its error
+                    pass
+            self.items.extend(it.extra)
 
     def add_stats(self) -> None:
         """Stats for the first drawn array leaves, within the leaf and byte budgets."""
@@ -305,8 +328,17 @@ def _emit(root: _Item, labels: dict[int, str], depth: int) -> str:
             continue
         is_open = " open" if it.depth < depth else ""
         out.append(f'<details{is_open}><summary>{text}</summary><div class="tt-c">')
-        more = f'<div class="tt-more">… {it.more:,} more</div>' if it.more else ""
-        stack.append(more + "</div></details>")
+        more = f"… {it.more:,} more"
+        if it.extra:  # the rows past `width`, in a fold that reads `… N more` when closed
+            left = it.more - sum(e.row.count for e in it.extra)
+            tail = f'<div class="tt-more">… {left:,} more</div>' if left else ""
+            stack.append(f"{tail}</details></div></details>")
+            stack.extend(reversed(it.extra))
+            stack.append(f'<details class="tt-mf"><summary class="tt-more">{more}</summary>')
+        else:
+            stack.append(
+                (f'<div class="tt-more">{more}</div>' if it.more else "") + "</div></details>"
+            )
         if it.kids:
             stack.extend(reversed(it.kids))
     return "".join(out)
