@@ -343,6 +343,19 @@ def test_the_row_budget_caps_huge_unfoldable_trees(monkeypatch):
     assert len([r for r in parse(to_html(tree)).rows if "tt-more" not in r["cls"]]) == 50
 
 
+def test_huge_keys_are_cut_and_the_byte_budget_holds():
+    key = "k" * 300_000
+    tree = {key: [{f"w{i}_{j}": np.zeros(2) for i in range(20)} for j in range(20)]}
+    page = to_html(tree, width=30)  # 422 rows without a budget, each with a 300 KB path
+    p = parse(page)
+    assert len(page) < 1_500_000
+    assert all(len(t) <= 2000 and t.endswith("…") for t in p.titles())
+    assert p.tags["button"] == 0  # a cut path would paste wrong: no copy button
+    drawn = [r for r in p.rows if "tt-more" not in r["cls"]]
+    assert len(drawn) == 1 + html_tree.ROW_BYTES // (250 + 2 * 2000) + 1
+    assert "… 20 more" in p.text_rows(visible_only=False)
+
+
 def test_file_backed_leaves_are_read_only_within_their_budget(tmp_path, monkeypatch):
     reads: list = []
     tree = _lazy_tree(1, 3, reads, tmp_path, shapes=(4, 3, 2))["m0000"]  # 16, 12 and 8 bytes

@@ -14,8 +14,10 @@ from .labels import NodeLabel, dtype_style, fmt_bytes, fmt_count
 
 __all__ = [
     "CSS",
+    "PATH_LIMIT",
     "SCRIPT",
     "badge",
+    "clip",
     "copy_button",
     "dtype_class",
     "esc",
@@ -25,6 +27,21 @@ __all__ = [
     "stats_html",
     "wrap",
 ]
+
+
+#: paths longer than this are shown cut (and get no copy button); long texts are cut too
+PATH_LIMIT = 2000
+TEXT_LIMIT = 300
+
+
+def clip(text: str, limit: int = TEXT_LIMIT) -> str:
+    """`text`, cut to `limit` characters with a trailing `…` (keeps a hostile key small).
+
+    Example:
+        >>> clip("abcdef", 4)
+        'abc…'
+    """
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def esc(text: Any) -> str:
@@ -67,8 +84,13 @@ def badge(text: str, dtype: str | None, *, root: bool = False) -> str:
     return f'<span class="tt-t {cls}">{esc(text)}</span>'
 
 
-def copy_button() -> str:
-    """The copy-path button of a row; the script copies the `title` of the row's `.tt-k`."""
+def copy_button(path: str = "") -> str:
+    """The copy-path button of a row; the script copies the `title` of the row's `.tt-k`.
+
+    None for a path cut to `PATH_LIMIT` (a cut path would paste wrong).
+    """
+    if len(path) > PATH_LIMIT:
+        return ""
     return '<button class="tt-cp" type="button" title="copy path" aria-label="copy path"></button>'
 
 
@@ -133,11 +155,12 @@ def label_html(lbl: NodeLabel, path: str, *, root: bool = False, value: bool = F
     """
     out = []
     if lbl.key:
-        out.append(f'<span class="tt-k" title="{esc(path)}">{esc(lbl.key)}</span>')
+        title = esc(clip(path, PATH_LIMIT))
+        out.append(f'<span class="tt-k" title="{title}">{esc(clip(lbl.key))}</span>')
     if value:
-        out.append(f'<span class="tt-val">{esc(lbl.type)}</span>')
+        out.append(f'<span class="tt-val">{esc(clip(lbl.type))}</span>')
     else:
-        out.append(badge(lbl.type, lbl.dtype, root=root))
+        out.append(badge(clip(lbl.type), lbl.dtype, root=root))
     stats = lbl.stats_text
     if stats:
         out.append(f'<span class="tt-m">{esc(stats)}</span>')
@@ -145,7 +168,7 @@ def label_html(lbl: NodeLabel, path: str, *, root: bool = False, value: bool = F
         cls = "tt-fl tt-fx" if f == "not executed" else "tt-fl"
         out.append(f'<span class="{cls}">[{esc(f)}]</span>')
     if lbl.error:
-        out.append(f'<span class="tt-bad">⚠ {esc(lbl.error)}</span>')
+        out.append(f'<span class="tt-bad">⚠ {esc(clip(lbl.error))}</span>')
     return "".join(out)
 
 

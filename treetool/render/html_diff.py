@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .diff import DiffView, _Group, change_text
-from .html_base import copy_button, esc, wrap
+from .html_base import PATH_LIMIT, clip, copy_button, esc, wrap
 
 __all__ = ["diff_html"]
 
@@ -110,16 +110,18 @@ class _DiffHtml(DiffView):
             cls = _SIGN_CLASS[c.sign]
             out.append(f'<span class="{cls}"><span class="tt-sign">{c.sign}</span>')
             if key_text:
-                out.append(f'<span class="tt-k" title="{esc(c.path)}">{esc(key_text)}</span>')
+                title = esc(clip(c.path, PATH_LIMIT))
+                out.append(f'<span class="tt-k" title="{title}">{esc(clip(key_text))}</span>')
             if c.kind not in ("added", "removed"):
                 out.append(f'<span class="tt-kd">{esc(c.kind)}</span>')
-            out.append(f'</span><span class="tt-w">{esc(change_text(c))}</span>')
+            out.append(f'</span><span class="tt-w">{esc(clip(change_text(c), 1000))}</span>')
             if key_text:
-                out.append(copy_button())
+                out.append(copy_button(c.path))
             return "".join(out)
         if key_text:
-            out.append(f'<span class="tt-k" title="{esc(path)}">{esc(key_text)}</span>')
-            out.append(f'<span class="tt-m">{esc(self._type_label(g))}</span>{copy_button()}')
+            title = esc(clip(path, PATH_LIMIT))
+            out.append(f'<span class="tt-k" title="{title}">{esc(clip(key_text))}</span>')
+            out.append(f'<span class="tt-m">{esc(self._type_label(g))}</span>{copy_button(path)}')
         return "".join(out)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._jaxpr import Equation, JaxprView, Scope
-from .html_base import dtype_class, esc, wrap
+from .html_base import PATH_LIMIT, clip, dtype_class, esc, wrap
 from .jaxpr import _paths_read, _value_text, counts_text
 from .labels import fmt_bytes, fmt_count
 
@@ -141,7 +141,7 @@ class _JaxprHtml:
         for path, var in rows:
             out.append(f"<tr><td>{_var(v, var, typed=False)}</td><td>{_type(v.type_of(var))}</td>")
             if path is not None:
-                p = esc(path)
+                p = esc(clip(str(path), PATH_LIMIT))
                 out.append(f'<td><span class="tt-path tt-k" title="{p}">{p}</span></td>')
             out.append("</tr>")
         out.append("</tbody></table></div></details>")

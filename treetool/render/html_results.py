@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._devices import layout_label
-from .html_base import badge, copy_button, esc, wrap
+from .html_base import PATH_LIMIT, badge, clip, copy_button, esc, wrap
 from .labels import fmt_bytes, fmt_count
 
 __all__ = ["placement_html", "summary_html"]
@@ -32,9 +32,9 @@ def _dtypes(counter: Any) -> str:
 def _path_cell(path: str, cls: str = "") -> str:
     if not path:
         return '<td class="tt-dim">(root)</td>'
-    p = esc(path)
+    p = esc(clip(path, PATH_LIMIT))
     td = f'<td class="{cls}">' if cls else "<td>"
-    return f'{td}<span class="tt-k" title="{p}">{p}</span>{copy_button()}</td>'
+    return f'{td}<span class="tt-k" title="{p}">{p}</span>{copy_button(path)}</td>'
 
 
 def summary_html(s: Any) -> str:

@@ -2,8 +2,8 @@
 
 The rows to draw are chosen breadth first, so the levels that open first are complete before
 deeper ones are drawn: levels above `depth` are open, deeper ones are present but closed, until
-`ROWS` rows are drawn; past that (or `EXTRA_DEPTH` levels below `depth`) a node holds a
-`… N more` row instead of its children. Labels, folding of identical siblings and `… N more`
+`ROWS` rows (or about `ROW_BYTES` of them) are drawn; past that, or `EXTRA_DEPTH` levels below
+`depth`, a node holds a `… N more` row instead of its children. Labels, folding of identical siblings and `… N more`
 are the rich view's (`text.fold_children`, `labels.label`), so both say the same thing.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from .._arrays import Stats, is_key, leaf_info, stats
 from .._model import LEAF, Node, children, no_gc, view
-from .html_base import copy_button, label_html, stats_html, totals_html, wrap
+from .html_base import PATH_LIMIT, copy_button, label_html, stats_html, totals_html, wrap
 from .labels import Budget, NodeLabel, inner_type, key_text, label
 from .text import Row, fold_children
 
@@ -24,6 +24,8 @@ __all__ = ["tree_html"]
 
 #: rows drawn per view (open or folded away), then `… N more`
 ROWS = 2000
+#: about how many bytes of HTML those rows may take (long keys make long paths on every row)
+ROW_BYTES = 1_200_000
 #: levels drawn (closed) below `depth`, budget permitting
 EXTRA_DEPTH = 8
 #: leaves walked for the header's totals; bigger trees show their size without totals
@@ -159,7 +161,8 @@ class _Plan:
         self.items: list[_Item] = [self.root]
         fold_budget = Budget(FOLD_NODES)
         queue = deque([self.root])
-        rows = 1
+        self.rows = 1
+        self.bytes = 0
         max_depth = depth + EXTRA_DEPTH
         while queue:
             it = queue.popleft()
@@ -172,31 +175,45 @@ class _Plan:
                 continue
             if total == 0:
                 continue
-            if it.depth >= max_depth or rows >= ROWS:
+            if it.depth >= max_depth or self.full:
                 it.more = total
                 continue
             kids = n.child_range(0, min(total, max(width * 8, 256)))
             rows_ = fold_children(kids, fold_budget) if fold else [Row(k) for k in kids]
-            visible = rows_[: max(min(width, ROWS - rows), 0)]
+            visible = self._take(rows_[: max(width, 0)])
             folded = it.folded or it.row.count > 1
             it.kids = [_Item(r, it.depth + 1, folded=folded) for r in visible]
             it.more = total - sum(r.count for r in visible)
-            rows += len(visible)
             if len(rows_) > len(visible):
                 it.rest = rows_[len(visible) :]
             self.items.extend(it.kids)
             queue.extend(it.kids)
-        self._add_extra(rows)
+        self._add_extra()
 
-    def _add_extra(self, rows: int) -> None:
+    @property
+    def full(self) -> bool:
+        """Whether the row or byte budget is spent."""
+        return self.rows >= ROWS or self.bytes >= ROW_BYTES
+
+    def _take(self, rows: list[Row]) -> list[Row]:
+        """The first of `rows` that fit in the budgets (a row costs ~250 B plus its path)."""
+        out = []
+        for r in rows:
+            if self.full:
+                break
+            self.rows += 1
+            self.bytes += 250 + 2 * min(len(str(r.node.path)), PATH_LIMIT)
+            out.append(r)
+        return out
+
+    def _add_extra(self) -> None:
         """Rows past `width` go in the `… N more` fold (closed), with what budget is left."""
         for it in list(self.items):
             rest, it.rest = it.rest, None
-            if not rest or rows >= ROWS:
+            if not rest or self.full:
                 continue
             folded = it.folded or it.row.count > 1
-            it.extra = [_Item(r, it.depth + 1, folded=folded) for r in rest[: ROWS - rows]]
-            rows += len(it.extra)
+            it.extra = [_Item(r, it.depth + 1, folded=folded) for r in self._take(rest)]
             for e in it.extra:
                 n = e.row.node
                 try:
@@ -305,7 +322,7 @@ def tree_html(
             text = label_html(_row_label(it, budget), str(n.path), value=_is_value(n))
             if it.stats is not None:
                 text += stats_html(it.stats, n.info.dtype)
-            labels[id(it)] = text + copy_button()
+            labels[id(it)] = text + copy_button(str(n.path))
         head = _root_label(node, t)
         if plan.root.stats is not None:
             head += stats_html(plan.root.stats, node.info.dtype)
