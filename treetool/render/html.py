@@ -41,8 +41,9 @@ def to_html(
         obj: a pytree, a `Node`, a `TreeDiff`, a `Summary`, a `JaxprView`, a jax
             `ClosedJaxpr`/`Jaxpr`, or a `Placement`.
         depth: levels open at first (deeper levels are drawn folded, within a budget); for a
-            jaxpr, levels of nested jaxprs open.
-        width: rows per node before `… N more` (equations per jaxpr before the rest fold).
+            jaxpr, levels of nested jaxprs open. A diff is drawn whole (up to 1000 changes).
+        width: rows per node before `… N more` (the rest sit in that closed fold, within the
+            budget); for a jaxpr, equations per jaxpr before `… N more equations`.
         is_leaf: treat the nodes it returns True for as leaves.
         stats: min/max/mean/std and a histogram on array leaves (in-memory arrays within a
             byte budget; file-backed leaves are never read).
