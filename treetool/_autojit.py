@@ -1,0 +1,347 @@
+"""`autojit`: jit any function of pytrees; arrays are traced, every other leaf is static.
+
+One `jax.jit` function is kept per (argument structure, static leaf values); jax's own cache
+handles new shapes under it. Each call costs one C++ flatten, one pass that splits the leaves,
+and one dict lookup, so dispatch is cheaper than `equinox.filter_jit`'s. Every compile is
+recorded with its reason: the first call, a static value that changed (by path), a shape or
+dtype that changed (by path), or a different structure.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import repeat
+from operator import itemgetter
+from typing import Any, NamedTuple
+
+from ._errors import TreetoolError
+
+__all__ = ["AutoJit", "CacheInfo", "autojit"]
+
+
+class CacheInfo(NamedTuple):
+    """Calls served from the cache (`hits`), compiles (`misses`) and why each compile happened."""
+
+    hits: int
+    misses: int
+    entries: int
+    reasons: list[str]
+
+
+class _Dyn:
+    """Marks a traced position in a cache key (one shared instance, hashed by identity)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<traced>"
+
+
+_DYN = _Dyn()
+
+
+class _Plan:
+    """Which leaves of one argument structure are traced: interned per (structure, mask)."""
+
+    __slots__ = ("mask", "take_dyn", "take_static")
+
+    def __init__(self, mask: tuple[bool, ...]) -> None:
+        self.mask = mask
+        self.take_dyn = _getter([i for i, d in enumerate(mask) if d])
+        self.take_static = _getter([i for i, d in enumerate(mask) if not d])
+
+
+def _getter(idx: list[int]) -> Callable[[list[Any]], tuple[Any, ...]]:
+    """`itemgetter` that always returns a tuple (also for zero or one index)."""
+    if not idx:
+        return lambda _: ()
+    if len(idx) == 1:
+        i = idx[0]
+        return lambda leaves: (leaves[i],)
+    return itemgetter(*idx)
+
+
+@dataclass
+class _Entry:
+    """One jitted function: for one structure, one traced/static split and one set of statics."""
+
+    jitted: Any
+    treedef: Any
+    plan: _Plan
+    statics: tuple[Any, ...]
+    traces: list[tuple[Any, ...]] = field(default_factory=list)  # avals of each trace
+    out: Any = None  # (out treedef, static output leaves, traced positions) of the last trace
+
+    @property
+    def key(self) -> list[Any]:
+        """Every leaf position: `_DYN` where traced, else the static value."""
+        it = iter(self.statics)
+        return [_DYN if d else next(it) for d in self.plan.mask]
+
+
+class AutoJit:
+    """A function jitted by `autojit`; call it like the function. See `autojit`."""
+
+    def __init__(self, fn: Callable[..., Any], trace_numpy: bool, jit_kwargs: dict[str, Any]):
+        for bad in ("static_argnums", "static_argnames"):
+            if bad in jit_kwargs:
+                raise TypeError(f"autojit decides what is static; do not pass {bad}")
+        import jax
+        import numpy as np
+
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.trace_numpy = trace_numpy
+        self.jit_kwargs = jit_kwargs
+        self._traced_types: tuple[type, ...] = (
+            (jax.Array, np.ndarray, np.generic) if trace_numpy else (jax.Array,)
+        )
+        self._flatten = jax.tree_util.tree_flatten
+        self._cache: dict[Any, _Entry] = {}
+        self._plans: dict[Any, _Plan] = {}  # structure -> the split seen last
+        self._interned: dict[Any, _Plan] = {}  # (structure, mask) -> plan
+        self._hits = 0
+        self._reasons: list[str] = []
+        self._last: _Entry | None = None
+
+    # --- calling --------------------------------------------------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        leaves, treedef = self._flatten((args, kwargs))
+        traced = self._traced_types
+        plan = self._plans.get(treedef)
+        if plan is not None:
+            dyn = plan.take_dyn(leaves)
+            statics = plan.take_static(leaves)
+            if not (
+                all(map(isinstance, dyn, repeat(traced)))
+                and not any(map(isinstance, statics, repeat(traced)))
+            ):
+                plan = None  # the same structure with another traced/static split
+        if plan is None:
+            plan = self._plan(treedef, leaves)
+            dyn = plan.take_dyn(leaves)
+            statics = plan.take_static(leaves)
+        try:
+            entry = self._cache.get((treedef, plan, statics))
+        except TypeError:
+            raise self._unhashable(args, kwargs) from None
+        if entry is None:
+            entry = self._new_entry(treedef, plan, statics)
+        n = len(entry.traces)
+        out = entry.jitted(dyn)
+        if len(entry.traces) == n:
+            self._hits += 1
+        else:
+            self._reasons.append(self._why(entry, args, kwargs))
+        self._last = entry
+        return self._rebuild(entry, out)
+
+    def _plan(self, treedef: Any, leaves: list[Any]) -> _Plan:
+        traced = self._traced_types
+        mask = tuple(isinstance(x, traced) for x in leaves)
+        plan = self._interned.get((treedef, mask))
+        if plan is None:
+            plan = self._interned[(treedef, mask)] = _Plan(mask)
+        self._plans[treedef] = plan
+        return plan
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        return functools.partial(self, instance)
+
+    def cache_info(self) -> CacheInfo:
+        """Hits, misses (compiles), cached entries, and the reason for each compile, in order.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> f = autojit(lambda x, n: x * n)
+            >>> _ = f(jnp.ones(2), 2); _ = f(jnp.ones(2), 2); _ = f(jnp.ones(2), 3)
+            >>> f.cache_info()
+            CacheInfo(hits=1, misses=2, entries=2, reasons=['first call', 'static value at args[1] changed: 2 -> 3'])
+        """
+        return CacheInfo(self._hits, len(self._reasons), len(self._cache), list(self._reasons))
+
+    def clear_cache(self) -> None:
+        """Forget every compiled function and the statistics."""
+        self._cache.clear()
+        self._hits = 0
+        self._reasons.clear()
+        self._last = None
+
+    def __repr__(self) -> str:
+        name = getattr(self.fn, "__qualname__", repr(self.fn))
+        return f"<autojit {name}: {len(self._cache)} compiled, {self._hits} hits>"
+
+    # --- the traced function ----------------------------------------------------------------
+
+    def _new_entry(self, treedef: Any, plan: _Plan, statics: tuple[Any, ...]) -> _Entry:
+        import jax
+
+        fn = self.fn
+        traced = self._traced_types
+        mask = plan.mask
+        entry = _Entry(None, treedef, plan, statics)
+
+        def inner(dyn: tuple[Any, ...]) -> Any:
+            entry.traces.append(tuple((tuple(x.shape), str(x.dtype)) for x in dyn))
+            d, s = iter(dyn), iter(statics)
+            full = [next(d) if m else next(s) for m in mask]
+            a, kw = jax.tree_util.tree_unflatten(treedef, full)
+            result = fn(*a, **kw)
+            out_leaves, out_def = jax.tree_util.tree_flatten(result)
+            is_dyn = tuple(isinstance(x, (jax.Array, *traced)) for x in out_leaves)
+            entry.out = (out_def, [None if d else x for x, d in zip(out_leaves, is_dyn)], is_dyn)
+            return [x for x, d in zip(out_leaves, is_dyn) if d]
+
+        entry.jitted = jax.jit(inner, **self.jit_kwargs)
+        self._cache[(treedef, plan, statics)] = entry
+        return entry
+
+    @staticmethod
+    def _rebuild(entry: _Entry, out: list[Any]) -> Any:
+        out_def, statics, is_dyn = entry.out
+        if all(is_dyn):
+            return out_def.unflatten(out)
+        it = iter(out)
+        return out_def.unflatten([next(it) if d else s for s, d in zip(statics, is_dyn)])
+
+    # --- explanations (only on a compile or an error: never on the fast path) ----------------
+
+    def _why(self, entry: _Entry, args: Any, kwargs: Any) -> str:
+        if len(entry.traces) > 1:
+            return _shape_change(
+                entry.traces[-2], entry.traces[-1], self._paths(args, kwargs, entry)
+            )
+        others = [e for e in self._cache.values() if e is not entry]
+        if not others:
+            return "first call"
+        prev = self._last if self._last is not None and self._last is not entry else others[-1]
+        paths = self._all_paths(args, kwargs)
+        if prev.treedef != entry.treedef:
+            return _structure_change(prev, entry, paths)
+        for path, old, new in zip(paths, prev.key, entry.key):
+            if old is new:
+                continue
+            if old is _DYN or new is _DYN:
+                now = "traced" if new is _DYN else f"static ({_short(new)})"
+                return f"{path} is now {now}"
+            if not _same(old, new):
+                return f"static value at {path} changed: {_short(old)} -> {_short(new)}"
+        return "static values changed"
+
+    def _all_paths(self, args: Any, kwargs: Any) -> list[str]:
+        import jax
+
+        flat, _ = jax.tree_util.tree_flatten_with_path((args, kwargs))
+        return [_call_text(jp) for jp, _ in flat]
+
+    def _paths(self, args: Any, kwargs: Any, entry: _Entry) -> list[str]:
+        """Paths of the traced leaves, in the order `inner` receives them."""
+        return [p for p, k in zip(self._all_paths(args, kwargs), entry.key) if k is _DYN]
+
+    def _unhashable(self, args: Any, kwargs: Any) -> TreetoolError:
+        import jax
+
+        flat, _ = jax.tree_util.tree_flatten_with_path((args, kwargs))
+        for jp, x in flat:
+            if isinstance(x, self._traced_types):
+                continue
+            try:
+                hash(x)
+            except TypeError:
+                return TreetoolError(
+                    f"autojit({getattr(self.fn, '__name__', 'fn')}): the static leaf at "
+                    f"{_call_text(jp)} is an unhashable {type(x).__name__}; make it hashable "
+                    "(a tuple, a frozen dataclass) or pass it as an array"
+                )
+        return TreetoolError(f"autojit: the argument structure of {self.fn!r} is unhashable")
+
+
+def autojit(
+    fn: Callable[..., Any] | None = None, *, trace_numpy: bool = True, **jit_kwargs: Any
+) -> Any:
+    """`jax.jit` for functions of any pytrees: array leaves are traced, all others are static.
+
+    Arguments are flattened (args and kwargs alike); jax arrays, and numpy arrays unless
+    `trace_numpy=False`, are traced; every other leaf (strings, numbers, functions, config
+    dataclasses) is static and must be hashable. One compiled function is kept per structure and
+    static values. Outputs may hold non-array leaves: they are returned as they were traced.
+    `f.cache_info()` gives hits, misses and the reason of each compile. Works as `@autojit`,
+    `@autojit(donate_argnums=...)` and on methods (`self` is part of the pytree).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> @autojit
+        ... def scale(x, how):
+        ...     return x * 2 if how == "double" else x
+        >>> scale(jnp.arange(3.0), "double").tolist(), scale(jnp.arange(3.0), "same").tolist()
+        ([0.0, 2.0, 4.0], [0.0, 1.0, 2.0])
+        >>> scale.cache_info().reasons
+        ['first call', "static value at args[1] changed: 'double' -> 'same'"]
+    """
+    if fn is None:
+        return lambda f: AutoJit(f, trace_numpy, jit_kwargs)
+    return AutoJit(fn, trace_numpy, jit_kwargs)
+
+
+def _call_text(jp: tuple) -> str:
+    """A leaf of `(args, kwargs)` named `args[0].w` or `kwargs['x']`."""
+    import jax
+
+    head = "args" if jp[0].idx == 0 else "kwargs"
+    return head + jax.tree_util.keystr(tuple(jp[1:]))
+
+
+def _short(x: Any, limit: int = 60) -> str:
+    text = repr(x)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # an == that raises or returns an array: not the same
+        return False
+
+
+def _label(aval: tuple[tuple[int, ...], str]) -> str:
+    from ._arrays import short_dtype
+
+    shape, dtype = aval
+    return f"{short_dtype(dtype)}[{','.join(map(str, shape))}]"
+
+
+def _shape_change(old: tuple[Any, ...], new: tuple[Any, ...], paths: list[str]) -> str:
+    for path, a, b in zip(paths, old, new):
+        if a != b:
+            what = "shape" if a[0] != b[0] else "dtype"
+            return f"{what} of {path} changed: {_label(a)} -> {_label(b)}"
+    return "jax retraced (weak types or shardings changed)"
+
+
+def _structure_change(prev: _Entry, entry: _Entry, paths: list[str]) -> str:
+    n_old, n_new = prev.treedef.num_leaves, entry.treedef.num_leaves
+    if n_old != n_new:
+        return f"argument structure changed: {n_old} leaves -> {n_new} ({_first_new(prev, paths)})"
+    return f"argument structure changed: {prev.treedef} -> {entry.treedef}"
+
+
+def _first_new(prev: _Entry, paths: list[str]) -> str:
+    """The first path of the new call that the previous structure did not have."""
+    import jax
+
+    old_paths = set()
+    try:
+        dummy = prev.treedef.unflatten([0] * prev.treedef.num_leaves)
+        old_paths = {_call_text(jp) for jp, _ in jax.tree_util.tree_flatten_with_path(dummy)[0]}
+    except Exception:  # custom nodes that cannot be rebuilt from placeholders
+        return "paths differ"
+    for p in paths:
+        if p not in old_paths:
+            return f"new: {p}"
+    missing = sorted(old_paths - set(paths))
+    return f"gone: {missing[0]}" if missing else "paths differ"
