@@ -222,7 +222,7 @@ class AutoJit:
         prev = self._last if self._last is not None and self._last is not entry else others[-1]
         paths = self._all_paths(args, kwargs)
         if prev.treedef != entry.treedef:
-            return _structure_change(prev, entry, paths)
+            return _structure_change(prev, entry)
         for path, old, new in zip(paths, prev.key, entry.key):
             if old is new:
                 continue
@@ -323,25 +323,38 @@ def _shape_change(old: tuple[Any, ...], new: tuple[Any, ...], paths: list[str]) 
     return "jax retraced (weak types or shardings changed)"
 
 
-def _structure_change(prev: _Entry, entry: _Entry, paths: list[str]) -> str:
+def _structure_change(prev: _Entry, entry: _Entry) -> str:
+    """The first structural difference between two calls, by path (static fields included)."""
+    from ._diff import diff
+
     n_old, n_new = prev.treedef.num_leaves, entry.treedef.num_leaves
-    if n_old != n_new:
-        return f"argument structure changed: {n_old} leaves -> {n_new} ({_first_new(prev, paths)})"
-    return f"argument structure changed: {prev.treedef} -> {entry.treedef}"
-
-
-def _first_new(prev: _Entry, paths: list[str]) -> str:
-    """The first path of the new call that the previous structure did not have."""
-    import jax
-
-    old_paths = set()
-    try:
-        dummy = prev.treedef.unflatten([0] * prev.treedef.num_leaves)
-        old_paths = {_call_text(jp) for jp, _ in jax.tree_util.tree_flatten_with_path(dummy)[0]}
+    count = f" ({n_old} leaves -> {n_new} leaves)" if n_old != n_new else ""
+    try:  # placeholders for the leaves: only the structure and the static data are compared
+        old = prev.treedef.unflatten([0] * n_old)
+        new = entry.treedef.unflatten([0] * n_new)
+        changes = diff(old, new, values=False).changes
     except Exception:  # custom nodes that cannot be rebuilt from placeholders
-        return "paths differ"
-    for p in paths:
-        if p not in old_paths:
-            return f"new: {p}"
-    missing = sorted(old_paths - set(paths))
-    return f"gone: {missing[0]}" if missing else "paths differ"
+        changes = []
+    if not changes:
+        return f"argument structure changed{count}"
+    c = changes[0]
+    where = _call_path_text(c.path)
+    if c.kind == "static":
+        field_names = ", ".join(c.detail.get("fields", [])) if isinstance(c.detail, dict) else ""
+        before, after = c.before, c.after
+        if isinstance(before, dict) and isinstance(after, dict) and len(before) == 1:
+            (name,) = before
+            before, after = before[name], after.get(name)
+        return f"static field {field_names} of {where} changed: {_short(before)} -> {_short(after)}"
+    if c.kind in ("added", "removed"):
+        return f"argument structure changed{count}: {where} {c.kind}"
+    return f"argument structure changed{count}: {where} is {c.kind.replace('_', ' ')} {_short(c.after)}"
+
+
+def _call_path_text(path: str) -> str:
+    """`[0][1].w` (a path in `(args, kwargs)`) as `args[1].w`; `[1]['k']` as `kwargs['k']`."""
+    if path.startswith("[0]"):
+        return "args" + path[3:]
+    if path.startswith("[1]"):
+        return "kwargs" + path[3:]
+    return path or "the arguments"

@@ -81,8 +81,8 @@ def batch_axes(
     """vmap's `in_axes` for `tree`: `axis` for arrays whose size along it is `batch_size`.
 
     Every other leaf gets None: arrays of other sizes, scalars, strings, configuration. A
-    container whose entries all agree collapses to one entry (`'cfg': None`), so the result is
-    a prefix tree of `tree`, as jax's `in_axes` expects. `exclude=` paths or globs (`"cfg"`,
+    container below the root whose entries all agree collapses to one entry (`'cfg': None`), so
+    the result is a prefix tree of `tree`, as jax's `in_axes` expects. `exclude=` paths or globs (`"cfg"`,
     `"**.table"`) are never batched; a pattern that names a subtree excludes all of it.
 
     With `explain=True`, returns `(in_axes, BatchReport)`: every decision with its reason, and
@@ -106,7 +106,7 @@ def batch_axes(
     flat, treedef = jtu.tree_flatten_with_path(tree, is_leaf=is_leaf)
     axes = [_decide(Path.from_jax(jp), x, batch_size, axis, patterns, report) for jp, x in flat]
     _flag_mixed(report)
-    result = _collapse(jtu.tree_unflatten(treedef, axes))
+    result = _collapse(jtu.tree_unflatten(treedef, axes), root=True)
     return (result, report) if explain else result
 
 
@@ -256,8 +256,9 @@ def _flag_mixed(report: BatchReport) -> None:
             report.ambiguous.append((text, f"batched, but {n} other array(s) in {where} are not"))
 
 
-def _collapse(t: Any) -> Any:
-    """Builtin containers whose entries are all None, or all the same int, become that value."""
+def _collapse(t: Any, root: bool = False) -> Any:
+    """Builtin containers below the root whose entries are all None, or all the same int,
+    become that value (the root keeps its shape, so `axes["x"]` still works)."""
     if isinstance(t, dict):
         out: Any = {k: _collapse(v) for k, v in t.items()}
         vals = list(out.values())
@@ -266,6 +267,8 @@ def _collapse(t: Any) -> Any:
         vals = list(out)
     else:
         return t
+    if root:
+        return out
     if vals and all(v is None for v in vals):
         return None
     if vals and all(type(v) is int for v in vals) and len(set(vals)) == 1:
