@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import repeat
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -101,6 +100,8 @@ class AutoJit:
         self._flatten = jax.tree_util.tree_flatten
         self._cache: dict[Any, _Entry] = {}
         self._plans: dict[Any, _Plan] = {}  # structure -> the split seen last
+        self._dyn_types: set[type] = set()  # concrete types seen to be traced ...
+        self._static_types: set[type] = set()  # ... and seen to be static
         self._interned: dict[Any, _Plan] = {}  # (structure, mask) -> plan
         self._hits = 0
         self._reasons: list[str] = []
@@ -110,16 +111,16 @@ class AutoJit:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         leaves, treedef = self._flatten((args, kwargs))
-        traced = self._traced_types
         plan = self._plans.get(treedef)
         if plan is not None:
             dyn = plan.take_dyn(leaves)
             statics = plan.take_static(leaves)
+            # the split holds if every leaf's type is one already seen in its role
             if not (
-                all(map(isinstance, dyn, repeat(traced)))
-                and not any(map(isinstance, statics, repeat(traced)))
+                self._dyn_types.issuperset(map(type, dyn))
+                and self._static_types.issuperset(map(type, statics))
             ):
-                plan = None  # the same structure with another traced/static split
+                plan = None  # new types, or the same structure with another split
         if plan is None:
             plan = self._plan(treedef, leaves)
             dyn = plan.take_dyn(leaves)
@@ -131,7 +132,7 @@ class AutoJit:
         if entry is None:
             entry = self._new_entry(treedef, plan, statics)
         n = len(entry.traces)
-        out = entry.jitted(dyn)
+        out = entry.jitted(*dyn)
         if len(entry.traces) == n:
             self._hits += 1
         else:
@@ -142,6 +143,8 @@ class AutoJit:
     def _plan(self, treedef: Any, leaves: list[Any]) -> _Plan:
         traced = self._traced_types
         mask = tuple(isinstance(x, traced) for x in leaves)
+        for x, d in zip(leaves, mask):
+            (self._dyn_types if d else self._static_types).add(type(x))
         plan = self._interned.get((treedef, mask))
         if plan is None:
             plan = self._interned[(treedef, mask)] = _Plan(mask)
@@ -186,7 +189,7 @@ class AutoJit:
         mask = plan.mask
         entry = _Entry(None, treedef, plan, statics)
 
-        def inner(dyn: tuple[Any, ...]) -> Any:
+        def inner(*dyn: Any) -> Any:
             entry.traces.append(tuple((tuple(x.shape), str(x.dtype)) for x in dyn))
             d, s = iter(dyn), iter(statics)
             full = [next(d) if m else next(s) for m in mask]
