@@ -21,6 +21,16 @@ EXPECTED = {
         "['.down', '.up'] 4.0",
         "Did you mean '.layers[1].weight'?",
     ],
+    "transforms.py": [
+        "{'cfg': {'loss': None, 'steps': None, 'table': 0}, 'x': 0, 'y': 0}",
+        "  ? ['cfg']['table']  batched, but in ['cfg'] 2 leaf(s) are static",
+        "{'cfg': None, 'x': 0, 'y': 0}",
+        "per-example loss: (8,) float32",
+        "hits 1, compiles 3",
+        "  compiled: static value at args[2] changed: Config(scale=1.0, act='relu') -> Config(scale=1.0, act='tanh')",
+        "  compiled: shape of args[1] changed: f32[8,3] -> f32[4,3]",
+        ".layers[2].bias        key<fry>[]",
+    ],
 }
 
 
@@ -28,7 +38,12 @@ EXPECTED = {
 def test_example_runs(script, tmp_path):
     env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
     out = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     for line in EXPECTED.get(script.name, []):

@@ -73,13 +73,16 @@ def test_batch_axes_explain_reports_every_decision_and_the_ambiguity():
     ]
     assert report.static == ["['cfg']['lr']", "['cfg']['name']", "['cfg']['steps']"]
     assert report.ambiguous == [
-        ("['cfg']['table']", "batched, but 2 other array(s) in ['cfg'] are not")
+        (
+            "['cfg']['table']",
+            "batched, but in ['cfg'] 2 other array(s) are not batched and 3 leaf(s) are static",
+        )
     ]
     text = str(report)
     assert text.splitlines()[0] == (
         "batch size 4 on axis 0: 3 batched, 2 not batched, 0 excluded, 3 static"
     )
-    assert "  ? ['cfg']['table']  batched, but 2 other array(s) in ['cfg'] are not" in text
+    assert "  ? ['cfg']['table']  batched, but in ['cfg'] 2 other array(s) are not batched" in text
     _, report = tt.batch_axes(p, B, exclude="cfg.table", explain=True)
     assert report.excluded == [("['cfg']['table']", "cfg.table")]
     assert report.ambiguous == []
@@ -90,6 +93,12 @@ def test_batch_axes_flags_square_arrays_and_other_axes():
     assert axes == {"k": 1}
     assert report.ambiguous == [("['k']", "f64[3,4,4]: size 4 on more than one axis")]
     assert tt.batch_axes({"k": np.zeros((3, B))}, B, axis=-1) == {"k": -1}
+    # data next to a number: both arrays are batched, nothing looks like configuration
+    _, report = tt.batch_axes({"x": np.zeros((B, 2)), "y": np.zeros(B), "lr": 0.1}, B, explain=True)
+    assert report.ambiguous == []
+    # a lone batched table among static entries does
+    _, report = tt.batch_axes({"cfg": {"t": np.zeros((B, 2)), "name": "a"}}, B, explain=True)
+    assert report.ambiguous == [("['cfg']['t']", "batched, but in ['cfg'] 1 leaf(s) are static")]
 
 
 def test_batch_axes_on_an_equinox_module_is_a_valid_in_axes():

@@ -242,18 +242,30 @@ def _why_not(x: Any, batch_size: int, axis: int) -> str:
 
 
 def _flag_mixed(report: BatchReport) -> None:
-    """Batched arrays with array siblings (same parent) that are not batched."""
-    unbatched: dict[str, int] = {}
-    for text, _ in report.unbatched:
-        parent = str(Path.parse(text).parent)
-        unbatched[parent] = unbatched.get(parent, 0) + 1
+    """Batched arrays that look like configuration: next to arrays that are not batched, or
+    the only batched leaf among static ones (a table in a config dict)."""
+
+    def parent(text: str) -> str:
+        return str(Path.parse(text).parent)
+
+    count: dict[str, list[int]] = {}  # parent -> [batched, unbatched arrays, static]
+    for i, texts in enumerate((report.batched, [t for t, _ in report.unbatched], report.static)):
+        for text in texts:
+            count.setdefault(parent(text), [0, 0, 0])[i] += 1
     flagged = {p for p, _ in report.ambiguous}
     for text in report.batched:
-        parent = str(Path.parse(text).parent)
-        n = unbatched.get(parent)
-        if n and text not in flagged:
-            where = parent or "the root"
-            report.ambiguous.append((text, f"batched, but {n} other array(s) in {where} are not"))
+        where = parent(text)
+        batched, unbatched, static = count[where]
+        if text in flagged or not (unbatched or (batched == 1 and static)):
+            continue
+        others = []
+        if unbatched:
+            others.append(f"{unbatched} other array(s) are not batched")
+        if static:
+            others.append(f"{static} leaf(s) are static")
+        report.ambiguous.append(
+            (text, f"batched, but in {where or 'the root'} " + " and ".join(others))
+        )
 
 
 def _collapse(t: Any, root: bool = False) -> Any:
