@@ -101,6 +101,27 @@ class _Group:
         self.in_b = False
 
 
+def group_changes(changes: list[Any], limit: int) -> tuple[_Group, list[Any]]:
+    """The first `limit` changes as a tree of groups under their common parents."""
+    root = _Group(None, ())
+    shown = changes[:limit]
+    for c in shown:
+        g = root
+        keys = tuple(c.keys)
+        last = len(keys) - 1
+        for i, k in enumerate(keys):
+            # a removed child and a change in b may share a path (a sequence shifted)
+            slot = ("-", k) if i == last and c.kind == "removed" else k
+            nxt = g.kids.get(slot)
+            if nxt is None:
+                nxt = g.kids[slot] = _Group(k, keys[: i + 1])
+            if c.kind != "removed":
+                nxt.in_b = True
+            g = nxt
+        g.change = c
+    return root, shown
+
+
 def _header(diff: Any) -> Text:
     t = Text()
     if not diff.changes:
@@ -162,22 +183,7 @@ class DiffView:
     def build(self) -> Group | Text:
         """The header and the tree of changes."""
         diff = self.diff
-        root = _Group(None, ())
-        shown = diff.changes[: self.limit]
-        for c in shown:
-            g = root
-            keys = tuple(c.keys)
-            last = len(keys) - 1
-            for i, k in enumerate(keys):
-                # a removed child and a change in b may share a path (a sequence shifted)
-                slot = ("-", k) if i == last and c.kind == "removed" else k
-                nxt = g.kids.get(slot)
-                if nxt is None:
-                    nxt = g.kids[slot] = _Group(k, keys[: i + 1])
-                if c.kind != "removed":
-                    nxt.in_b = True
-                g = nxt
-            g.change = c
+        root, shown = group_changes(diff.changes, self.limit)
         self._complete = len(shown) == len(diff.changes)
         head = _header(diff)
         if not diff.changes:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .diff import DiffView, _Group, change_text
+from .diff import DiffView, _Group, change_text, group_changes
 from .html_base import PATH_LIMIT, clip, copy_button, esc, wrap
 
 __all__ = ["diff_html"]
@@ -47,22 +47,7 @@ class _DiffHtml(DiffView):
         head = _header(diff)
         if not diff.changes:
             return head
-        root = _Group(None, ())
-        shown = diff.changes[: self.limit]
-        for c in shown:
-            g = root
-            keys = tuple(c.keys)
-            last = len(keys) - 1
-            for i, k in enumerate(keys):
-                # a removed child and a change in b may share a path (a sequence shifted)
-                slot = ("-", k) if i == last and c.kind == "removed" else k
-                nxt = g.kids.get(slot)
-                if nxt is None:
-                    nxt = g.kids[slot] = _Group(k, keys[: i + 1])
-                if c.kind != "removed":
-                    nxt.in_b = True
-                g = nxt
-            g.change = c
+        root, shown = group_changes(diff.changes, self.limit)
         self._complete = len(shown) == len(diff.changes)
         out = [head]
         rest = len(diff.changes) - len(shown)

@@ -18,7 +18,7 @@ from .._arrays import Stats, is_key, leaf_info, stats
 from .._model import LEAF, Node, children, no_gc, view
 from .html_base import PATH_LIMIT, copy_button, label_html, stats_html, totals_html, wrap
 from .labels import Budget, NodeLabel, inner_type, key_text, label
-from .text import Row, fold_children
+from .text import Row, fold_children, row_label
 
 __all__ = ["tree_html"]
 
@@ -254,16 +254,7 @@ class _Plan:
 
 
 def _row_label(it: _Item, budget: Budget) -> NodeLabel:
-    row = it.row
-    lbl = label(row.node, budget)
-    if row.count > 1:
-        lbl.key = row.key
-        lbl.type = f"×{row.count} {lbl.type}"
-        if lbl.params:
-            lbl.params *= row.count
-        if lbl.nbytes:
-            lbl.nbytes *= row.count
-    return lbl
+    return row_label(it.row, budget)
 
 
 def _is_value(n: Node) -> bool:

@@ -159,17 +159,22 @@ class TreeView:
         return root
 
     def _row_label(self, row: Row, budget: Budget, root: bool) -> Text:
-        lbl = label(row.node, budget)
-        if row.count > 1:
-            lbl.key = row.key
-            lbl.type = f"×{row.count} {lbl.type}"
-            if lbl.params:
-                lbl.params *= row.count
-            if lbl.nbytes:
-                lbl.nbytes *= row.count
-        return label_text(lbl, root=root)
+        return label_text(row_label(row, budget), root=root)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         with no_gc():
             tree = self.build()
         yield tree
+
+
+def row_label(row: Row, budget: Budget) -> NodeLabel:
+    """The label of a row; a folded run (`[0..31] ×32 Block`) counts params and bytes of all."""
+    lbl = label(row.node, budget)
+    if row.count > 1:
+        lbl.key = row.key
+        lbl.type = f"×{row.count} {lbl.type}"
+        if lbl.params:
+            lbl.params *= row.count
+        if lbl.nbytes:
+            lbl.nbytes *= row.count
+    return lbl
