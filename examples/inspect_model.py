@@ -21,7 +21,7 @@ rich.print(tt.render({"model": model, "opt_state": opt_state}, depth=3))
 
 # 2. Every leaf's path is jax's keystr, and pastes back into get().
 for path, leaf in tt.leaves_with_paths(model)[:4]:
-    print(f"{str(path):<20} {tt.leaf_info(leaf).label}")
+    print(f"{path!s:<20} {tt.leaf_info(leaf).label}")
 print(tt.get(model, "layers[2].weight").shape, tt.get(opt_state, "[0].mu.layers.0.bias").shape)
 
 # 3. A layer-level view: every Linear is one leaf.
