@@ -20,7 +20,8 @@ from rich.console import Console
 
 import treetool as tt
 from treetool._arrays import LazyArray
-from treetool._devices import Placement, _build_layout, device_name
+from treetool._devices import Placement
+from treetool._layout import _build_layout, device_name
 from treetool.render.devices import DeviceBars, PlacementView, ShardingGrid, bar, devices_text
 
 P = PartitionSpec
@@ -552,7 +553,7 @@ def _by_id(bytes_per_device: dict) -> dict[int, int]:
 @settings(max_examples=25)
 @given(_specs(), st.sampled_from([np.float32, np.int8]))
 def test_property_recorded_layout_matches_jax(mesh, spec_shape, dtype):
-    from treetool._devices import _recorded_layout
+    from treetool._layout import _recorded_layout
 
     shape, spec = spec_shape
     x = _put(mesh, shape, spec, dtype)

@@ -29,7 +29,7 @@ _WORKER = textwrap.dedent(
         initialization_timeout=60,
     )
     import treetool as tt
-    from treetool._devices import device_name
+    from treetool._layout import device_name
     from treetool.render.devices import PlacementView
     from rich.console import Console
     import io

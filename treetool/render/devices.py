@@ -14,7 +14,8 @@ from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from .._devices import LeafPlacement, Placement, device_name, layout_label, mesh_text
+from .._devices import LeafPlacement, Placement, layout_label
+from .._layout import device_name, mesh_text
 from .labels import fmt_bytes
 
 __all__ = ["DeviceBars", "PlacementView", "ShardingGrid", "ShardingTable", "devices_text"]

@@ -18,15 +18,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 from textual.worker import get_current_worker
 
-from ..._devices import (
-    NAMED,
-    LeafPlacement,
-    Placement,
-    device_name,
-    layout_label,
-    placement,
-    spec_text,
-)
+from ..._devices import LeafPlacement, Placement, layout_label, placement
+from ..._layout import NAMED, device_name, spec_text
 from ...render.devices import PlacementView, ShardingGrid, bar
 from ...render.labels import fmt_bytes
 from ..messages import LeafChosen
