@@ -26,7 +26,7 @@ import numpy as np
 
 from ._arrays import LazyArray, dtype_name, short_dtype
 from ._errors import PathError, TreetoolError
-from ._layout import (  # re-exported: the layout half of placement
+from ._layout import (  # the layout half of placement
     ABSTRACT,
     DELETED,
     FILE,
