@@ -190,9 +190,31 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
             pairs = iter_leaf_texts(tree)
         from json.encoder import encode_basestring as q
 
+        import numpy as np
+
         records, seen = _Records(), set()
         totals = {"leaves": 0, "params": 0, "bytes": 0}
+        # numpy leaves of one shape and dtype share the tail of their record and their counts
+        tails: dict[tuple[Any, Any], tuple[str, int, int]] = {}
+        ndarray = np.ndarray
         for text, x in pairs:
+            if type(x) is ndarray:
+                facts = tails.get((x.shape, x.dtype))
+                if facts is None:
+                    info = leaf_info(x)
+                    dims = ", ".join(map(str, info.shape))
+                    tail = (
+                        f'"shape": [{dims}], "dtype": {q(info.dtype)}, "nbytes": {info.nbytes}, '
+                        f'"device": "host", "type": "ndarray"}}'
+                    )
+                    facts = tails[(x.shape, x.dtype)] = (tail, info.params, info.nbytes)
+                records.append(f'{{"path": {q(text)}, {facts[0]}')
+                if id(x) not in seen:  # tied arrays count once
+                    seen.add(id(x))
+                    totals["params"] += facts[1]
+                    totals["bytes"] += facts[2]
+                totals["leaves"] += 1
+                continue
             info = leaf_info(x)
             shape = info.shape
             if shape is None:
