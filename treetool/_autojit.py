@@ -10,6 +10,7 @@ dtype that changed (by path), or a different structure.
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -71,7 +72,6 @@ class _Entry:
     plan: _Plan
     statics: tuple[Any, ...]
     traces: list[tuple[Any, ...]] = field(default_factory=list)  # avals of each trace
-    out: Any = None  # (out treedef, static output leaves, traced positions) of the last trace
 
     @property
     def key(self) -> list[Any]:
@@ -80,8 +80,63 @@ class _Entry:
         return [_DYN if d else next(it) for d in self.plan.mask]
 
 
+class _OutMeta:
+    """How to rebuild one trace's output: its structure, its static leaves, which are traced.
+
+    Compared by identity. jax keeps it in the output structure of the trace that made it, so
+    each compiled shape returns its own static outputs (`x.shape`, a string, a flag).
+    """
+
+    __slots__ = ("all_dyn", "is_dyn", "statics", "treedef")
+
+    def __init__(self, treedef: Any, statics: list[Any], is_dyn: tuple[bool, ...]) -> None:
+        self.treedef = treedef
+        self.statics = statics
+        self.is_dyn = is_dyn
+        self.all_dyn = all(is_dyn)
+
+
+class _Out:
+    """The traced function's result: the array outputs as children, the rest in `_OutMeta`."""
+
+    __slots__ = ("dyn", "meta")
+
+    def __init__(self, meta: _OutMeta, dyn: Any) -> None:
+        self.meta = meta
+        self.dyn = dyn
+
+
+_out_registered = False
+
+
+def _register_out() -> None:
+    global _out_registered
+    if not _out_registered:
+        import jax
+
+        jax.tree_util.register_pytree_node(
+            _Out, lambda o: (o.dyn, o.meta), lambda meta, dyn: _Out(meta, dyn)
+        )
+        _out_registered = True
+
+
+def _as_tuple(x: Any) -> tuple[Any, ...]:
+    if x is None:
+        return ()
+    return tuple(x) if isinstance(x, (tuple, list, set, frozenset)) else (x,)
+
+
 class AutoJit:
-    """A function jitted by `autojit`; call it like the function. See `autojit`."""
+    """A function jitted by `autojit`; call it like the function. See `autojit`.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> f = autojit(lambda x, label: (x + 1, label))
+        >>> f(jnp.zeros(2), "ok")
+        (Array([1., 1.], dtype=float32), 'ok')
+        >>> f
+        <autojit <lambda>: 1 compiled, 0 hits>
+    """
 
     def __init__(self, fn: Callable[..., Any], trace_numpy: bool, jit_kwargs: dict[str, Any]):
         for bad in ("static_argnums", "static_argnames"):
@@ -90,10 +145,21 @@ class AutoJit:
         import jax
         import numpy as np
 
+        for name in ("in_shardings", "out_shardings"):
+            value = jit_kwargs.get(name)
+            if value is not None and not isinstance(value, jax.sharding.Sharding):
+                raise TypeError(
+                    f"autojit: {name} must be one jax.sharding.Sharding for every array "
+                    f"(the arguments are flattened), got {type(value).__name__}; place the "
+                    "arguments with jax.device_put instead"
+                )
+        _register_out()
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.trace_numpy = trace_numpy
-        self.jit_kwargs = jit_kwargs
+        self.jit_kwargs = dict(jit_kwargs)
+        self._donate_nums = _as_tuple(self.jit_kwargs.pop("donate_argnums", None))
+        self._donate_names = _as_tuple(self.jit_kwargs.pop("donate_argnames", None))
         self._traced_types: tuple[type, ...] = (
             (jax.Array, np.ndarray, np.generic) if trace_numpy else (jax.Array,)
         )
@@ -125,20 +191,33 @@ class AutoJit:
             plan = self._plan(treedef, leaves)
             dyn = plan.take_dyn(leaves)
             statics = plan.take_static(leaves)
+        key = (treedef, plan, statics)
         try:
-            entry = self._cache.get((treedef, plan, statics))
+            entry = self._cache.get(key)
         except TypeError:
             raise self._unhashable(args, kwargs) from None
         if entry is None:
-            entry = self._new_entry(treedef, plan, statics)
+            entry = self._new_entry(key, args, kwargs)
         n = len(entry.traces)
-        out = entry.jitted(*dyn)
+        try:
+            out = entry.jitted(*dyn)
+        except BaseException:
+            del entry.traces[n:]  # a trace that failed compiled nothing
+            if not entry.traces:
+                self._cache.pop(key, None)
+            raise
         if len(entry.traces) == n:
             self._hits += 1
         else:
             self._reasons.append(self._why(entry, args, kwargs))
         self._last = entry
-        return self._rebuild(entry, out)
+        meta = out.meta
+        if meta.all_dyn:
+            return meta.treedef.unflatten(out.dyn)
+        it = iter(out.dyn)
+        return meta.treedef.unflatten(
+            [next(it) if d else s for s, d in zip(meta.statics, meta.is_dyn)]
+        )
 
     def _plan(self, treedef: Any, leaves: list[Any]) -> _Plan:
         traced = self._traced_types
@@ -154,7 +233,7 @@ class AutoJit:
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         if instance is None:
             return self
-        return functools.partial(self, instance)
+        return types.MethodType(self, instance)  # `obj.method.cache_info()` works too
 
     def cache_info(self) -> CacheInfo:
         """Hits, misses (compiles), cached entries, and the reason for each compile, in order.
@@ -169,7 +248,15 @@ class AutoJit:
         return CacheInfo(self._hits, len(self._reasons), len(self._cache), list(self._reasons))
 
     def clear_cache(self) -> None:
-        """Forget every compiled function and the statistics."""
+        """Forget every compiled function and the statistics.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> f = autojit(lambda x: x + 1)
+            >>> _ = f(jnp.ones(2)); f.clear_cache(); _ = f(jnp.ones(2))
+            >>> f.cache_info()
+            CacheInfo(hits=0, misses=1, entries=1, reasons=['first call'])
+        """
         self._cache.clear()
         self._hits = 0
         self._reasons.clear()
@@ -181,36 +268,46 @@ class AutoJit:
 
     # --- the traced function ----------------------------------------------------------------
 
-    def _new_entry(self, treedef: Any, plan: _Plan, statics: tuple[Any, ...]) -> _Entry:
+    def _new_entry(self, key: tuple[Any, _Plan, tuple[Any, ...]], args: Any, kwargs: Any) -> _Entry:
         import jax
 
+        treedef, plan, statics = key
         fn = self.fn
-        traced = self._traced_types
+        out_types = (jax.Array, *self._traced_types)
         mask = plan.mask
         entry = _Entry(None, treedef, plan, statics)
 
-        def inner(*dyn: Any) -> Any:
+        def inner(*dyn: Any) -> _Out:
             entry.traces.append(tuple((tuple(x.shape), str(x.dtype)) for x in dyn))
             d, s = iter(dyn), iter(statics)
             full = [next(d) if m else next(s) for m in mask]
             a, kw = jax.tree_util.tree_unflatten(treedef, full)
-            result = fn(*a, **kw)
-            out_leaves, out_def = jax.tree_util.tree_flatten(result)
-            is_dyn = tuple(isinstance(x, (jax.Array, *traced)) for x in out_leaves)
-            entry.out = (out_def, [None if d else x for x, d in zip(out_leaves, is_dyn)], is_dyn)
-            return [x for x, d in zip(out_leaves, is_dyn) if d]
+            out_leaves, out_def = jax.tree_util.tree_flatten(fn(*a, **kw))
+            is_dyn = tuple(isinstance(x, out_types) for x in out_leaves)
+            out_static = [None if d else x for x, d in zip(out_leaves, is_dyn)]
+            traced = [x for x, d in zip(out_leaves, is_dyn) if d]
+            return _Out(_OutMeta(out_def, out_static, is_dyn), traced)
 
-        entry.jitted = jax.jit(inner, **self.jit_kwargs)
-        self._cache[(treedef, plan, statics)] = entry
+        jit_kwargs = self.jit_kwargs
+        if self._donate_nums or self._donate_names:
+            jit_kwargs = {**jit_kwargs, "donate_argnums": self._donated(mask, args, kwargs)}
+        entry.jitted = jax.jit(inner, **jit_kwargs)
+        self._cache[key] = entry
         return entry
 
-    @staticmethod
-    def _rebuild(entry: _Entry, out: list[Any]) -> Any:
-        out_def, statics, is_dyn = entry.out
-        if all(is_dyn):
-            return out_def.unflatten(out)
-        it = iter(out)
-        return out_def.unflatten([next(it) if d else s for s, d in zip(statics, is_dyn)])
+    def _donated(self, mask: tuple[bool, ...], args: Any, kwargs: Any) -> tuple[int, ...]:
+        """Positions, among the traced leaves, of the leaves of the donated arguments."""
+        import jax
+
+        nums = {i % len(args) for i in self._donate_nums} if args else set()
+        owners: list[bool] = []  # per leaf of (args, kwargs): is its argument donated?
+        for i, a in enumerate(args):
+            owners += [i in nums] * len(jax.tree_util.tree_leaves(a))
+        for name in sorted(kwargs):  # jax flattens a dict in sorted key order
+            n = len(jax.tree_util.tree_leaves(kwargs[name]))
+            owners += [name in self._donate_names] * n
+        dyn_owners = [o for o, m in zip(owners, mask, strict=True) if m]
+        return tuple(j for j, o in enumerate(dyn_owners) if o)
 
     # --- explanations (only on a compile or an error: never on the fast path) ----------------
 
@@ -223,18 +320,27 @@ class AutoJit:
         if not others:
             return "first call"
         prev = self._last if self._last is not None and self._last is not entry else others[-1]
-        paths = self._all_paths(args, kwargs)
         if prev.treedef != entry.treedef:
             return _structure_change(prev, entry)
-        for path, old, new in zip(paths, prev.key, entry.key):
+        changes = []
+        for path, old, new in zip(self._all_paths(args, kwargs), prev.key, entry.key):
             if old is new:
                 continue
             if old is _DYN or new is _DYN:
                 now = "traced" if new is _DYN else f"static ({_short(new)})"
-                return f"{path} is now {now}"
-            if not _same(old, new):
-                return f"static value at {path} changed: {_short(old)} -> {_short(new)}"
-        return "static values changed"
+                changes.append((path, f"{path} is now {now}"))
+            elif not _same(old, new):
+                changes.append(
+                    (path, f"static value at {path} changed: {_short(old)} -> {_short(new)}")
+                )
+        if not changes:
+            return "static values changed"
+        text = changes[0][1]
+        if len(changes) > 1:
+            more = [p for p, _ in changes[1:]]
+            shown = ", ".join(more[:3]) + (", …" if len(more) > 3 else "")
+            text += f" (and {len(more)} more: {shown})"
+        return text
 
     def _all_paths(self, args: Any, kwargs: Any) -> list[str]:
         import jax
@@ -256,10 +362,14 @@ class AutoJit:
             try:
                 hash(x)
             except TypeError:
+                hint = (
+                    "; pass it as a jax array, or use trace_numpy=True"
+                    if not self.trace_numpy and type(x).__module__ == "numpy"
+                    else "; make it hashable (a tuple, a frozen dataclass) or pass it as an array"
+                )
                 return TreetoolError(
                     f"autojit({getattr(self.fn, '__name__', 'fn')}): the static leaf at "
-                    f"{_call_text(jp)} is an unhashable {type(x).__name__}; make it hashable "
-                    "(a tuple, a frozen dataclass) or pass it as an array"
+                    f"{_call_text(jp)} is an unhashable {type(x).__name__}{hint}"
                 )
         return TreetoolError(f"autojit: the argument structure of {self.fn!r} is unhashable")
 
@@ -272,9 +382,16 @@ def autojit(
     Arguments are flattened (args and kwargs alike); jax arrays, and numpy arrays unless
     `trace_numpy=False`, are traced; every other leaf (strings, numbers, functions, config
     dataclasses) is static and must be hashable. One compiled function is kept per structure and
-    static values. Outputs may hold non-array leaves: they are returned as they were traced.
-    `f.cache_info()` gives hits, misses and the reason of each compile. Works as `@autojit`,
-    `@autojit(donate_argnums=...)` and on methods (`self` is part of the pytree).
+    static values; jax's own cache handles new shapes under it. Outputs may hold non-array
+    leaves (strings, shapes): each compiled shape returns those of its own trace, as
+    `equinox.filter_jit` does. `f.cache_info()` gives hits, misses and the reason of each
+    compile. Works as `@autojit`, as `@autojit(**jit_kwargs)` and on methods (`self` is an
+    argument like the others: an `eqx.Module` is traced, a plain object is a static leaf).
+
+    `jit_kwargs` go to `jax.jit`. `donate_argnums` and `donate_argnames` name the arguments
+    (counting `self`), and donate every array inside them; `in_shardings` and
+    `out_shardings` may be one `Sharding` for all arrays; `static_argnums` and
+    `static_argnames` are refused (autojit decides what is static).
 
     Example:
         >>> import jax.numpy as jnp

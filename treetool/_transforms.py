@@ -9,15 +9,16 @@ lives in `_autojit.py` and is re-exported here.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._arrays import is_array, is_key, leaf_info
 from ._autojit import AutoJit, CacheInfo, autojit
-from ._errors import TreetoolError
+from ._errors import PathError, TreetoolError
 from ._model import IsLeaf
-from ._paths import Path
+from ._paths import Path, suggest
 
 __all__ = [
     "AutoJit",
@@ -41,8 +42,23 @@ class BatchReport:
         batched: paths mapped over `axis`.
         unbatched: `(path, reason)` for array leaves left alone.
         excluded: `(path, pattern)` for array leaves that `exclude=` kept out.
+        overridden: the excluded paths that have `batch_size` on `axis` (batched without it).
         static: paths of non-array leaves (strings, numbers, functions): never batched.
         ambiguous: `(path, reason)` for batched leaves that may be configuration.
+
+    Example:
+        >>> import numpy as np
+        >>> data = {"x": np.zeros((4, 2)), "cfg": {"table": np.zeros((4, 4)), "act": "relu"}}
+        >>> axes, report = batch_axes(data, 4, explain=True)
+        >>> print(report)
+        batch size 4 on axis 0: 2 batched, 0 not batched, 0 excluded, 1 static
+          batched   ['cfg']['table']
+          batched   ['x']
+          static    ['cfg']['act']
+        check (pass exclude= for any that is not per-example data):
+          ? ['cfg']['table']  f64[4,4]: size 4 on more than one axis
+        >>> batch_axes(data, 4, exclude="cfg", explain=True)[1].overridden
+        ["['cfg']['table']"]
     """
 
     batch_size: int
@@ -50,6 +66,7 @@ class BatchReport:
     batched: list[str] = field(default_factory=list)
     unbatched: list[tuple[str, str]] = field(default_factory=list)
     excluded: list[tuple[str, str]] = field(default_factory=list)
+    overridden: list[str] = field(default_factory=list)
     static: list[str] = field(default_factory=list)
     ambiguous: list[tuple[str, str]] = field(default_factory=list)
 
@@ -61,7 +78,11 @@ class BatchReport:
         ]
         lines += [f"  batched   {p}" for p in self.batched]
         lines += [f"  not       {p}  ({why})" for p, why in self.unbatched]
-        lines += [f"  excluded  {p}  (matches {pat!r})" for p, pat in self.excluded]
+        over = set(self.overridden)
+        lines += [
+            f"  excluded  {p}  (matches {pat!r}{'; has the batch size' if p in over else ''})"
+            for p, pat in self.excluded
+        ]
         lines += [f"  static    {p}" for p in self.static]
         if self.ambiguous:
             lines.append("check (pass exclude= for any that is not per-example data):")
@@ -85,9 +106,11 @@ def batch_axes(
     the result is a prefix tree of `tree`, as jax's `in_axes` expects. `exclude=` paths or globs (`"cfg"`,
     `"**.table"`) are never batched; a pattern that names a subtree excludes all of it.
 
-    With `explain=True`, returns `(in_axes, BatchReport)`: every decision with its reason, and
-    as ambiguous the batched arrays that sit next to unbatched arrays or have `batch_size` on
-    more than one axis.
+    With `explain=True`, returns `(in_axes, BatchReport)`: every decision with its reason, the
+    excluded arrays that have the batch size, and as ambiguous the batched arrays that may be
+    configuration: next to unbatched arrays, alone among static leaves, under a name like
+    `cfg`/`config`/`table`, or with `batch_size` on more than one axis. An `exclude=` pattern
+    that matches no path raises `PathError` naming the nearest paths.
 
     Example:
         >>> import numpy as np
@@ -104,8 +127,12 @@ def batch_axes(
     patterns = _patterns(exclude)
     report = BatchReport(batch_size, axis)
     flat, treedef = jtu.tree_flatten_with_path(tree, is_leaf=is_leaf)
-    axes = [_decide(Path.from_jax(jp), x, batch_size, axis, patterns, report) for jp, x in flat]
+    paths = [Path.from_jax(jp) for jp, _ in flat]
+    if patterns:
+        _check_patterns(patterns, paths, "batch_axes")
+    axes = [_decide(p, x, batch_size, axis, patterns, report) for p, (_, x) in zip(paths, flat)]
     _flag_mixed(report)
+    _flag_names(report)
     result = _collapse(jtu.tree_unflatten(treedef, axes), root=True)
     return (result, report) if explain else result
 
@@ -140,6 +167,9 @@ def auto_vmap(
 
         flat, treedef = jtu.tree_flatten_with_path((args, kwargs), is_leaf=is_leaf)
         leaves = [x for _, x in flat]
+        if patterns:
+            name = f"auto_vmap({getattr(fn, '__name__', 'fn')})"
+            _check_patterns(patterns, [_call_path(jp) for jp, _ in flat], name)
         where, dyn, dyn_axes = [], [], []
         for i, (jp, x) in enumerate(flat):
             if not _traceable(x):
@@ -193,6 +223,21 @@ def _excluded(path: Path, patterns: list[tuple[str, Path]]) -> str | None:
     return None
 
 
+def _check_patterns(patterns: list[tuple[str, Path]], paths: list[Path], who: str) -> None:
+    """Raise PathError for an `exclude=` pattern that matches no path (a typo)."""
+    for text, pat in patterns:
+        if any(_excluded(p, [(text, pat)]) for p in paths):
+            continue
+        leaves = {str(p) for p in paths}
+        nodes = {str(Path(p.keys[:k])) for p in paths for k in range(1, len(p))}
+        close = suggest(str(pat), leaves) or suggest(str(pat), nodes) or suggest(text, leaves)
+        hint = ""
+        if close:  # auto_vmap's paths read `args[0]...`, as autojit's do
+            best = close[0][1:] if close[0].startswith((".args", ".kwargs")) else close[0]
+            hint = f"; did you mean {best!r}?"
+        raise PathError(f"{who}: exclude pattern {text!r} matches no path{hint}")
+
+
 def _leaf_axis(x: Any, batch_size: int, axis: int) -> int | None:
     shape = getattr(x, "shape", None)
     if not shape:
@@ -218,6 +263,8 @@ def _decide(
     pattern = _excluded(path, patterns) if patterns else None
     if pattern is not None:
         report.excluded.append((text, pattern))
+        if _leaf_axis(x, batch_size, axis) is not None:
+            report.overridden.append(text)
         return None
     ax = _leaf_axis(x, batch_size, axis)
     if ax is None:
@@ -266,6 +313,42 @@ def _flag_mixed(report: BatchReport) -> None:
         report.ambiguous.append(
             (text, f"batched, but in {where or 'the root'} " + " and ".join(others))
         )
+
+
+_CONFIG_WORDS = frozenset(
+    [
+        "cfg",
+        "config",
+        "configs",
+        "conf",
+        "configuration",
+        "settings",
+        "hparams",
+        "hyperparams",
+        "options",
+        "opts",
+        "constants",
+        "consts",
+        "table",
+        "tables",
+        "lookup",
+        "vocab",
+    ]
+)
+
+
+def _flag_names(report: BatchReport) -> None:
+    """Batched arrays under a key whose name reads like configuration (`cfg`, `table`, ...)."""
+    flagged = {p for p, _ in report.ambiguous}
+    for text in report.batched:
+        if text in flagged:
+            continue
+        for key in Path.parse(text).keys:
+            words = re.split(r"[^a-z0-9]+", key.text.lower())
+            hit = next((w for w in words if w in _CONFIG_WORDS), None)
+            if hit is not None:
+                report.ambiguous.append((text, f"batched, but its path names {key.text!r}"))
+                break
 
 
 def _collapse(t: Any, root: bool = False) -> Any:
