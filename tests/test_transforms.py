@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import equinox as eqx
 import jax
@@ -112,6 +113,48 @@ def test_batch_axes_on_an_equinox_module_is_a_valid_in_axes():
 def test_batch_axes_rejects_a_bad_batch_size():
     with pytest.raises(TypeError, match=r"batch_size must be a non-negative int, got 2\.5"):
         tt.batch_axes({}, 2.5)
+
+
+def test_batch_axes_exclude_that_matches_nothing_names_the_nearest_path():
+    p = problem()
+    with pytest.raises(
+        tt.PathError,
+        match=re.escape(
+            "batch_axes: exclude pattern 'cfg.prog' matches no path; did you mean \"['cfg']['proj']\"?"
+        ),
+    ):
+        tt.batch_axes(p, B, exclude="cfg.prog")
+    with pytest.raises(
+        tt.PathError,
+        match=re.escape("auto_vmap(solve): exclude pattern 'args[1]' matches no path"),
+    ):
+        tt.auto_vmap(solve, B, exclude="args[1]")(p)
+
+
+def test_batch_axes_explain_names_config_like_paths_and_overridden_leaves():
+    data = {"x": np.zeros((B, 2)), "hparams": {"a": np.zeros(B), "b": np.zeros((B, 3))}}
+    axes, report = tt.batch_axes(data, B, explain=True)
+    assert axes == {"hparams": 0, "x": 0}
+    assert report.ambiguous == [
+        ("['hparams']['a']", "batched, but its path names 'hparams'"),
+        ("['hparams']['b']", "batched, but its path names 'hparams'"),
+    ]
+    axes, report = tt.batch_axes(data, B, exclude="hparams", explain=True)
+    assert axes == {"hparams": None, "x": 0}
+    assert report.excluded == [("['hparams']['a']", "hparams"), ("['hparams']['b']", "hparams")]
+    assert report.overridden == ["['hparams']['a']", "['hparams']['b']"]
+    assert report.ambiguous == []
+    assert "  excluded  ['hparams']['a']  (matches 'hparams'; has the batch size)" in str(report)
+
+
+def test_batch_axes_result_goes_straight_into_jax_vmap():
+    data = {"x": jnp.ones((B, 3)), "w": jnp.arange(6.0).reshape(3, 2), "t": jnp.arange(B * 1.0)}
+    axes = tt.batch_axes(data, B)
+    assert axes == {"t": 0, "w": None, "x": 0}
+    ours = jax.vmap(lambda d: d["x"] @ d["w"] * d["t"], in_axes=(axes,))(data)
+    by_hand = jax.vmap(lambda x, t: x @ data["w"] * t, in_axes=(0, 0))(data["x"], data["t"])
+    assert ours.shape == (B, 2)
+    np.testing.assert_array_equal(ours, by_hand)
 
 
 leaf_dims = st.lists(st.integers(0, 5), min_size=0, max_size=3)
@@ -303,6 +346,116 @@ def test_autojit_on_methods_and_with_jit_arguments():
         tt.autojit(lambda x: x, static_argnums=0)
 
 
+def test_autojit_static_outputs_follow_the_shape_of_each_call():
+    ours = tt.autojit(lambda x, tag: (x * 2, x.shape, tag))
+    theirs = eqx.filter_jit(lambda x, tag: (x * 2, x.shape, tag))
+    for n in (2, 3, 2):
+        a, b = ours(jnp.ones(n), "t"), theirs(jnp.ones(n), "t")
+        assert a[1:] == b[1:] == ((n,), "t")
+        np.testing.assert_array_equal(a[0], b[0])
+    assert ours.cache_info()[:3] == (1, 2, 1)
+
+
+def test_autojit_a_failing_trace_leaves_no_entry():
+    calls: list = []
+
+    @tt.autojit
+    def f(x, n):
+        calls.append(n)
+        if len(calls) == 1:
+            raise ValueError("first trace fails")
+        return x * n
+
+    with pytest.raises(ValueError, match="first trace fails"):
+        f(jnp.ones(2), 2)
+    assert f.cache_info() == (0, 0, 0, [])
+    np.testing.assert_array_equal(f(jnp.ones(2), 2), [2.0, 2.0])
+    assert f.cache_info() == (0, 1, 1, ["first call"])
+
+
+def test_autojit_names_every_changed_static_and_structure_changes():
+    f = tt.autojit(lambda x, a, b, *, flag="x": x)
+    f(jnp.ones(1), 1, 2)
+    f(jnp.ones(1), 3, 4)
+    f(jnp.ones(1), 3, 4, flag="y")
+    f(jnp.ones(1), 3, 4, flag="z")
+    g = tt.autojit(lambda t: t["a"])
+    g({"a": jnp.ones(1)})
+    g({"a": jnp.ones(1), "b": jnp.ones(1)})
+    g({"a": jnp.ones(1), "b": (jnp.ones(1),)})
+    assert f.cache_info().reasons == [
+        "first call",
+        "static value at args[1] changed: 1 -> 3 (and 1 more: args[2])",
+        "argument structure changed (3 leaves -> 4 leaves): kwargs['flag'] added",
+        "static value at kwargs['flag'] changed: 'y' -> 'z'",
+    ]
+    assert g.cache_info().reasons == [
+        "first call",
+        "argument structure changed (1 leaf -> 2 leaves): args[0]['b'] added",
+        "argument structure changed: args[0]['b'] is now tuple[1]",
+    ]
+
+
+def test_autojit_donates_the_arrays_of_the_named_arguments():
+    @tt.autojit(donate_argnums=1)
+    def f(a, b, c):
+        return b["u"] * 2 + c
+
+    a, b, c = jnp.ones(2), {"u": jnp.ones(2), "tag": "x"}, jnp.ones(2)
+    np.testing.assert_array_equal(f(a, b, c), [3.0, 3.0])
+    assert (a.is_deleted(), b["u"].is_deleted(), c.is_deleted()) == (False, True, False)
+
+    @tt.autojit(donate_argnames="c")
+    def g(a, *, c):
+        return a + c
+
+    a, c = jnp.ones(2), jnp.ones(2)
+    g(a, c=c)
+    assert (a.is_deleted(), c.is_deleted()) == (False, True)
+
+
+def test_autojit_jit_arguments_that_do_not_fit_flattened_arguments_are_refused():
+    one = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    f = tt.autojit(lambda x, n: x * n, in_shardings=one, out_shardings=one)
+    np.testing.assert_array_equal(f(jnp.ones(2), 3), [3.0, 3.0])
+    with pytest.raises(
+        TypeError,
+        match=re.escape(
+            "autojit: in_shardings must be one jax.sharding.Sharding for every array "
+            "(the arguments are flattened), got tuple"
+        ),
+    ):
+        tt.autojit(lambda x: x, in_shardings=(one,))
+    g = tt.autojit(lambda x: x, trace_numpy=False)
+    with pytest.raises(
+        TreetoolError,
+        match=re.escape(
+            "autojit(<lambda>): the static leaf at args[0] is an unhashable ndarray; "
+            "pass it as a jax array, or use trace_numpy=True"
+        ),
+    ):
+        g(np.ones(2))
+
+
+def test_autojit_on_a_plain_class_method_and_with_empty_parentheses():
+    class Counter:
+        def __init__(self, k):
+            self.k = k
+
+        @tt.autojit()
+        def add(self, x):
+            return x + self.k
+
+    one, two = Counter(1), Counter(2)
+    np.testing.assert_array_equal(one.add(jnp.zeros(2)), [1.0, 1.0])
+    np.testing.assert_array_equal(two.add(jnp.zeros(2)), [2.0, 2.0])
+    np.testing.assert_array_equal(one.add(jnp.zeros(2)), [1.0, 1.0])
+    info = one.add.cache_info()  # a plain object is a static leaf: one compile per instance
+    assert (info.hits, info.misses) == (1, 2)
+    assert info.reasons[1].startswith("static value at args[0] changed: <")
+    assert Counter.add is Counter.__dict__["add"]
+
+
 # --- split_keys -------------------------------------------------------------------------------
 
 
@@ -348,3 +501,26 @@ def test_split_keys_rejects_what_is_not_one_key():
         tt.split_keys(jnp.zeros(3), {"a": np.zeros(2)})
     with pytest.raises(TypeError, match="got int"):
         tt.split_keys(0, {"a": np.zeros(2)})
+
+
+@settings(max_examples=25)
+@given(trees, st.sampled_from(["typed", "legacy"]))
+def test_split_keys_property_one_distinct_key_per_array_leaf(tree, kind):
+    key = jax.random.key(3) if kind == "typed" else jax.random.PRNGKey(3)
+    keys = tt.split_keys(key, tree)
+    none_leaf = {"is_leaf": lambda x: x is None}
+    flat_tree = jax.tree_util.tree_leaves(tree, **none_leaf)
+    flat_keys = jax.tree_util.tree_leaves(keys, **none_leaf)
+    assert jax.tree_util.tree_structure(keys, **none_leaf) == jax.tree_util.tree_structure(
+        jax.tree_util.tree_map(lambda _: 0, tree), **none_leaf
+    )
+    assert len(flat_keys) == len(flat_tree)
+    raw = []
+    for leaf, k in zip(flat_tree, flat_keys, strict=True):
+        if not isinstance(leaf, np.ndarray):
+            assert k is None
+            continue
+        data = np.asarray(jax.random.key_data(k) if kind == "typed" else k)
+        assert data.shape == (2,) and data.dtype == np.uint32
+        raw.append(tuple(data))
+    assert len(set(raw)) == len(raw)

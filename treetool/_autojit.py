@@ -43,11 +43,13 @@ _DYN = _Dyn()
 
 
 class _Plan:
-    """Which leaves of one argument structure are traced: interned per (structure, mask)."""
+    """Which leaves of one argument structure are traced: interned per (structure, mask), so
+    a plan (hashed by identity) stands for its structure in cache keys."""
 
-    __slots__ = ("mask", "take_dyn", "take_static")
+    __slots__ = ("mask", "take_dyn", "take_static", "treedef")
 
-    def __init__(self, mask: tuple[bool, ...]) -> None:
+    def __init__(self, treedef: Any, mask: tuple[bool, ...]) -> None:
+        self.treedef = treedef
         self.mask = mask
         self.take_dyn = _getter([i for i, d in enumerate(mask) if d])
         self.take_static = _getter([i for i, d in enumerate(mask) if not d])
@@ -191,7 +193,7 @@ class AutoJit:
             plan = self._plan(treedef, leaves)
             dyn = plan.take_dyn(leaves)
             statics = plan.take_static(leaves)
-        key = (treedef, plan, statics)
+        key = (plan, statics)
         try:
             entry = self._cache.get(key)
         except TypeError:
@@ -226,7 +228,7 @@ class AutoJit:
             (self._dyn_types if d else self._static_types).add(type(x))
         plan = self._interned.get((treedef, mask))
         if plan is None:
-            plan = self._interned[(treedef, mask)] = _Plan(mask)
+            plan = self._interned[(treedef, mask)] = _Plan(treedef, mask)
         self._plans[treedef] = plan
         return plan
 
@@ -268,10 +270,11 @@ class AutoJit:
 
     # --- the traced function ----------------------------------------------------------------
 
-    def _new_entry(self, key: tuple[Any, _Plan, tuple[Any, ...]], args: Any, kwargs: Any) -> _Entry:
+    def _new_entry(self, key: tuple[_Plan, tuple[Any, ...]], args: Any, kwargs: Any) -> _Entry:
         import jax
 
-        treedef, plan, statics = key
+        plan, statics = key
+        treedef = plan.treedef
         fn = self.fn
         out_types = (jax.Array, *self._traced_types)
         mask = plan.mask
@@ -448,7 +451,7 @@ def _structure_change(prev: _Entry, entry: _Entry) -> str:
     from ._diff import diff
 
     n_old, n_new = prev.treedef.num_leaves, entry.treedef.num_leaves
-    count = f" ({n_old} leaves -> {n_new} leaves)" if n_old != n_new else ""
+    count = f" ({_leaves(n_old)} -> {_leaves(n_new)})" if n_old != n_new else ""
     try:  # placeholders for the leaves: only the structure and the static data are compared
         old = prev.treedef.unflatten([0] * n_old)
         new = entry.treedef.unflatten([0] * n_new)
@@ -468,7 +471,14 @@ def _structure_change(prev: _Entry, entry: _Entry) -> str:
         return f"static field {field_names} of {where} changed: {_short(before)} -> {_short(after)}"
     if c.kind in ("added", "removed"):
         return f"argument structure changed{count}: {where} {c.kind}"
-    return f"argument structure changed{count}: {where} is {c.kind.replace('_', ' ')} {_short(c.after)}"
+    after = c.after if isinstance(c.after, str) else _short(c.after)
+    if after == "int":  # a leaf (the placeholders above are ints)
+        after = "a leaf"
+    return f"argument structure changed{count}: {where} is now {after}"
+
+
+def _leaves(n: int) -> str:
+    return f"{n} leaf" if n == 1 else f"{n} leaves"
 
 
 def _call_path_text(path: str) -> str:
