@@ -7,7 +7,7 @@ many calls is taken. The overhead of a wrapper is its time per call minus plain 
 the same arrays (partitioned by hand, which is what both wrappers automate). Target:
 tt.autojit's overhead <= 0.5x equinox.filter_jit's.
 
-    python benchmarks/bench_transforms.py [--calls N] [--rounds R]
+    python benchmarks/bench_transforms.py [--calls N] [--rounds R] [--quick]
 """
 
 from __future__ import annotations
@@ -44,7 +44,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--quick", action="store_true", help="500 calls x 3 rounds")
     a = ap.parse_args()
+    if a.quick:
+        a.calls, a.rounds = 500, 3
 
     model = make_model()
     n_arrays = len(jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_array)))
