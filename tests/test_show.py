@@ -136,13 +136,32 @@ def _read_until(fd: int, marker: bytes, timeout: float) -> bytes:
     return seen
 
 
+_IPYTHON = (
+    "import numpy as np, treetool as tt\n"
+    "from treetool.show import environment\n"
+    "print('ENV', environment())\n"
+    "tt.show({'weights': np.zeros((2, 3), np.float32)})\n"
+    "print('SHOW RETURNED')\n"
+)
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
-def test_show_in_an_interactive_terminal_opens_the_tui_and_returns_on_quit():
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [sys.executable, "-c", _INTERACTIVE],
+        [sys.executable, "-m", "IPython", "--no-banner", "--colors=NoColor", "-c", _IPYTHON],
+    ],
+    ids=["python", "ipython"],
+)
+def test_show_in_an_interactive_terminal_opens_the_tui_and_returns_on_quit(argv):
+    if argv[1:3] == ["-m", "IPython"]:
+        pytest.importorskip("IPython")
     master, slave = pty.openpty()
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "100", "LINES": "30"}
     env.pop("TREETOOL_SHOW", None)
     proc = subprocess.Popen(
-        [sys.executable, "-c", _INTERACTIVE],
+        argv,
         stdin=slave,
         stdout=slave,
         stderr=slave,
@@ -153,6 +172,8 @@ def test_show_in_an_interactive_terminal_opens_the_tui_and_returns_on_quit():
     try:
         screen = _read_until(master, b"weights", timeout=60)
         assert b"weights" in screen, screen[-2000:]  # the app drew the tree
+        if "IPython" in argv:
+            assert b"ENV tui" in screen  # a terminal IPython shell is not a notebook kernel
         assert b"SHOW RETURNED" not in screen  # and show() is still running
         os.write(master, b"q")
         after = _read_until(master, b"SHOW RETURNED", timeout=30)
