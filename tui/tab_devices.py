@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import itertools
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from textual.widget import Widget
 
 from .._arrays import LazyArray
-from .._views import iter_leaves
+from .._model import LEAF, children
 from .tabs import TabSpec, register_tab
 
 __all__ = ["applies", "make"]
@@ -30,7 +31,7 @@ def applies(obj: Any) -> bool:
     """
     jax = sys.modules.get("jax")  # no jax array can exist before jax is imported
     jax_array = getattr(jax, "Array", None) if jax is not None else None
-    for x in itertools.islice(iter_leaves(obj), SCAN):
+    for x in itertools.islice(_some_leaves(obj), SCAN):
         if jax_array is not None and isinstance(x, jax_array):
             return True
         sharding = getattr(x, "sharding", None)
@@ -41,6 +42,31 @@ def applies(obj: Any) -> bool:
         if isinstance(x, LazyArray) and isinstance(sharding, dict) and "sharding_type" in sharding:
             return True
     return False
+
+
+def _some_leaves(obj: Any) -> Iterator[Any]:
+    """Leaves of `obj`, depth first, in no particular order: wide lists and dicts are read
+    lazily (no key sorting, no list of children), so looking at the first few is cheap."""
+    stack: list[Iterator[Any]] = [iter((obj,))]
+    while stack:
+        x = next(stack[-1], _DONE)
+        if x is _DONE:
+            stack.pop()
+            continue
+        t = type(x)
+        if t is list or t is tuple:
+            stack.append(iter(x))
+        elif t is dict:
+            stack.append(iter(x.values()))
+        else:
+            kind, kids = children(x)
+            if kind == LEAF:
+                yield x
+            else:
+                stack.append(c for _, c in kids)
+
+
+_DONE = object()
 
 
 def make(obj: Any) -> Widget:
