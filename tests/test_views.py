@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from trees import Point, corpus
 
 import treetool as tt
-from treetool._views import find, resolve
+from treetool._paths import GetAttrKey
+from treetool._views import find, iter_leaves_with_paths, resolve
 
 jtu = jax.tree_util
 NAMES = sorted(corpus())
@@ -37,6 +38,7 @@ def test_paths_equal_jax_keystr_and_get_returns_the_leaf(name):
     ours = tt.leaves_with_paths(tree)
     theirs = jtu.tree_flatten_with_path(tree)[0]
     assert [str(p) for p, _ in ours] == [jtu.keystr(p) for p, _ in theirs]
+    assert [p.keys for p, _ in ours] == [tt.Path.from_jax(p).keys for p, _ in theirs]
     assert all(x is y for (_, x), (_, y) in zip(ours, theirs))
     for p, leaf in ours:
         assert tt.get(tree, str(p)) is leaf
@@ -184,9 +186,66 @@ def test_random_trees_round_trip(tree):
     ours = tt.leaves_with_paths(tree)
     theirs = jtu.tree_flatten_with_path(tree)[0]
     assert [str(p) for p, _ in ours] == [jtu.keystr(p) for p, _ in theirs]
+    assert [p.keys for p, _ in ours] == [tt.Path.from_jax(p).keys for p, _ in theirs]
+    assert [(str(p), x) for p, x in iter_leaves_with_paths(tree)] == [(str(p), x) for p, x in ours]
     leaves, treedef = tt.flatten(tree)
     assert _same(tt.unflatten(treedef, leaves), tree)
     assert _same(tt.from_flat_dict(tt.to_flat_dict(tree), like=tree), tree)
     for p, leaf in ours:
         assert tt.get(tree, str(p)) is leaf
         assert tt.Path.parse(str(p)) == p
+
+
+def _jax_view(tree, is_leaf=None):
+    return [(jtu.keystr(p), x) for p, x in jtu.tree_flatten_with_path(tree, is_leaf=is_leaf)[0]]
+
+
+def _our_view(tree, is_leaf=None):
+    return [(str(p), x) for p, x in tt.leaves_with_paths(tree, is_leaf=is_leaf)]
+
+
+def test_equinox_module_with_an_unset_field_walks_as_jax_does():
+    class Half(eqx.Module):
+        a: object
+        b: object
+        c: object = eqx.field(static=True)
+
+    whole = Half(np.float32(1), [np.float32(2), {"x": np.float32(3)}], "static")
+    half = object.__new__(Half)
+    object.__setattr__(half, "a", np.float32(4))  # b left unset: equinox flattens a marker
+    tree = {"whole": whole, "half": half, "again": Half(np.float32(5), None, 0)}
+    assert _our_view(tree) == _jax_view(tree)
+    assert [str(p) for p, _ in tt.leaves_with_paths(tree)] == [
+        "['again'].a",
+        "['half'].a",
+        "['whole'].a",
+        "['whole'].b[0]",
+        "['whole'].b[1]['x']",
+    ]
+    [(p, _)] = tt.leaves_with_paths(tree["half"])
+    assert p.keys == (GetAttrKey("a"),)
+
+
+def test_a_class_registered_after_a_walk_saw_it_as_a_leaf():
+    class Late:
+        def __init__(self, x, y):
+            self.x, self.y = x, y
+
+    tree = {"a": [Late(1, 2), Late(3, 4)], "b": 5}
+    assert [p for p, _ in _our_view(tree)] == ["['a'][0]", "['a'][1]", "['b']"]
+    jtu.register_pytree_with_keys(
+        Late,
+        lambda o: (((jtu.GetAttrKey("x"), o.x), (jtu.GetAttrKey("y"), o.y)), None),
+        lambda _, c: Late(*c),
+    )
+    assert _our_view(tree) == _jax_view(tree)
+    assert [p for p, _ in _our_view(tree)][:2] == ["['a'][0].x", "['a'][0].y"]
+
+
+def test_is_leaf_views_agree_with_jax_on_mixed_containers():
+    mlp = eqx.nn.MLP(2, 2, 4, 2, key=jax.random.key(0))
+    tree = {"m": mlp, "l": [np.float32(1), (np.float32(2), {"z": mlp.layers[0]})], "n": None}
+    for is_leaf in (None, lambda x: isinstance(x, eqx.Module), lambda x: isinstance(x, tuple)):
+        ours, theirs = _our_view(tree, is_leaf), _jax_view(tree, is_leaf)
+        assert [p for p, _ in ours] == [p for p, _ in theirs]
+        assert all(x is y for (_, x), (_, y) in zip(ours, theirs))

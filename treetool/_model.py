@@ -49,6 +49,34 @@ def register_flattener(cls: type, fn: Callable[[Any], list[tuple[Key, Any]]]) ->
     The rule must agree with the jax registration of the same class.
     """
     _FLATTENERS[cls] = fn
+    LEAF_TYPES.discard(cls)
+    _ASKS_JAX.pop(cls, None)
+
+
+#: exact types already seen to be leaves whatever is registered (arrays, numbers, strings):
+#: walks test a whole container's children against it at C speed
+LEAF_TYPES: set[type] = set()
+
+
+#: type -> whether walks ask jax's one-level flatten first (False: `children()` has a rule)
+_ASKS_JAX: dict[type, bool] = {}
+
+
+def asks_jax(t: type) -> bool:
+    """Whether a type without an inline rule in the walks may be a node registered with jax.
+
+    False for the types `children()` opens itself (our flatteners, namedtuples, OrderedDict,
+    defaultdict), whose jax flattening either needs no jax or is wrong one level at a time.
+    """
+    r = _ASKS_JAX.get(t)
+    if r is None:
+        r = _ASKS_JAX[t] = not (
+            t is collections.OrderedDict
+            or t is collections.defaultdict
+            or t in _FLATTENERS
+            or (issubclass(t, tuple) and hasattr(t, "_fields"))
+        )
+    return r
 
 
 def _sorted_keys(d: dict) -> list:
@@ -86,19 +114,77 @@ def children(obj: Any, is_leaf: IsLeaf = None) -> tuple[str, list[tuple[Key, Any
     if isinstance(obj, tuple) and hasattr(t, "_fields"):
         return NAMEDTUPLE, [(GetAttrKey(f), c) for f, c in zip(t._fields, obj)]
     if is_array(obj) or isinstance(obj, (str, bytes, int, float, complex)):
+        LEAF_TYPES.add(t)
         return LEAF, []
+    kids = jax_children(obj)
+    if kids is None:
+        return LEAF, []
+    return CUSTOM, [(from_jax_key(k), c) for k, c in kids]
+
+
+def jax_children(obj: Any) -> list[tuple[Any, Any]] | None:
+    """One level of a node registered with jax, with jax's own key entries; None for a leaf.
+
+    Not for namedtuples (jax's one-level flatten names every field after the first). Without
+    jax imported nothing can have been registered with it: everything is a leaf.
+    """
     if "jax" not in sys.modules:
-        return LEAF, []
-    return _jax_children(obj)
-
-
-def _jax_children(obj: Any) -> tuple[str, list[tuple[Key, Any]]]:
+        return None
+    one_level = _one_level()
+    if one_level is not None:
+        r = one_level(obj)
+        return None if r is None else list(r[0])
     from jax.tree_util import tree_flatten_with_path
 
     flat, _ = tree_flatten_with_path(obj, is_leaf=lambda x: x is not obj)
     if len(flat) == 1 and flat[0][0] == () and flat[0][1] is obj:
-        return LEAF, []
-    return CUSTOM, [(from_jax_key(p[0]), c) for p, c in flat]
+        return None
+    return [(p[0], c) for p, c in flat]
+
+
+#: equinox Module class -> (its dynamic field names, their path steps), or None
+_MODULE_FIELDS: dict[type, tuple[tuple[str, ...], tuple[str, ...]] | None] = {}
+
+
+def module_fields(t: type, obj: Any) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """For an equinox Module class: the fields its jax flatten yields, and their path steps.
+
+    equinox flattens a module into `obj.__dict__[name]` for each dynamic field, in order;
+    walks read those entries directly (a dict lookup each) instead of calling equinox's
+    flatten through jax (~3 us a module). Learnt from jax's own flatten of the first instance
+    seen and checked against it; None for every other class.
+    """
+    r = _MODULE_FIELDS.get(t, False)
+    if r is False:
+        r = None
+        eqx = sys.modules.get("equinox")
+        if eqx is not None and isinstance(obj, eqx.Module):
+            kids = jax_children(obj) or []
+            d = object.__getattribute__(obj, "__dict__")
+            names = tuple(getattr(k, "name", None) for k, _ in kids)
+            if all(
+                type(k).__name__ == "GetAttrKey" and type(n) is str and d.get(n, d) is c
+                for (k, c), n in zip(kids, names)
+            ):
+                r = (names, tuple(f".{n}" for n in names))
+        _MODULE_FIELDS[t] = r
+    return r
+
+
+_ONE_LEVEL: list = []
+
+
+def _one_level() -> Callable[[Any], Any] | None:
+    """jax's C++ one-level flatten with keys (private in jax, so looked up defensively)."""
+    if not _ONE_LEVEL:
+        try:
+            from jax._src.tree_util import default_registry
+
+            fn = default_registry.flatten_one_level_with_keys
+        except (ImportError, AttributeError):
+            fn = None
+        _ONE_LEVEL.append(fn)
+    return _ONE_LEVEL[0]
 
 
 def node_data(obj: Any) -> tuple[type, Any] | None:

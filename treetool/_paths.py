@@ -330,7 +330,7 @@ class Path(Sequence):
             if not isinstance(k, Key):
                 raise TypeError(f"Path entries must be treetool keys, got {k!r}; use Path.from_jax")
         self._k: tuple[Key, ...] | None = keys
-        self._raw: tuple | None = None
+        self._raw: tuple | None = None  # a walk's lazy link to the keys, see `_keys`
         self._str: str | None = None
 
     @classmethod
@@ -341,26 +341,24 @@ class Path(Sequence):
         p._str = text
         return p
 
-    @classmethod
-    def _from_jax_text(cls, raw: tuple, text: str) -> Path:
-        """A path over jax key entries, converted to treetool keys only when asked for."""
-        p = object.__new__(cls)
-        p._k = None
-        p._raw = raw
-        p._str = text
-        return p
-
     @property
     def _keys(self) -> tuple[Key, ...]:
         k = self._k
         if k is None:
-            k = self._k = tuple(from_jax_key(j) for j in self._raw)  # type: ignore[union-attr]
+            # `_raw` is the link a walk left: (context, raw key), context = (parent link, maker)
+            out = []
+            link = self._raw
+            while link is not None:
+                (link, make), raw = link
+                out.append(raw if make is None else make(raw))
+            out.reverse()
+            k = self._k = tuple(out)
             self._raw = None
         return k
 
     # --- sequence protocol -------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self._k) if self._k is not None else len(self._raw)  # type: ignore[arg-type]
+        return len(self._keys)
 
     def __iter__(self) -> Iterator[Key]:
         return iter(self._keys)

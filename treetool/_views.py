@@ -6,12 +6,20 @@ collector, and build path strings incrementally, one prefix per inner node.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 from ._errors import PathError, StructureMismatch
-from ._model import LEAF, IsLeaf, children, no_gc
+from ._model import (
+    LEAF,
+    LEAF_TYPES,
+    IsLeaf,
+    asks_jax,
+    children,
+    jax_children,
+    module_fields,
+    no_gc,
+)
 from ._model import _sorted_keys as _sorted_dict_keys
 from ._paths import (
     DeepWildcard,
@@ -20,6 +28,7 @@ from ._paths import (
     Key,
     Path,
     SequenceKey,
+    from_jax_key,
     key_matches,
     start_states,
     step_states,
@@ -44,18 +53,106 @@ __all__ = [
 
 def iter_leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> Iterator[tuple[Path, Any]]:
     """Yield `(Path, leaf)` in jax's leaf order, iteratively, strings built per prefix."""
-    mk = Path._make
-    # stack of (obj, keys tuple, path string), reversed so that pop() is in order
-    stack: list[tuple[Any, tuple[Key, ...], str]] = [(tree, (), "")]
+    for chunk in _walk(tree, is_leaf):
+        yield from chunk
+
+
+def _walk(tree: Any, is_leaf: IsLeaf) -> Iterator[list[tuple[Path, Any]]]:
+    """The leaves with their paths, in jax's order, in lists of a few thousand.
+
+    Iterative, so depth is unbounded. Each path's text is its parent's text plus one step,
+    built once per edge; its keys are left as a link `(context, raw key)` to the parent's
+    context `(parent link, key maker)` and built only when asked for (`Path._keys`). Children
+    of types already known to be leaves are emitted as they are met, without the stack.
+    """
+    new, cls, leafy = object.__new__, Path, LEAF_TYPES
+    attr = object.__getattribute__
+    stack: list[tuple[Any, str, Any]] = [(tree, "", None)]
     pop, push = stack.pop, stack.append
+    out: list[tuple[Path, Any]] = []
+    append = out.append
     while stack:
-        obj, keys, text = pop()
-        kind, kids = children(obj, is_leaf)
-        if kind == LEAF:
-            yield mk(keys, text), obj
-            continue
-        for k, c in reversed(kids):
-            push((c, (*keys, k), text + str(k)))
+        if len(out) >= 4096:
+            yield out
+            out = []
+            append = out.append
+        obj, text, link = pop()
+        t = type(obj)
+        if t in leafy or (is_leaf is not None and is_leaf(obj)):
+            p = new(cls)
+            p._k, p._raw, p._str = None, link, text
+            append((p, obj))
+        elif t is dict:
+            try:
+                keys: Any = sorted(obj)
+            except TypeError:
+                keys = list(obj)
+            ctx: tuple = (link, DictKey)
+            for i, k in enumerate(keys):
+                v = obj[k]
+                if type(v) in leafy:
+                    p = new(cls)
+                    p._k, p._raw, p._str = None, (ctx, k), f"{text}[{k!r}]"
+                    append((p, v))
+                else:
+                    for k in reversed(keys[i:]):
+                        push((obj[k], f"{text}[{k!r}]", (ctx, k)))
+                    break
+        elif t is list or t is tuple:
+            ctx = (link, SequenceKey)
+            for i, v in enumerate(obj):
+                if type(v) in leafy:
+                    p = new(cls)
+                    p._k, p._raw, p._str = None, (ctx, i), f"{text}[{i}]"
+                    append((p, v))
+                else:
+                    for j in range(len(obj) - 1, i - 1, -1):
+                        push((obj[j], f"{text}[{j}]", (ctx, j)))
+                    break
+        elif obj is not None:
+            kids = None
+            if asks_jax(t):
+                fields = module_fields(t, obj)
+                if fields is not None:  # an equinox module: its fields, read as it does
+                    names, steps = fields
+                    try:
+                        vals = list(map(attr(obj, "__dict__").__getitem__, names))
+                    except KeyError:  # a field left unset: equinox's own flatten says what
+                        fields = None
+                    else:
+                        ctx = (link, GetAttrKey)
+                        for i, v in enumerate(vals):
+                            if type(v) in leafy:
+                                p = new(cls)
+                                p._k, p._raw, p._str = None, (ctx, names[i]), text + steps[i]
+                                append((p, v))
+                            else:
+                                for j in range(len(vals) - 1, i - 1, -1):
+                                    push((vals[j], text + steps[j], (ctx, names[j])))
+                                break
+                        continue
+                # a node registered with jax (flax struct, optax state, ...): jax's own keys,
+                # converted to ours only when a path is asked for its keys
+                kids = jax_children(obj)
+                ctx = (link, from_jax_key)
+            if kids is None:
+                kind, kids = children(obj, is_leaf)
+                ctx = (link, None)
+                if kind == LEAF:
+                    p = new(cls)
+                    p._k, p._raw, p._str = None, link, text
+                    append((p, obj))
+            for i, (k, v) in enumerate(kids):
+                if type(v) in leafy:
+                    p = new(cls)
+                    p._k, p._raw, p._str = None, (ctx, k), text + str(k)
+                    append((p, v))
+                else:
+                    for k, v in reversed(kids[i:]):
+                        push((v, text + str(k), (ctx, k)))
+                    break
+    if out:
+        yield out
 
 
 def iter_leaf_texts(tree: Any, is_leaf: IsLeaf = None) -> Iterator[tuple[str, Any]]:
@@ -98,84 +195,17 @@ def iter_leaves(tree: Any, is_leaf: IsLeaf = None) -> Iterator[Any]:
 def leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, Any]]:
     """Every leaf with its path, in jax's order; `str(path)` equals jax's `keystr`.
 
-    When jax is imported, jax's C++ flatten does the walk and path strings are built once per
-    edge of the tree (jax shares key objects between the paths of siblings); otherwise, and for
-    trees deeper than jax can flatten, treetool's own iterative walk does it.
+    One iterative walk (any depth), each path string built once per edge of the tree, key
+    entries built only when a path is asked for them.
 
     Example:
         >>> [(str(p), x) for p, x in leaves_with_paths({"b": (1, 2), "a": None})]
         [("['b'][0]", 1), ("['b'][1]", 2)]
     """
+    out: list[tuple[Path, Any]] = []
     with no_gc():
-        if "jax" in sys.modules:
-            try:
-                return _jax_leaves_with_paths(tree, is_leaf)
-            except (RecursionError, SystemError, TypeError, ValueError):
-                pass  # too deep or unsortable for jax: the iterative walk handles it
-        return list(iter_leaves_with_paths(tree, is_leaf))
-
-
-def _jax_leaves_with_paths(tree: Any, is_leaf: IsLeaf) -> list[tuple[Path, Any]]:
-    import jax.tree_util as jtu
-
-    flat, _ = jtu.tree_flatten_with_path(tree, is_leaf=is_leaf)
-    # id(jax key object) -> the text of the path up to and including it. jax creates one key
-    # object per edge of the tree and shares it between every path through that edge, so
-    # each prefix string is built once; paths keep jax's keys until someone asks for ours.
-    edges: dict[int, str] = {}
-    new, cls = object.__new__, Path
-    jdict, jseq, jattr = jtu.DictKey, jtu.SequenceKey, jtu.GetAttrKey
-    out = []
-    append = out.append
-    last_id, prefix = -1, ""
-    for jpath, leaf in flat:
-        n = len(jpath)
-        if n > 1:
-            pid = id(jpath[-2])
-            if pid != last_id:
-                text = edges.get(pid)
-                if text is None:
-                    # the deepest ancestor whose prefix is known, then the edges below it
-                    i = n - 2
-                    while i > 0:
-                        text = edges.get(id(jpath[i - 1]))
-                        if text is not None:
-                            break
-                        i -= 1
-                    else:
-                        text = ""
-                    for jk in jpath[i : n - 1]:
-                        tk = type(jk)
-                        if tk is jdict:
-                            text = f"{text}[{jk.key!r}]"
-                        elif tk is jseq:
-                            text = f"{text}[{jk.idx}]"
-                        elif tk is jattr:
-                            text = f"{text}.{jk.name}"
-                        else:
-                            text = text + str(jk)
-                        edges[id(jk)] = text
-                last_id, prefix = pid, text
-        else:
-            prefix = ""
-        if n:
-            jk = jpath[-1]
-            tk = type(jk)
-            if tk is jdict:
-                text = f"{prefix}[{jk.key!r}]"
-            elif tk is jseq:
-                text = f"{prefix}[{jk.idx}]"
-            elif tk is jattr:
-                text = f"{prefix}.{jk.name}"
-            else:
-                text = prefix + str(jk)
-        else:
-            text = ""
-        p = new(cls)
-        p._k = None
-        p._raw = jpath
-        p._str = text
-        append((p, leaf))
+        for chunk in _walk(tree, is_leaf):
+            out += chunk
     return out
 
 
