@@ -329,8 +329,8 @@ class Path(Sequence):
         for k in keys:
             if not isinstance(k, Key):
                 raise TypeError(f"Path entries must be treetool keys, got {k!r}; use Path.from_jax")
-        self._k: tuple[Key, ...] | None = keys
-        self._raw: tuple | None = None  # a walk's lazy link to the keys, see `_keys`
+        self._k: tuple[Key, ...] = keys  # unset on a walk's paths until asked for, see `_keys`
+        self._raw: tuple | None = None  # a walk's link to the keys
         self._str: str | None = None
 
     @classmethod
@@ -343,17 +343,19 @@ class Path(Sequence):
 
     @property
     def _keys(self) -> tuple[Key, ...]:
-        k = self._k
-        if k is None:
-            # `_raw` is the link a walk left: (context, raw key), context = (parent link, maker)
-            out = []
-            link = self._raw
-            while link is not None:
-                (link, make), raw = link
-                out.append(raw if make is None else make(raw))
-            out.reverse()
-            k = self._k = tuple(out)
-            self._raw = None
+        try:
+            return self._k
+        except AttributeError:  # a path made by a walk: its keys are built when first asked
+            pass
+        # `_raw` is the link the walk left: (context, raw key), context = (parent link, maker)
+        out = []
+        link = self._raw
+        while link is not None:
+            (link, make), raw = link
+            out.append(raw if make is None else make(raw))
+        out.reverse()
+        k = self._k = tuple(out)
+        self._raw = None
         return k
 
     # --- sequence protocol -------------------------------------------------------------

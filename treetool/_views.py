@@ -20,7 +20,6 @@ from ._model import (
     module_fields,
     no_gc,
 )
-from ._model import _sorted_keys as _sorted_dict_keys
 from ._paths import (
     DeepWildcard,
     DictKey,
@@ -53,130 +52,165 @@ __all__ = [
 
 def iter_leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> Iterator[tuple[Path, Any]]:
     """Yield `(Path, leaf)` in jax's leaf order, iteratively, strings built per prefix."""
-    for chunk in _walk(tree, is_leaf):
+    for chunk in _walk(tree, is_leaf, False):
         yield from chunk
 
 
-def _walk(tree: Any, is_leaf: IsLeaf) -> Iterator[list[tuple[Path, Any]]]:
+def _walk(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, Any]]]:
     """The leaves with their paths, in jax's order, in lists of a few thousand.
 
     Iterative, so depth is unbounded. Each path's text is its parent's text plus one step,
     built once per edge; its keys are left as a link `(context, raw key)` to the parent's
     context `(parent link, key maker)` and built only when asked for (`Path._keys`). Children
     of types already known to be leaves are emitted as they are met, without the stack.
+    With `texts`, the paths are only their text (`keystr`), and no Path is made.
     """
     new, cls, leafy = object.__new__, Path, LEAF_TYPES
     attr = object.__getattribute__
-    stack: list[tuple[Any, str, Any]] = [(tree, "", None)]
+    # the first child that is not a leaf is walked next, the later children wait on the stack
+    stack: list[tuple[Any, str, Any]] = []
     pop, push = stack.pop, stack.append
-    out: list[tuple[Path, Any]] = []
+    out: list[tuple[Any, Any]] = []
     append = out.append
-    while stack:
+    obj, text, link = tree, "", None
+    while True:
         if len(out) >= 4096:
             yield out
             out = []
             append = out.append
-        obj, text, link = pop()
         t = type(obj)
         if t in leafy or (is_leaf is not None and is_leaf(obj)):
-            p = new(cls)
-            p._k, p._raw, p._str = None, link, text
-            append((p, obj))
+            if texts:
+                append((text, obj))
+            else:
+                p = new(cls)
+                p._raw, p._str = link, text
+                append((p, obj))
         elif t is dict:
+            ctx: tuple = (link, DictKey)
+            if len(obj) == 1:  # a wrapper such as {"params": ...}: no sort, no loop
+                ((k, v),) = obj.items()
+                if type(v) not in leafy:
+                    obj, text, link = v, f"{text}[{k!r}]", (ctx, k)
+                    continue
+                if texts:
+                    append((f"{text}[{k!r}]", v))
+                else:
+                    p = new(cls)
+                    p._raw, p._str = (ctx, k), f"{text}[{k!r}]"
+                    append((p, v))
+                if not stack:
+                    break
+                obj, text, link = pop()
+                continue
             try:
                 keys: Any = sorted(obj)
             except TypeError:
                 keys = list(obj)
-            ctx: tuple = (link, DictKey)
             for i, k in enumerate(keys):
                 v = obj[k]
-                if type(v) in leafy:
-                    p = new(cls)
-                    p._k, p._raw, p._str = None, (ctx, k), f"{text}[{k!r}]"
-                    append((p, v))
-                else:
-                    for k in reversed(keys[i:]):
-                        push((obj[k], f"{text}[{k!r}]", (ctx, k)))
+                if type(v) not in leafy:
+                    for k2 in reversed(keys[i + 1 :]):
+                        push((obj[k2], f"{text}[{k2!r}]", (ctx, k2)))
+                    obj, text, link = v, f"{text}[{k!r}]", (ctx, k)
                     break
+                if texts:
+                    append((f"{text}[{k!r}]", v))
+                else:
+                    p = new(cls)
+                    p._raw, p._str = (ctx, k), f"{text}[{k!r}]"
+                    append((p, v))
+            else:
+                if not stack:
+                    break
+                obj, text, link = pop()
+            continue
         elif t is list or t is tuple:
             ctx = (link, SequenceKey)
             for i, v in enumerate(obj):
-                if type(v) in leafy:
-                    p = new(cls)
-                    p._k, p._raw, p._str = None, (ctx, i), f"{text}[{i}]"
-                    append((p, v))
-                else:
-                    for j in range(len(obj) - 1, i - 1, -1):
+                if type(v) not in leafy:
+                    for j in range(len(obj) - 1, i, -1):
                         push((obj[j], f"{text}[{j}]", (ctx, j)))
+                    obj, text, link = v, f"{text}[{i}]", (ctx, i)
                     break
+                if texts:
+                    append((f"{text}[{i}]", v))
+                else:
+                    p = new(cls)
+                    p._raw, p._str = (ctx, i), f"{text}[{i}]"
+                    append((p, v))
+            else:
+                if not stack:
+                    break
+                obj, text, link = pop()
+            continue
         elif obj is not None:
+            # other nodes: their keys, children, and the text of each step
             kids = None
             if asks_jax(t):
                 fields = module_fields(t, obj)
-                if fields is not None:  # an equinox module: its fields, read as it does
-                    names, steps = fields
+                if fields is not None:  # an equinox module: its fields, read as equinox does
+                    keys, steps = fields
                     try:
-                        vals = list(map(attr(obj, "__dict__").__getitem__, names))
+                        kids = list(map(attr(obj, "__dict__").__getitem__, keys))
                     except KeyError:  # a field left unset: equinox's own flatten says what
-                        fields = None
+                        kids = None
                     else:
                         ctx = (link, GetAttrKey)
-                        for i, v in enumerate(vals):
-                            if type(v) in leafy:
-                                p = new(cls)
-                                p._k, p._raw, p._str = None, (ctx, names[i]), text + steps[i]
-                                append((p, v))
-                            else:
-                                for j in range(len(vals) - 1, i - 1, -1):
-                                    push((vals[j], text + steps[j], (ctx, names[j])))
-                                break
-                        continue
-                # a node registered with jax (flax struct, optax state, ...): jax's own keys,
-                # converted to ours only when a path is asked for its keys
-                kids = jax_children(obj)
-                ctx = (link, from_jax_key)
+                if kids is None:
+                    # a node registered with jax (flax struct, optax state, ...): jax's own
+                    # keys, converted to ours only when a path is asked for its keys
+                    pairs = jax_children(obj)
+                    if pairs is not None:
+                        keys = [k for k, _ in pairs]
+                        kids = [c for _, c in pairs]
+                        steps = list(map(str, keys))
+                        ctx = (link, from_jax_key)
             if kids is None:
-                kind, kids = children(obj, is_leaf)
+                kind, pairs = children(obj, is_leaf)
+                keys = [k for k, _ in pairs]
+                kids = [c for _, c in pairs]
+                steps = list(map(str, keys))
                 ctx = (link, None)
                 if kind == LEAF:
-                    p = new(cls)
-                    p._k, p._raw, p._str = None, link, text
-                    append((p, obj))
-            for i, (k, v) in enumerate(kids):
-                if type(v) in leafy:
-                    p = new(cls)
-                    p._k, p._raw, p._str = None, (ctx, k), text + str(k)
-                    append((p, v))
-                else:
-                    for k, v in reversed(kids[i:]):
-                        push((v, text + str(k), (ctx, k)))
+                    kids = [obj]
+                    steps, keys, ctx = [""], [None], None  # the node itself: link kept below
+            for i, v in enumerate(kids):
+                if ctx is None:  # a leaf that only children() knew to be one
+                    if texts:
+                        append((text, v))
+                    else:
+                        p = new(cls)
+                        p._raw, p._str = link, text
+                        append((p, v))
+                    continue
+                if type(v) not in leafy:
+                    for j in range(len(kids) - 1, i, -1):
+                        push((kids[j], text + steps[j], (ctx, keys[j])))
+                    obj, text, link = v, text + steps[i], (ctx, keys[i])
                     break
+                if texts:
+                    append((text + steps[i], v))
+                else:
+                    p = new(cls)
+                    p._raw, p._str = (ctx, keys[i]), text + steps[i]
+                    append((p, v))
+            else:
+                if not stack:
+                    break
+                obj, text, link = pop()
+            continue
+        if not stack:
+            break
+        obj, text, link = pop()
     if out:
         yield out
 
 
 def iter_leaf_texts(tree: Any, is_leaf: IsLeaf = None) -> Iterator[tuple[str, Any]]:
     """Yield `(keystr, leaf)` in jax's order: the cheapest walk when only text is needed."""
-    stack: list[tuple[Any, str]] = [(tree, "")]
-    pop, push = stack.pop, stack.append
-    while stack:
-        obj, text = pop()
-        t = type(obj)
-        if is_leaf is None and (t is dict or t is list or t is tuple):  # the common containers
-            if t is dict:
-                keys = _sorted_dict_keys(obj)
-                for k in reversed(keys):
-                    push((obj[k], f"{text}[{k!r}]"))
-            else:
-                for i in range(len(obj) - 1, -1, -1):
-                    push((obj[i], f"{text}[{i}]"))
-            continue
-        kind, kids = children(obj, is_leaf)
-        if kind == LEAF:
-            yield text, obj
-            continue
-        for k, c in reversed(kids):
-            push((c, text + str(k)))
+    for chunk in _walk(tree, is_leaf, True):
+        yield from chunk
 
 
 def iter_leaves(tree: Any, is_leaf: IsLeaf = None) -> Iterator[Any]:
@@ -204,7 +238,7 @@ def leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, Any
     """
     out: list[tuple[Path, Any]] = []
     with no_gc():
-        for chunk in _walk(tree, is_leaf):
+        for chunk in _walk(tree, is_leaf, False):
             out += chunk
     return out
 
