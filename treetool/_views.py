@@ -40,6 +40,7 @@ __all__ = [
     "from_flat_dict",
     "get",
     "iter_leaf_texts",
+    "leaf_text_chunks",
     "iter_leaves",
     "iter_leaves_with_paths",
     "leaves_with_paths",
@@ -211,6 +212,11 @@ def iter_leaf_texts(tree: Any, is_leaf: IsLeaf = None) -> Iterator[tuple[str, An
     """Yield `(keystr, leaf)` in jax's order: the cheapest walk when only text is needed."""
     for chunk in _walk(tree, is_leaf, True):
         yield from chunk
+
+
+def leaf_text_chunks(tree: Any, is_leaf: IsLeaf = None) -> Iterator[list[tuple[str, Any]]]:
+    """`iter_leaf_texts` in lists of a few thousand pairs (no generator step per leaf)."""
+    return _walk(tree, is_leaf, True)
 
 
 def iter_leaves(tree: Any, is_leaf: IsLeaf = None) -> Iterator[Any]:

@@ -179,61 +179,60 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
         if pattern:
             from ._views import find
 
-            pairs = ((str(p), x) for p, x in find(tree, pattern, leaves_only=True))
-        elif "jax" in sys.modules:
-            from ._views import leaves_with_paths
+            chunks: Any = [[(str(p), x) for p, x in find(tree, pattern, leaves_only=True)]]
+        else:  # only the text of each path is needed: the walk makes no Path objects
+            from ._views import leaf_text_chunks
 
-            pairs = ((str(p), x) for p, x in leaves_with_paths(tree))
-        else:  # a loaded file: no jax, and only the text of each path is needed
-            from ._views import iter_leaf_texts
-
-            pairs = iter_leaf_texts(tree)
+            chunks = leaf_text_chunks(tree)
         from json.encoder import encode_basestring as q
 
         import numpy as np
 
         records, seen = _Records(), set()
-        totals = {"leaves": 0, "params": 0, "bytes": 0}
+        append, add = records.append, seen.add
+        leaves = params = nbytes = 0
         # numpy leaves of one shape and dtype share the tail of their record and their counts
         tails: dict[tuple[Any, Any], tuple[str, int, int]] = {}
         ndarray = np.ndarray
-        for text, x in pairs:
-            if type(x) is ndarray:
-                facts = tails.get((x.shape, x.dtype))
-                if facts is None:
-                    info = leaf_info(x)
-                    dims = ", ".join(map(str, info.shape))
-                    tail = (
-                        f'"shape": [{dims}], "dtype": {q(info.dtype)}, "nbytes": {info.nbytes}, '
-                        f'"device": "host", "type": "ndarray"}}'
+        for chunk in chunks:
+            leaves += len(chunk)
+            for text, x in chunk:
+                if type(x) is ndarray:
+                    key = (x.shape, x.dtype)
+                    facts = tails.get(key)
+                    if facts is None:
+                        info = leaf_info(x)
+                        dims = ", ".join(map(str, info.shape))
+                        tail = (
+                            f'"shape": [{dims}], "dtype": {q(info.dtype)}, '
+                            f'"nbytes": {info.nbytes}, "device": "host", "type": "ndarray"}}'
+                        )
+                        facts = tails[key] = (tail, info.params, info.nbytes)
+                    append(f'{{"path": {q(text)}, {facts[0]}')
+                    if id(x) not in seen:  # tied arrays count once
+                        add(id(x))
+                        params += facts[1]
+                        nbytes += facts[2]
+                    continue
+                info = leaf_info(x)
+                shape = info.shape
+                if shape is None:
+                    append(
+                        f'{{"path": {q(text)}, "shape": null, "dtype": null, "nbytes": 0, '
+                        f'"device": null, "type": {q(info.type_name)}}}'
                     )
-                    facts = tails[(x.shape, x.dtype)] = (tail, info.params, info.nbytes)
-                records.append(f'{{"path": {q(text)}, {facts[0]}')
-                if id(x) not in seen:  # tied arrays count once
-                    seen.add(id(x))
-                    totals["params"] += facts[1]
-                    totals["bytes"] += facts[2]
-                totals["leaves"] += 1
-                continue
-            info = leaf_info(x)
-            shape = info.shape
-            if shape is None:
-                records.append(
-                    f'{{"path": {q(text)}, "shape": null, "dtype": null, "nbytes": 0, '
-                    f'"device": null, "type": {q(info.type_name)}}}'
-                )
-            else:
+                    continue
                 dims = ", ".join(map(str, shape))
                 device = "null" if info.device is None else q(info.device)
-                records.append(
+                append(
                     f'{{"path": {q(text)}, "shape": [{dims}], "dtype": {q(info.dtype)}, '
                     f'"nbytes": {info.nbytes}, "device": {device}, "type": {q(info.type_name)}}}'
                 )
                 if id(x) not in seen:  # tied arrays count once
-                    seen.add(id(x))
-                    totals["params"] += info.params
-                    totals["bytes"] += info.nbytes
-            totals["leaves"] += 1
+                    add(id(x))
+                    params += info.params
+                    nbytes += info.nbytes
+        totals = {"leaves": leaves, "params": params, "bytes": nbytes}
         if pattern:
             agg = aggregate(tree)
             totals = {"leaves": agg.leaves, "params": agg.params, "bytes": agg.nbytes}

@@ -72,6 +72,12 @@ def _short(x: Any) -> str:
     return r if len(r) <= 60 else r[:57] + "..."
 
 
+_CONTAINERS = frozenset(
+    (dict, list, tuple, set, frozenset, collections.OrderedDict, collections.defaultdict)
+)
+_INNER = _CONTAINERS | {Opaque, GlobalRef}  # what walk_check looks inside (or at)
+
+
 def walk_check(
     tree: Any, path: str, max_depth: int = MAX_DEPTH, max_visits: int | None = None
 ) -> list[str]:
@@ -82,24 +88,17 @@ def walk_check(
     that were not allow-listed.
     """
     blocked: set[str] = set()
-    containers = (
-        dict,
-        list,
-        tuple,
-        set,
-        frozenset,
-        collections.OrderedDict,
-        collections.defaultdict,
-    )
     limit = max_visits if max_visits is not None else 50_000_000
     visits = 0
     on_path: set[int] = set()
     exit_mark = object()
     stack: list[Any] = [(tree, 0)]
+    push, pop = stack.append, stack.pop
+    ndarray = np.ndarray
     while stack:
-        item = stack.pop()
+        item = pop()
         if item is exit_mark:
-            on_path.discard(stack.pop())
+            on_path.discard(pop())
             continue
         obj, depth = item
         t = type(obj)
@@ -111,9 +110,9 @@ def walk_check(
             if not obj.tag:
                 blocked.add(obj.class_path)
             continue
-        elif t in containers:
+        elif t in _CONTAINERS:
             kids = obj.values() if isinstance(obj, dict) else obj
-        elif t is np.ndarray:
+        elif t is ndarray:
             kids = obj.reshape(-1).tolist()
         else:
             continue
@@ -127,19 +126,15 @@ def walk_check(
             raise LoadError(
                 f"{path}: the tree expands to more than {limit} nodes (shared references)"
             )
-        on_path.add(oid)
-        stack.append(oid)
-        stack.append(exit_mark)
         d = depth + 1
+        n = len(stack)
         for c in kids:
             tc = type(c)
-            if (
-                tc in containers
-                or tc is Opaque
-                or tc is GlobalRef
-                or (tc is np.ndarray and c.dtype.hasobject)
-            ):
-                stack.append((c, d))
+            if tc in _INNER or (tc is ndarray and c.dtype.hasobject):
+                push((c, d))
+        if len(stack) > n:  # only leaves below: it cannot be on a cycle, no need to come back
+            stack[n:n] = (oid, exit_mark)
+            on_path.add(oid)
     return sorted(blocked)
 
 

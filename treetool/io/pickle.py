@@ -221,16 +221,52 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
         b = data[at : at + n]
         return bytearray(b) if kind is bytearray else b
 
+    # array headers already matched: their bytes -> what they resolved to. Headers repeat
+    # byte for byte across arrays of one shape and dtype; any change to an existing memo
+    # entry (a PUT over it, a BUILD finishing one) empties the cache.
+    headers: dict[bytes, tuple] = {}
+    header_lengths: list[int] = []
+
     def fast_array(start: int) -> int:
         """Replay a whole numpy array pickle at `start` (see _FAST_ARRAY); 0 if it is not one."""
+        for length in header_lengths:
+            h = headers.get(data[start : start + length])
+            if h is not None:
+                break
+        else:
+            h = match_header(start)
+            if h is None:
+                return 0
+        nd, t0, new_t0, bb, dt, shape, dims, n, fortran, length = h
+        at = start + length
+        if data[at + n : at + n + 4] != b"\x94t\x94b":
+            return 0
+        if lazy and n >= LAZY_MIN_BYTES:
+            raw: Any = LazyArray((n,), np.uint8, path, at)
+            arr: Any = LazyArray(shape, dt, path, at, fortran_order=fortran)
+        else:
+            raw = data[at : at + n]
+            arr = np.frombuffer(raw, dt)
+            if len(shape) != 1 or fortran:
+                arr = arr.reshape(shape, order="F" if fortran else "C")
+        if new_t0:
+            memo_append(t0)
+        if dims:
+            memo.extend(((nd, t0, bb), arr, shape, raw, (1, shape, dt, fortran, raw)))
+        else:
+            memo.extend(((nd, t0, bb), arr, raw, (1, shape, dt, fortran, raw)))
+        stack.append(arr)
+        return at + n + 4
+
+    def match_header(start: int) -> tuple | None:
         m = _FAST_ARRAY.match(data, start)
         if m is None:
-            return 0
+            return None
         g = m.groups()
         try:
             nd = memo[g[0][0] if g[0] is not None else u32(g[1])[0]]
             if type(nd) is not _Global or nd.tag != "np_ndarray":
-                return 0
+                return None
             if g[2] is not None or g[3] is not None:
                 t0 = memo[g[2][0] if g[2] is not None else u32(g[3])[0]]
                 new_t0 = False
@@ -239,11 +275,11 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
             bb = memo[g[4][0] if g[4] is not None else u32(g[5])[0]]
             dt = memo[g[8][0] if g[8] is not None else u32(g[9])[0]]
         except IndexError:
-            return 0
+            return None
         if type(dt) is nr.PendingDtype:
             dt = dt.dtype
-        if not isinstance(dt, np.dtype) or t0 is _UNDEF or bb is _UNDEF:
-            return 0
+        if not isinstance(dt, np.dtype) or t0 is _UNDEF or bb is _UNDEF or dt.hasobject:
+            return None
         shape: tuple = ()
         dims = g[6]
         if dims is not None:
@@ -261,34 +297,21 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
                     out.append(i32(dims, i + 1)[0])
                     i += 5
             if len(out) != g[7][0] - 0x84 or min(out) < 0:
-                return 0
+                return None
             shape = tuple(out)
         n = g[11][0] if g[11] is not None else u32(g[12])[0]
-        at = m.end()
-        if data[at + n : at + n + 4] != b"\x94t\x94b" or dt.hasobject:
-            return 0
-        fortran = g[10] == b"\x88"
         size = 1
         for d in shape:
             size *= d
         if size * dt.itemsize != n:
-            return 0
-        if lazy and n >= LAZY_MIN_BYTES:
-            raw: Any = LazyArray((n,), np.uint8, path, at)
-            arr: Any = LazyArray(shape, dt, path, at, fortran_order=fortran)
-        else:
-            raw = data[at : at + n]
-            arr = np.frombuffer(raw, dt)
-            if len(shape) != 1 or fortran:
-                arr = arr.reshape(shape, order="F" if fortran else "C")
-        if new_t0:
-            memo_append(t0)
-        if dims is not None:
-            memo.extend(((nd, t0, bb), arr, shape, raw, (1, shape, dt, fortran, raw)))
-        else:
-            memo.extend(((nd, t0, bb), arr, raw, (1, shape, dt, fortran, raw)))
-        stack.append(arr)
-        return at + n + 4
+            return None
+        length = m.end() - start
+        h = (nd, t0, new_t0, bb, dt, shape, dims is not None, n, g[10] == b"\x88", length)
+        if len(headers) < 1024:
+            headers[data[start : start + length]] = h
+            if length not in header_lengths:
+                header_lengths.append(length)
+        return h
 
     def pop_mark() -> list[Any]:
         nonlocal stack, append
@@ -296,7 +319,6 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
         if not metastack:
             raise fail("MARK expected but missing", pos - 1)
         stack = metastack.pop()
-        st["stack"] = stack
         append = stack.append
         return items
 
@@ -320,6 +342,7 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
             memo_append(value)
         elif idx < n:
             memo[idx] = value
+            headers.clear()
         elif idx - n <= _MEMO_GAP:
             memo.extend([_UNDEF] * (idx - n))
             memo_append(value)
@@ -336,6 +359,7 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
         # BUILD completed an array or dtype: the memo entry made right after its REDUCE must
         # give the finished object too; it is among the last few entries.
         stack[-1] = new
+        headers.clear()
         for i in range(len(memo) - 1, max(-1, len(memo) - 65), -1):
             if memo[i] is old:
                 memo[i] = new
@@ -419,8 +443,35 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
             elif op == 0x28:  # MARK
                 metastack.append(stack)
                 stack = []
-                st["stack"] = stack
                 append = stack.append
+            elif op == 0x8C:  # SHORT_BINUNICODE
+                n = data[pos]
+                b = data[pos + 1 : pos + 1 + n]
+                if len(b) != n:
+                    need(n, pos + 1, "SHORT_BINUNICODE")
+                try:
+                    append(b.decode("utf-8", "surrogatepass"))
+                except UnicodeDecodeError:
+                    raise fail("bad UTF-8 string", pos) from None
+                pos += 1 + n
+            elif op == 0x75:  # SETITEMS
+                if not metastack:
+                    raise fail("MARK expected but missing", pos - 1)
+                items = stack
+                stack = metastack.pop()
+                append = stack.append
+                if not stack:
+                    raise fail("stack underflow in SETITEMS", pos - 1)
+                top = stack[-1]
+                if type(top) is dict and not len(items) % 2:
+                    try:
+                        top.update(zip(items[::2], items[1::2]))
+                    except TypeError:
+                        _setitems(top, items, pos - 1, fail)  # names the unhashable key
+                else:
+                    _setitems(top, items, pos - 1, fail)
+            elif op == 0x7D:  # EMPTY_DICT
+                append({})
             elif op == 0x87:  # TUPLE3
                 if len(stack) < 3:
                     raise fail("stack underflow in TUPLE3", pos - 1)
@@ -456,23 +507,6 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
                     need(n, pos + 1, "SHORT_BINBYTES")
                 append(b)
                 pos += 1 + n
-            elif op == 0x8C:  # SHORT_BINUNICODE
-                n = data[pos]
-                b = data[pos + 1 : pos + 1 + n]
-                if len(b) != n:
-                    need(n, pos + 1, "SHORT_BINUNICODE")
-                try:
-                    append(b.decode("utf-8", "surrogatepass"))
-                except UnicodeDecodeError:
-                    raise fail("bad UTF-8 string", pos) from None
-                pos += 1 + n
-            elif op == 0x75:  # SETITEMS
-                items = pop_mark()
-                if not stack:
-                    raise fail("stack underflow in SETITEMS", pos - 1)
-                _setitems(stack[-1], items, pos - 1, fail)
-            elif op == 0x7D:  # EMPTY_DICT
-                append({})
             elif op == 0x73:  # SETITEM
                 if len(stack) < 3:
                     raise fail("stack underflow in SETITEM", pos - 1)
@@ -690,9 +724,13 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
                 raise fail(f"not a pickle: unknown opcode 0x{op:02x}", pos - 1)
 
     except IndexError:
+        st["stack"] = stack
         if pos >= end:
             raise fail("truncated pickle: the data ends before STOP", end) from None
         raise fail("malformed pickle: stack underflow", pos) from None
+    except BaseException:
+        st["stack"] = stack  # the stack at the error, for a partial tree
+        raise
 
 
 def read(
