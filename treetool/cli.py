@@ -46,6 +46,8 @@ def load_target(spec: str, *, trust: bool = False, partial: bool = False) -> tup
         if loaded.blocked:
             _print_blocked(spec, loaded.blocked)
         _NOTED.add(id(loaded.tree))
+        if _KEEP is not None:
+            _KEEP.append(loaded)
         return loaded.tree, loaded.format
     if ":" in spec and not spec.startswith(("/", ".")):
         return _import_target(spec), "python"
@@ -172,7 +174,7 @@ class _Records(list):
 
 def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
     """The `inspect --json` / `ls --json` object; one pass over the leaves without a filter."""
-    from ._arrays import leaf_info
+    from ._arrays import LazyArray, leaf_info
     from ._model import aggregate, no_gc
 
     with no_gc():
@@ -191,21 +193,24 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
         records, seen = _Records(), set()
         append, add = records.append, seen.add
         leaves = params = nbytes = 0
-        # numpy leaves of one shape and dtype share the tail of their record and their counts
-        tails: dict[tuple[Any, Any], tuple[str, int, int]] = {}
-        ndarray = np.ndarray
+        # numpy and lazy (file) leaves of one type, shape and dtype share the tail of their
+        # record and their counts: their facts depend on nothing else
+        tails: dict[tuple[Any, Any, Any], tuple[str, int, int]] = {}
+        same_facts = {np.ndarray}
         for chunk in chunks:
             leaves += len(chunk)
             for text, x in chunk:
-                if type(x) is ndarray:
-                    key = (x.shape, x.dtype)
+                t = type(x)
+                if t in same_facts or (issubclass(t, LazyArray) and not same_facts.add(t)):
+                    key = (t, x.shape, x.dtype)
                     facts = tails.get(key)
                     if facts is None:
                         info = leaf_info(x)
                         dims = ", ".join(map(str, info.shape))
                         tail = (
                             f'"shape": [{dims}], "dtype": {q(info.dtype)}, '
-                            f'"nbytes": {info.nbytes}, "device": "host", "type": "ndarray"}}'
+                            f'"nbytes": {info.nbytes}, "device": {q(info.device)}, '
+                            f'"type": {q(info.type_name)}}}'
                         )
                         facts = tails[key] = (tail, info.params, info.nbytes)
                     append(f'{{"path": {q(text)}, {facts[0]}')
@@ -242,6 +247,9 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
 def _print_json(data: Any) -> None:
     """Indented JSON; a leaf listing is written one compact record per line."""
     import json
+
+    if _KEEP is not None:
+        _KEEP.append(data)
 
     out = sys.stdout
     leaves = data.get("leaves") if isinstance(data, dict) else None
@@ -587,5 +595,30 @@ def _one_line(e: BaseException) -> str:
     return lines[0] if len(lines) == 1 else lines[0] + " " + " ".join(s.strip() for s in lines[1:4])
 
 
+#: set by `run`: what a command loaded stays alive until the process ends (see `run`)
+_KEEP: list[Any] | None = None
+
+
+def run() -> None:
+    """The `treetool` command: `main`, then an exit that does not free what was loaded.
+
+    Freeing a loaded tree object by object costs as much as a tenth of reading it (1e5
+    arrays); the process is ending anyway. The output is flushed first; when jax or textual
+    were imported, the normal exit runs, with their exit handlers.
+    """
+    global _KEEP
+    _KEEP = []
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # `treetool ls FILE | head`
+        code = code or EXIT_OK
+    else:
+        if "jax" in sys.modules or "textual" in sys.modules:
+            sys.exit(code)
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

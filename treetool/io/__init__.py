@@ -188,8 +188,11 @@ def read(
     if not os.path.exists(path):
         raise LoadError(f"{path}: no such file or directory")
     module = importlib.import_module(FORMATS[fmt])
+    from .._model import no_gc
+
     try:
-        out = module.read(path, trust=trust, lazy=lazy, like=like, partial=partial, format=fmt)
+        with no_gc():  # readers make many small objects: collection passes cost ~40%
+            out = module.read(path, trust=trust, lazy=lazy, like=like, partial=partial, format=fmt)
     except LoadError:
         raise
     except MemoryError:

@@ -51,7 +51,9 @@ class OrbaxArray(LazyArray):
         ocdbt: bool,
         sharding: Any,
     ) -> None:
-        super().__init__(shape, dtype, f"{item}/{param}", 0, seekable=False)
+        # shape (a tuple of ints) and dtype were checked by the reader: no conversions here
+        self.shape, self.dtype, self.file, self.offset = shape, dtype, f"{item}/{param}", 0
+        self.fortran_order, self._opener, self._seekable = False, None, False
         self._item = item
         self._driver = driver
         self._ocdbt = ocdbt
@@ -147,19 +149,16 @@ def _read_item(item: str, lazy: bool) -> Any:
         raise LoadError(f"{item}/_METADATA: no tree_metadata")
     entries = []
     for key, entry in tm.items():
-        km = entry.get("key_metadata") if isinstance(entry, dict) else None
-        vm = entry.get("value_metadata") if isinstance(entry, dict) else None
-        if not isinstance(km, list) or not isinstance(vm, dict):
+        km = entry.get("key_metadata") if type(entry) is dict else None
+        vm = entry.get("value_metadata") if type(entry) is dict else None
+        if type(km) is not list or type(vm) is not dict:
             raise LoadError(f"{item}/_METADATA: bad entry {key!r}")
-        keys = []
-        for k in km:
-            if not isinstance(k, dict) or "key" not in k:
-                raise LoadError(f"{item}/_METADATA: bad key metadata in {key!r}")
-            keys.append((str(k["key"]), k.get("key_type")))
-        entries.append((keys, vm))
-    params = [
-        ".".join(k for k, _ in keys) for keys, vm in entries if vm.get("value_type") in _ARRAY_TYPES
-    ]
+        try:
+            keys = [(str(k["key"]), k.get("key_type")) for k in km]
+        except (TypeError, KeyError, AttributeError):
+            raise LoadError(f"{item}/_METADATA: bad key metadata in {key!r}") from None
+        entries.append((keys, ".".join([k for k, _ in keys]), vm))
+    params = [param for _, param, vm in entries if vm.get("value_type") in _ARRAY_TYPES]
     ocdbt = bool(meta.get("use_ocdbt", False)) or os.path.isdir(
         os.path.join(item, "ocdbt.process_0")
     )
@@ -169,8 +168,7 @@ def _read_item(item: str, lazy: bool) -> Any:
     shardings = _shardings(item)
     strings = _strings(item)
     root: Any = None
-    for keys, vm in entries:
-        param = ".".join(k for k, _ in keys)
+    for keys, param, vm in entries:
         vt = vm.get("value_type")
         if vt in _ARRAY_TYPES:
             leaf: Any = _array(
@@ -232,30 +230,81 @@ def _zarr_metadata(item: str, ocdbt: bool, params: list[str]) -> dict[str, Any]:
 
 
 def _ocdbt_metadata(item: str, params: list[str]) -> dict[str, Any]:
+    """The zarr metadata (`.zarray` / `zarr.json`) of each parameter in an OCDBT checkpoint.
+
+    The B+tree is read node by node with tensorstore's own dump of the database (one call
+    per node, small values come inline); key-by-key reads cost ~100 us each at 1e5 keys,
+    whatever the cache, so they are only the fallback for databases the dump cannot walk.
+    """
     import tensorstore as ts
 
+    wanted = set(params)
     try:
-        # a node cache: every key lookup walks the same b-tree nodes
-        ctx = ts.Context({"cache_pool": {"total_bytes_limit": 256 << 20}})
-        spec = {"driver": "ocdbt", "base": f"file://{os.path.abspath(item)}/"}
-        kv = ts.KvStore.open(spec, context=ctx).result()
-        wanted = set(params)
-        keys = [k for k in kv.list().result() if k.endswith((b"/.zarray", b"/zarr.json"))]
-        keys = [k for k in keys if k.rsplit(b"/", 1)[0].decode() in wanted]
-        futures = [(k, kv.read(k)) for k in keys]
-        out = {}
-        parsed: dict[bytes, Any] = {}  # arrays of one shape and dtype share their metadata text
-        for k, fut in futures:
-            value = fut.result().value
-            meta = parsed.get(value)
-            if meta is None:
-                meta = parsed[value] = json.loads(value)
-            out[k.rsplit(b"/", 1)[0].decode()] = meta
-        return out
-    except (ValueError, RuntimeError) as e:
+        found = _ocdbt_dump_metadata(ts, item, wanted)
+        if found is None:
+            found = _ocdbt_read_metadata(ts, item, wanted)
+    except (ValueError, RuntimeError, KeyError, TypeError) as e:
         raise LoadError(
             f"{item}: cannot read the OCDBT metadata: {str(e).splitlines()[0]}"
         ) from None
+    out = {}
+    parsed: dict[bytes, Any] = {}  # arrays of one shape and dtype share their metadata text
+    for name, value in found.items():
+        meta = parsed.get(value)
+        if meta is None:
+            meta = parsed[value] = json.loads(value)
+        out[name] = meta
+    return out
+
+
+_ZARR_META = (b"/.zarray", b"/zarr.json")
+
+
+def _ocdbt_dump_metadata(ts: Any, item: str, wanted: set[str]) -> dict[str, bytes] | None:
+    """name -> metadata bytes from a walk of the latest version's B+tree; None if unwalkable."""
+    base = ts.KvStore.open(f"file://{os.path.abspath(item)}/").result()
+    manifest = ts.ocdbt.dump(base).result()
+    versions = manifest.get("versions") or []
+    if not versions or manifest.get("version_tree_nodes"):
+        return None  # older versions live in version-tree nodes: let tensorstore resolve it
+    root = max(versions, key=lambda v: v["generation_number"])["root"]
+    if "location" not in root:
+        return {}  # an empty database
+    found: dict[str, bytes] = {}
+    indirect: list[tuple[str, Any]] = []
+    stack: list[tuple[str, bytes]] = [(root["location"], b"")]
+    while stack:
+        location, prefix = stack.pop()
+        node = ts.ocdbt.dump(base, location).result()
+        if node["height"] > 0:  # keys below share the prefix plus the entry's common prefix
+            for e in node["entries"]:
+                stack.append((e["location"], prefix + e.get("subtree_common_prefix", b"")))
+            continue
+        for e in node["entries"]:
+            key = prefix + e["key"]
+            if not key.endswith(_ZARR_META):  # a chunk of data
+                continue
+            name = key[: key.rindex(b"/")].decode()
+            if name not in wanted:
+                continue
+            if "inline_value" in e:
+                found[name] = e["inline_value"]
+            else:
+                indirect.append((name, ts.ocdbt.dump(base, e["indirect_value"])))
+    for name, fut in indirect:
+        found[name] = fut.result()
+    return found
+
+
+def _ocdbt_read_metadata(ts: Any, item: str, wanted: set[str]) -> dict[str, bytes]:
+    """name -> metadata bytes, one tensorstore read per key."""
+    ctx = ts.Context({"cache_pool": {"total_bytes_limit": 256 << 20}})
+    spec = {"driver": "ocdbt", "base": f"file://{os.path.abspath(item)}/"}
+    kv = ts.KvStore.open(spec, context=ctx).result()
+    keys = [k for k in kv.list().result() if k.endswith(_ZARR_META)]
+    keys = [k for k in keys if k.rsplit(b"/", 1)[0].decode() in wanted]
+    futures = [(k, kv.read(k)) for k in keys]
+    return {k.rsplit(b"/", 1)[0].decode(): fut.result().value for k, fut in futures}
 
 
 def _shardings(item: str) -> dict[str, Any]:
