@@ -105,3 +105,38 @@ def test_trust_runs_the_file(files):
     r = run("inspect", "evil.pkl", "--json", "--trust", cwd=files)
     assert r.returncode in (0, 2)
     assert os.path.exists(files / "CANARY_FROM_CLI_T")
+
+
+def test_output_into_a_pipe_that_closes_early(tmp_path):
+    """`treetool ls FILE | head -1`: the first line, no traceback, no 'Exception ignored'."""
+    f = tmp_path / "many.pkl"
+    with open(f, "wb") as fh:
+        pickle.dump({f"p{i:05d}": np.zeros(2, np.float32) for i in range(20_000)}, fh)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "treetool.cli", "ls", str(f)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    first = p.stdout.readline()
+    p.stdout.close()  # what `head -1` does after one line
+    with p.stderr:
+        err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 0
+    assert first.decode().startswith("['p00000']\t[2]\tfloat32")
+    assert err == ""
+
+
+def test_json_written_to_a_file_is_complete(tmp_path):
+    """The command exits without freeing what it loaded: its output must still be flushed."""
+    f = tmp_path / "many.pkl"
+    with open(f, "wb") as fh:
+        pickle.dump({f"p{i:05d}": np.zeros(2, np.float32) for i in range(20_000)}, fh)
+    out = tmp_path / "out.json"
+    with open(out, "w") as fh:
+        rc = subprocess.run(
+            [sys.executable, "-m", "treetool.cli", "inspect", "--json", str(f)], stdout=fh
+        ).returncode
+    assert rc == 0
+    data = json.loads(out.read_text())
+    assert data["totals"] == {"leaves": 20_000, "params": 40_000, "bytes": 160_000}
+    assert data["leaves"][-1]["path"] == "['p19999']"
