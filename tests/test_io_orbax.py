@@ -91,7 +91,7 @@ def test_ocdbt_metadata_walks_interior_nodes_and_indirect_values(tmp_path):
     bytes as tensorstore's key-by-key reads, for every parameter and only for those asked."""
     import tensorstore as ts
 
-    from treetool.io.orbax import _ocdbt_dump_metadata, _ocdbt_read_metadata
+    from treetool.io.orbax import _ocdbt_read_metadata, _OcdbtWalk
 
     spec = {
         "driver": "ocdbt",
@@ -112,8 +112,43 @@ def test_ocdbt_metadata_walks_interior_nodes_and_indirect_values(tmp_path):
     assert manifest["versions"][-1]["root_height"] >= 2  # interior nodes to walk through
 
     wanted = set(names[:-1])
-    got = _ocdbt_dump_metadata(ts, str(tmp_path), wanted)
+    got = _OcdbtWalk.start(str(tmp_path)).metadata(wanted)
     assert got == _ocdbt_read_metadata(ts, str(tmp_path), wanted)
     assert sorted(got) == sorted(wanted)
     assert got["layer07.w"] == b'{"shape": [7], "dtype": "<f4"}'
     assert got["layer03.w"].endswith(b'"' + b"x" * 80 + b'"}')
+
+
+def _rewritten(standard, tmp_path, edit):
+    import json
+    import shutil
+
+    d = tmp_path / "ck"
+    shutil.copytree(standard, d)
+    meta = json.loads((d / "_METADATA").read_text())
+    edit(meta["tree_metadata"])
+    (d / "_METADATA").write_text(json.dumps(meta))
+    return d
+
+
+def test_deep_and_sparse_metadata_keys_give_one_line_errors(standard, tmp_path):
+    def deep(tm):  # 5,000 levels of nesting above one leaf: built and converted without recursion
+        tm["deep"] = {
+            "key_metadata": [{"key": f"k{i}", "key_type": 2} for i in range(5000)],
+            "value_metadata": {"value_type": "None", "skip_deserialize": True},
+        }
+
+    t = tio.load(_rewritten(standard, tmp_path / "a", deep))
+    node, depth = t, 0
+    while isinstance(node, dict) and f"k{depth}" in node:
+        node, depth = node[f"k{depth}"], depth + 1
+    assert depth == 5000 and node is None
+    assert t["np"].shape == (4,)  # the rest of the tree as before
+
+    def sparse(tm):  # a list index of 10**9 must not allocate a list of 10**9 slots
+        entry = tm["('lst', '1')"]  # the None in the list
+        assert entry["value_metadata"]["value_type"] == "None"
+        entry["key_metadata"][1]["key"] = str(10**9)
+
+    with pytest.raises(LoadError, match=r"_METADATA: sequence indices 0..1000000000 for 2 entries"):
+        tio.load(_rewritten(standard, tmp_path / "b", sparse))

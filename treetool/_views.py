@@ -65,6 +65,9 @@ def _walk(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, A
     context `(parent link, key maker)` and built only when asked for (`Path._keys`). Children
     of types already known to be leaves are emitted as they are met, without the stack.
     With `texts`, the paths are only their text (`keystr`), and no Path is made.
+
+    The few lines that emit a leaf are written out where they are needed, on purpose: a
+    function call per leaf would cost a fifth of the walk.
     """
     new, cls, leafy = object.__new__, Path, LEAF_TYPES
     attr = object.__getattribute__
@@ -169,22 +172,22 @@ def _walk(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, A
                         ctx = (link, from_jax_key)
             if kids is None:
                 kind, pairs = children(obj, is_leaf)
+                if kind == LEAF:  # a leaf of a type that may yet be registered: not cached
+                    if texts:
+                        append((text, obj))
+                    else:
+                        p = new(cls)
+                        p._raw, p._str = link, text
+                        append((p, obj))
+                    if not stack:
+                        break
+                    obj, text, link = pop()
+                    continue
                 keys = [k for k, _ in pairs]
                 kids = [c for _, c in pairs]
                 steps = list(map(str, keys))
                 ctx = (link, None)
-                if kind == LEAF:
-                    kids = [obj]
-                    steps, keys, ctx = [""], [None], None  # the node itself: link kept below
             for i, v in enumerate(kids):
-                if ctx is None:  # a leaf that only children() knew to be one
-                    if texts:
-                        append((text, v))
-                    else:
-                        p = new(cls)
-                        p._raw, p._str = link, text
-                        append((p, v))
-                    continue
                 if type(v) not in leafy:
                     for j in range(len(kids) - 1, i, -1):
                         push((kids[j], text + steps[j], (ctx, keys[j])))

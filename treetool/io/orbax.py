@@ -143,6 +143,8 @@ def _load_json(path: str) -> Any:
 
 
 def _read_item(item: str, lazy: bool) -> Any:
+    # an OCDBT database's B+tree is decoded in tensorstore's threads while _METADATA is parsed
+    walk = _OcdbtWalk.start(item) if os.path.isfile(os.path.join(item, "manifest.ocdbt")) else None
     meta = _load_json(os.path.join(item, "_METADATA"))
     tm = meta.get("tree_metadata") if isinstance(meta, dict) else None
     if not isinstance(tm, dict):
@@ -162,7 +164,7 @@ def _read_item(item: str, lazy: bool) -> Any:
     ocdbt = bool(meta.get("use_ocdbt", False)) or os.path.isdir(
         os.path.join(item, "ocdbt.process_0")
     )
-    zarr = _zarr_metadata(item, ocdbt, params)
+    zarr = _zarr_metadata(item, ocdbt, params, walk)
     item_abs = os.path.abspath(item)
     facts: dict[int, Any] = {}
     shardings = _shardings(item)
@@ -181,7 +183,7 @@ def _read_item(item: str, lazy: bool) -> Any:
         else:
             leaf = GlobalRef("orbax", str(vt), tag="orbax")
         root = _insert(root, keys, leaf, item)
-    return _convert(root) if root is not None else {}
+    return _convert(root, item) if root is not None else {}
 
 
 def _array(
@@ -215,10 +217,12 @@ def _dtype(name: Any, item: str, param: str) -> np.dtype:
     raise LoadError(f"{item}: unsupported dtype {name!r} for {param!r}")
 
 
-def _zarr_metadata(item: str, ocdbt: bool, params: list[str]) -> dict[str, Any]:
+def _zarr_metadata(
+    item: str, ocdbt: bool, params: list[str], walk: _OcdbtWalk | None = None
+) -> dict[str, Any]:
     """param -> parsed `.zarray` / `zarr.json`, read as files or from the OCDBT database."""
     if ocdbt:
-        return _ocdbt_metadata(item, params)
+        return _ocdbt_metadata(item, params, walk)
     out: dict[str, Any] = {}
     for p in params:
         for name in (".zarray", "zarr.json"):
@@ -229,7 +233,7 @@ def _zarr_metadata(item: str, ocdbt: bool, params: list[str]) -> dict[str, Any]:
     return out
 
 
-def _ocdbt_metadata(item: str, params: list[str]) -> dict[str, Any]:
+def _ocdbt_metadata(item: str, params: list[str], walk: _OcdbtWalk | None = None) -> dict[str, Any]:
     """The zarr metadata (`.zarray` / `zarr.json`) of each parameter in an OCDBT checkpoint.
 
     The B+tree is read node by node with tensorstore's own dump of the database (one call
@@ -240,7 +244,7 @@ def _ocdbt_metadata(item: str, params: list[str]) -> dict[str, Any]:
 
     wanted = set(params)
     try:
-        found = _ocdbt_dump_metadata(ts, item, wanted)
+        found = (walk or _OcdbtWalk.start(item)).metadata(wanted)
         if found is None:
             found = _ocdbt_read_metadata(ts, item, wanted)
     except (ValueError, RuntimeError, KeyError, TypeError) as e:
@@ -260,40 +264,67 @@ def _ocdbt_metadata(item: str, params: list[str]) -> dict[str, Any]:
 _ZARR_META = (b"/.zarray", b"/zarr.json")
 
 
-def _ocdbt_dump_metadata(ts: Any, item: str, wanted: set[str]) -> dict[str, bytes] | None:
-    """name -> metadata bytes from a walk of the latest version's B+tree; None if unwalkable."""
-    base = ts.KvStore.open(f"file://{os.path.abspath(item)}/").result()
-    manifest = ts.ocdbt.dump(base).result()
-    versions = manifest.get("versions") or []
-    if not versions or manifest.get("version_tree_nodes"):
-        return None  # older versions live in version-tree nodes: let tensorstore resolve it
-    root = max(versions, key=lambda v: v["generation_number"])["root"]
-    if "location" not in root:
-        return {}  # an empty database
-    found: dict[str, bytes] = {}
-    indirect: list[tuple[str, Any]] = []
-    stack: list[tuple[str, bytes]] = [(root["location"], b"")]
-    while stack:
-        location, prefix = stack.pop()
-        node = ts.ocdbt.dump(base, location).result()
-        if node["height"] > 0:  # keys below share the prefix plus the entry's common prefix
+class _OcdbtWalk:
+    """A walk of the latest version of an OCDBT database's B+tree, through tensorstore's dump.
+
+    `start` reads the manifest and asks for the root node; tensorstore decodes nodes in its
+    own threads, so the caller can do other work before `metadata` collects the result.
+    Child nodes are all asked for as soon as their parent is read.
+    """
+
+    def __init__(self, ts: Any, base: Any, root: Any, walkable: bool) -> None:
+        self._ts, self._base, self._root, self._walkable = ts, base, root, walkable
+
+    @classmethod
+    def start(cls, item: str) -> _OcdbtWalk:
+        import tensorstore as ts
+
+        try:
+            base = ts.KvStore.open(f"file://{os.path.abspath(item)}/").result()
+            manifest = ts.ocdbt.dump(base).result()
+        except (ValueError, RuntimeError) as e:
+            raise LoadError(
+                f"{item}: cannot read the OCDBT manifest: {str(e).splitlines()[0]}"
+            ) from None
+        versions = manifest.get("versions") or []
+        if not versions or manifest.get("version_tree_nodes"):
+            # older versions live in version-tree nodes: tensorstore's reads resolve them
+            return cls(ts, base, None, False)
+        root = max(versions, key=lambda v: v["generation_number"])["root"]
+        if "location" not in root:
+            return cls(ts, base, None, True)  # an empty database
+        return cls(ts, base, (ts.ocdbt.dump(base, root["location"]), b""), True)
+
+    def metadata(self, wanted: set[str]) -> dict[str, bytes] | None:
+        """name -> the bytes of its zarr metadata, for the names wanted; None if unwalkable."""
+        if not self._walkable:
+            return None
+        ts, base = self._ts, self._base
+        found: dict[str, bytes] = {}
+        indirect: list[tuple[str, Any]] = []
+        stack = [self._root] if self._root is not None else []
+        while stack:
+            pending, prefix = stack.pop()
+            node = pending.result()
+            if node["height"] > 0:  # keys below share the prefix plus the entry's common prefix
+                for e in reversed(node["entries"]):
+                    below = prefix + e.get("subtree_common_prefix", b"")
+                    stack.append((ts.ocdbt.dump(base, e["location"]), below))
+                continue
             for e in node["entries"]:
-                stack.append((e["location"], prefix + e.get("subtree_common_prefix", b"")))
-            continue
-        for e in node["entries"]:
-            key = prefix + e["key"]
-            if not key.endswith(_ZARR_META):  # a chunk of data
-                continue
-            name = key[: key.rindex(b"/")].decode()
-            if name not in wanted:
-                continue
-            if "inline_value" in e:
-                found[name] = e["inline_value"]
-            else:
-                indirect.append((name, ts.ocdbt.dump(base, e["indirect_value"])))
-    for name, fut in indirect:
-        found[name] = fut.result()
-    return found
+                key = prefix + e["key"]
+                if not key.endswith(_ZARR_META):  # a chunk of data
+                    continue
+                name = key[: key.rindex(b"/")].decode()
+                if name not in wanted:
+                    continue
+                if "inline_value" in e:
+                    found[name] = e["inline_value"]
+                else:
+                    indirect.append((name, ts.ocdbt.dump(base, e["indirect_value"])))
+        for name, pending in indirect:
+            found[name] = pending.result()
+        return found
 
 
 def _ocdbt_read_metadata(ts: Any, item: str, wanted: set[str]) -> dict[str, bytes]:
@@ -333,22 +364,31 @@ class _Seq(dict):
     """A dict standing for a list while the tree is built (orbax key_type 1)."""
 
 
+class _Map(dict):
+    """A dict made while the tree is built (leaves that are dicts are left alone)."""
+
+
 def _insert(root: Any, keys: list[tuple[str, Any]], leaf: Any, item: str) -> Any:
     if not keys:
         return leaf
     if root is None:
-        root = _Seq() if keys[0][1] == 1 else {}
+        root = _Seq() if keys[0][1] == 1 else _Map()
     node = root
+    last = len(keys) - 1
     for i, (k, _) in enumerate(keys):
-        key: Any = int(k) if isinstance(node, _Seq) else k
-        if i == len(keys) - 1:
+        key: Any = k
+        if type(node) is _Seq:
+            try:
+                key = int(k)
+            except ValueError:
+                raise LoadError(f"{item}/_METADATA: {k!r} is not a sequence index") from None
+        if i == last:
             node[key] = leaf
         else:
             nxt = node.get(key)
             if nxt is None:
-                nxt = _Seq() if keys[i + 1][1] == 1 else {}
-                node[key] = nxt
-            elif not isinstance(nxt, dict):
+                nxt = node[key] = _Seq() if keys[i + 1][1] == 1 else _Map()
+            elif type(nxt) is not _Seq and type(nxt) is not _Map:
                 raise LoadError(
                     f"{item}/_METADATA: {'.'.join(k for k, _ in keys)} conflicts with a leaf"
                 )
@@ -356,10 +396,27 @@ def _insert(root: Any, keys: list[tuple[str, Any]], leaf: Any, item: str) -> Any
     return root
 
 
-def _convert(node: Any) -> Any:
-    if isinstance(node, _Seq):
-        n = max(node) + 1 if node else 0
-        return [_convert(node.get(i)) for i in range(n)]
-    if isinstance(node, dict):
-        return {k: _convert(v) for k, v in node.items()}
-    return node
+def _convert(root: Any, item: str) -> Any:
+    """The built tree with plain dicts and lists, converted children first (no recursion)."""
+    made = (_Seq, _Map)
+    order, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        if type(node) in made:
+            order.append(node)
+            stack.extend(node.values())
+    done: dict[int, Any] = {}
+    for node in reversed(order):
+        if type(node) is _Seq:
+            n = max(node) + 1 if node else 0
+            if n > 2 * len(node) + 16 or (node and min(node) < 0):
+                raise LoadError(
+                    f"{item}/_METADATA: sequence indices {min(node)}..{n - 1} "
+                    f"for {len(node)} entries"
+                )
+            done[id(node)] = [
+                done[id(v)] if type(v) in made else v for v in map(node.get, range(n))
+            ]
+        else:
+            done[id(node)] = {k: done[id(v)] if type(v) in made else v for k, v in node.items()}
+    return done.get(id(root), root)
