@@ -322,7 +322,7 @@ class Path(Sequence):
         '.layers[0]'
     """
 
-    __slots__ = ("_k", "_raw", "_str")
+    __slots__ = ("_ctx", "_k", "_key", "_str")
 
     def __init__(self, keys: Iterable[Key] = ()) -> None:
         keys = tuple(keys)
@@ -330,14 +330,14 @@ class Path(Sequence):
             if not isinstance(k, Key):
                 raise TypeError(f"Path entries must be treetool keys, got {k!r}; use Path.from_jax")
         self._k: tuple[Key, ...] = keys  # unset on a walk's paths until asked for, see `_keys`
-        self._raw: tuple | None = None  # a walk's link to the keys
+        self._ctx: tuple | None = None  # on a walk's paths: the parent's context, see `_keys`
         self._str: str | None = None
 
     @classmethod
     def _make(cls, keys: tuple[Key, ...], text: str | None = None) -> Path:
         p = object.__new__(cls)
         p._k = keys
-        p._raw = None
+        p._ctx = None
         p._str = text
         return p
 
@@ -347,15 +347,21 @@ class Path(Sequence):
             return self._k
         except AttributeError:  # a path made by a walk: its keys are built when first asked
             pass
-        # `_raw` is the link the walk left: (context, raw key), context = (parent link, maker)
+        # a walk left the raw last key and the parent's context: (link, key maker), where a
+        # link is (context, raw key) one level up, None above the root
         out = []
-        link = self._raw
-        while link is not None:
-            (link, make), raw = link
-            out.append(raw if make is None else make(raw))
-        out.reverse()
+        ctx = self._ctx
+        if ctx is not None:
+            raw = self._key
+            while True:
+                link, make = ctx
+                out.append(raw if make is None else make(raw))
+                if link is None:
+                    break
+                ctx, raw = link
+            out.reverse()
         k = self._k = tuple(out)
-        self._raw = None
+        self._ctx = None
         return k
 
     # --- sequence protocol -------------------------------------------------------------

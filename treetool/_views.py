@@ -61,8 +61,8 @@ def _walk(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, A
     """The leaves with their paths, in jax's order, in lists of a few thousand.
 
     Iterative, so depth is unbounded. Each path's text is its parent's text plus one step,
-    built once per edge; its keys are left as a link `(context, raw key)` to the parent's
-    context `(parent link, key maker)` and built only when asked for (`Path._keys`). Children
+    built once per edge; its keys are left as its raw last key and its parent's context
+    `(parent link, key maker)`, and built only when asked for (`Path._keys`). Children
     of types already known to be leaves are emitted as they are met, without the stack.
     With `texts`, the paths are only their text (`keystr`), and no Path is made.
 
@@ -88,7 +88,11 @@ def _walk(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, A
                 append((text, obj))
             else:
                 p = new(cls)
-                p._raw, p._str = link, text
+                if link is not None:
+                    p._ctx, p._key = link
+                else:
+                    p._ctx = None
+                p._str = text
                 append((p, obj))
         elif t is dict:
             ctx: tuple = (link, DictKey)
@@ -101,7 +105,7 @@ def _walk(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, A
                     append((f"{text}[{k!r}]", v))
                 else:
                     p = new(cls)
-                    p._raw, p._str = (ctx, k), f"{text}[{k!r}]"
+                    p._ctx, p._key, p._str = ctx, k, f"{text}[{k!r}]"
                     append((p, v))
                 if not stack:
                     break
@@ -122,7 +126,7 @@ def _walk(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, A
                     append((f"{text}[{k!r}]", v))
                 else:
                     p = new(cls)
-                    p._raw, p._str = (ctx, k), f"{text}[{k!r}]"
+                    p._ctx, p._key, p._str = ctx, k, f"{text}[{k!r}]"
                     append((p, v))
             else:
                 if not stack:
@@ -141,7 +145,7 @@ def _walk(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, A
                     append((f"{text}[{i}]", v))
                 else:
                     p = new(cls)
-                    p._raw, p._str = (ctx, i), f"{text}[{i}]"
+                    p._ctx, p._key, p._str = ctx, i, f"{text}[{i}]"
                     append((p, v))
             else:
                 if not stack:
@@ -177,7 +181,11 @@ def _walk(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, A
                         append((text, obj))
                     else:
                         p = new(cls)
-                        p._raw, p._str = link, text
+                        if link is not None:
+                            p._ctx, p._key = link
+                        else:
+                            p._ctx = None
+                        p._str = text
                         append((p, obj))
                     if not stack:
                         break
@@ -197,7 +205,7 @@ def _walk(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, A
                     append((text + steps[i], v))
                 else:
                     p = new(cls)
-                    p._raw, p._str = (ctx, keys[i]), text + steps[i]
+                    p._ctx, p._key, p._str = ctx, keys[i], text + steps[i]
                     append((p, v))
             else:
                 if not stack:
