@@ -201,7 +201,9 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
             leaves += len(chunk)
             for text, x in chunk:
                 t = type(x)
-                if t in same_facts or (issubclass(t, LazyArray) and not same_facts.add(t)):
+                if t not in same_facts and issubclass(t, LazyArray):
+                    same_facts.add(t)
+                if t in same_facts:
                     key = (t, x.shape, x.dtype)
                     facts = tails.get(key)
                     if facts is None:
