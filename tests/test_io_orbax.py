@@ -88,7 +88,7 @@ def test_plain_directory_is_refused(tmp_path):
 
 def test_ocdbt_metadata_walks_interior_nodes_and_indirect_values(tmp_path):
     """A B+tree several levels deep, metadata stored out of line: the dump walk reads the same
-    bytes as tensorstore's key-by-key reads, for every parameter and only for those asked."""
+    bytes as tensorstore's key-by-key reads, for every array and nothing else."""
     import tensorstore as ts
 
     from treetool.io.orbax import _ocdbt_read_metadata, _OcdbtWalk
@@ -111,10 +111,9 @@ def test_ocdbt_metadata_walks_interior_nodes_and_indirect_values(tmp_path):
     manifest = ts.ocdbt.dump(ts.KvStore.open(f"file://{tmp_path}/").result()).result()
     assert manifest["versions"][-1]["root_height"] >= 2  # interior nodes to walk through
 
-    wanted = set(names[:-1])
-    got = _OcdbtWalk.start(str(tmp_path)).metadata(wanted)
-    assert got == _ocdbt_read_metadata(ts, str(tmp_path), wanted)
-    assert sorted(got) == sorted(wanted)
+    got = _OcdbtWalk.start(str(tmp_path)).metadata()
+    assert got == _ocdbt_read_metadata(ts, str(tmp_path))
+    assert sorted(got) == sorted(names)
     assert got["layer07.w"] == b'{"shape": [7], "dtype": "<f4"}'
     assert got["layer03.w"].endswith(b'"' + b"x" * 80 + b'"}')
 
@@ -152,3 +151,14 @@ def test_deep_and_sparse_metadata_keys_give_one_line_errors(standard, tmp_path):
 
     with pytest.raises(LoadError, match=r"_METADATA: sequence indices 0..1000000000 for 2 entries"):
         tio.load(_rewritten(standard, tmp_path / "b", sparse))
+
+
+def test_checkpoint_without_ocdbt(tmp_path, tree):
+    """Arrays in plain zarr directories (`use_ocdbt=False`): metadata read file by file."""
+    ck = orbax.Checkpointer(orbax.PyTreeCheckpointHandler(use_ocdbt=False))
+    ck.save(tmp_path / "ck", args=orbax.args.PyTreeSave(tree))
+    assert (tmp_path / "ck" / "params.dense.kernel" / ".zarray").is_file()
+    assert not (tmp_path / "ck" / "manifest.ocdbt").exists()
+    t = tio.load(tmp_path / "ck")
+    assert _facts(t) == _facts(tree)
+    assert np.array_equal(np.asarray(t["lst"][0]), np.ones(2, np.int32))

@@ -149,7 +149,15 @@ def _read_item(item: str, lazy: bool) -> Any:
     tm = meta.get("tree_metadata") if isinstance(meta, dict) else None
     if not isinstance(tm, dict):
         raise LoadError(f"{item}/_METADATA: no tree_metadata")
-    entries = []
+    ocdbt = bool(meta.get("use_ocdbt", False)) or os.path.isdir(
+        os.path.join(item, "ocdbt.process_0")
+    )
+    zarr_of = _zarr_lookup(item, ocdbt, walk)
+    item_abs = os.path.abspath(item)
+    facts: dict[int, Any] = {}
+    shardings = _shardings(item)
+    strings = _strings(item)
+    root: Any = None
     for key, entry in tm.items():
         km = entry.get("key_metadata") if type(entry) is dict else None
         vm = entry.get("value_metadata") if type(entry) is dict else None
@@ -159,22 +167,11 @@ def _read_item(item: str, lazy: bool) -> Any:
             keys = [(str(k["key"]), k.get("key_type")) for k in km]
         except (TypeError, KeyError, AttributeError):
             raise LoadError(f"{item}/_METADATA: bad key metadata in {key!r}") from None
-        entries.append((keys, ".".join([k for k, _ in keys]), vm))
-    params = [param for _, param, vm in entries if vm.get("value_type") in _ARRAY_TYPES]
-    ocdbt = bool(meta.get("use_ocdbt", False)) or os.path.isdir(
-        os.path.join(item, "ocdbt.process_0")
-    )
-    zarr = _zarr_metadata(item, ocdbt, params, walk)
-    item_abs = os.path.abspath(item)
-    facts: dict[int, Any] = {}
-    shardings = _shardings(item)
-    strings = _strings(item)
-    root: Any = None
-    for keys, param, vm in entries:
+        param = keys[0][0] if len(keys) == 1 else ".".join([k for k, _ in keys])
         vt = vm.get("value_type")
         if vt in _ARRAY_TYPES:
             leaf: Any = _array(
-                item_abs, ocdbt, param, zarr.get(param), shardings.get(param), lazy, facts
+                item_abs, ocdbt, param, zarr_of(param), shardings.get(param), lazy, facts
             )
         elif vt == "None" or vm.get("skip_deserialize"):
             leaf = None
@@ -182,7 +179,10 @@ def _read_item(item: str, lazy: bool) -> Any:
             leaf = strings[param]
         else:
             leaf = GlobalRef("orbax", str(vt), tag="orbax")
-        root = _insert(root, keys, leaf, item)
+        if len(keys) == 1 and type(root) is _Map:  # a flat entry of a dict: most of them
+            root[param] = leaf
+        else:
+            root = _insert(root, keys, leaf, item)
     return _convert(root, item) if root is not None else {}
 
 
@@ -217,24 +217,24 @@ def _dtype(name: Any, item: str, param: str) -> np.dtype:
     raise LoadError(f"{item}: unsupported dtype {name!r} for {param!r}")
 
 
-def _zarr_metadata(
-    item: str, ocdbt: bool, params: list[str], walk: _OcdbtWalk | None = None
-) -> dict[str, Any]:
-    """param -> parsed `.zarray` / `zarr.json`, read as files or from the OCDBT database."""
+def _zarr_lookup(item: str, ocdbt: bool, walk: _OcdbtWalk | None) -> Any:
+    """param -> its parsed `.zarray` / `zarr.json` (None if missing), from the OCDBT database
+    (all read at once) or from the files of each array."""
     if ocdbt:
-        return _ocdbt_metadata(item, params, walk)
-    out: dict[str, Any] = {}
-    for p in params:
+        return _ocdbt_metadata(item, walk).get
+
+    def from_files(param: str) -> Any:
         for name in (".zarray", "zarr.json"):
-            f = os.path.join(item, p, name)
+            f = os.path.join(item, param, name)
             if os.path.isfile(f):
-                out[p] = _load_json(f)
-                break
-    return out
+                return _load_json(f)
+        return None
+
+    return from_files
 
 
-def _ocdbt_metadata(item: str, params: list[str], walk: _OcdbtWalk | None = None) -> dict[str, Any]:
-    """The zarr metadata (`.zarray` / `zarr.json`) of each parameter in an OCDBT checkpoint.
+def _ocdbt_metadata(item: str, walk: _OcdbtWalk | None = None) -> dict[str, Any]:
+    """The zarr metadata (`.zarray` / `zarr.json`) of every array in an OCDBT checkpoint.
 
     The B+tree is read node by node with tensorstore's own dump of the database (one call
     per node, small values come inline); key-by-key reads cost ~100 us each at 1e5 keys,
@@ -242,11 +242,10 @@ def _ocdbt_metadata(item: str, params: list[str], walk: _OcdbtWalk | None = None
     """
     import tensorstore as ts
 
-    wanted = set(params)
     try:
-        found = (walk or _OcdbtWalk.start(item)).metadata(wanted)
+        found = (walk or _OcdbtWalk.start(item)).metadata()
         if found is None:
-            found = _ocdbt_read_metadata(ts, item, wanted)
+            found = _ocdbt_read_metadata(ts, item)
     except (ValueError, RuntimeError, KeyError, TypeError) as e:
         raise LoadError(
             f"{item}: cannot read the OCDBT metadata: {str(e).splitlines()[0]}"
@@ -295,8 +294,8 @@ class _OcdbtWalk:
             return cls(ts, base, None, True)  # an empty database
         return cls(ts, base, (ts.ocdbt.dump(base, root["location"]), b""), True)
 
-    def metadata(self, wanted: set[str]) -> dict[str, bytes] | None:
-        """name -> the bytes of its zarr metadata, for the names wanted; None if unwalkable."""
+    def metadata(self) -> dict[str, bytes] | None:
+        """array name -> the bytes of its zarr metadata; None if the tree cannot be walked."""
         if not self._walkable:
             return None
         ts, base = self._ts, self._base
@@ -316,8 +315,6 @@ class _OcdbtWalk:
                 if not key.endswith(_ZARR_META):  # a chunk of data
                     continue
                 name = key[: key.rindex(b"/")].decode()
-                if name not in wanted:
-                    continue
                 if "inline_value" in e:
                     found[name] = e["inline_value"]
                 else:
@@ -327,15 +324,14 @@ class _OcdbtWalk:
         return found
 
 
-def _ocdbt_read_metadata(ts: Any, item: str, wanted: set[str]) -> dict[str, bytes]:
-    """name -> metadata bytes, one tensorstore read per key."""
+def _ocdbt_read_metadata(ts: Any, item: str) -> dict[str, bytes]:
+    """array name -> metadata bytes, one tensorstore read per key."""
     ctx = ts.Context({"cache_pool": {"total_bytes_limit": 256 << 20}})
     spec = {"driver": "ocdbt", "base": f"file://{os.path.abspath(item)}/"}
     kv = ts.KvStore.open(spec, context=ctx).result()
     keys = [k for k in kv.list().result() if k.endswith(_ZARR_META)]
-    keys = [k for k in keys if k.rsplit(b"/", 1)[0].decode() in wanted]
     futures = [(k, kv.read(k)) for k in keys]
-    return {k.rsplit(b"/", 1)[0].decode(): fut.result().value for k, fut in futures}
+    return {k[: k.rindex(b"/")].decode(): fut.result().value for k, fut in futures}
 
 
 def _shardings(item: str) -> dict[str, Any]:
