@@ -164,15 +164,25 @@ def _read_item(item: str, lazy: bool) -> Any:
         if type(km) is not list or type(vm) is not dict:
             raise LoadError(f"{item}/_METADATA: bad entry {key!r}")
         try:
-            keys = [(str(k["key"]), k.get("key_type")) for k in km]
+            if len(km) == 1:  # most entries: no list to build
+                param = str(km[0]["key"])
+                keys: Any = ((param, km[0].get("key_type")),)
+            else:
+                keys = [(str(k["key"]), k.get("key_type")) for k in km]
+                param = ".".join([k for k, _ in keys])
         except (TypeError, KeyError, AttributeError):
             raise LoadError(f"{item}/_METADATA: bad key metadata in {key!r}") from None
-        param = keys[0][0] if len(keys) == 1 else ".".join([k for k, _ in keys])
         vt = vm.get("value_type")
         if vt in _ARRAY_TYPES:
-            leaf: Any = _array(
-                item_abs, ocdbt, param, zarr_of(param), shardings.get(param), lazy, facts
-            )
+            zmeta = zarr_of(param)
+            known = facts.get(id(zmeta))  # arrays of one shape and dtype share their facts
+            if known is not None and lazy:
+                shape, dtype, driver, _ = known
+                sharding = shardings.get(param)
+                leaf: Any = OrbaxArray(shape, dtype, item_abs, param, driver, ocdbt, sharding)
+            else:
+                sharding = shardings.get(param)
+                leaf = _array(item_abs, ocdbt, param, zmeta, sharding, lazy, facts)
         elif vt == "None" or vm.get("skip_deserialize"):
             leaf = None
         elif vt == "string" and param in strings:
@@ -340,11 +350,16 @@ def _shardings(item: str) -> dict[str, Any]:
         return {}
     raw = _load_json(f)
     out = {}
+    parsed: dict[str, Any] = {}  # most arrays share one sharding: its text is parsed once
     if isinstance(raw, dict):
         for k, v in raw.items():
             try:
                 name = base64.b64decode(k).decode()
-                out[name] = json.loads(v) if isinstance(v, str) else v
+                if isinstance(v, str):
+                    if v not in parsed:
+                        parsed[v] = json.loads(v)
+                    v = parsed[v]
+                out[name] = v
             except (ValueError, UnicodeDecodeError):
                 continue
     return out
