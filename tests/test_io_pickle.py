@@ -292,3 +292,47 @@ def test_load_error_is_one_line(tmp_path):
         tio.load(f)
     assert "\n" not in str(e.value) and str(e.value).startswith(str(f))
     assert os.path.basename(str(f)) in str(e.value)
+
+
+def _ops(data: bytes):
+    import pickletools
+
+    return list(pickletools.genops(data))
+
+
+def test_array_header_cache_follows_memo_changes(tmp_path):
+    """Arrays whose headers repeat byte for byte are read from a cache of resolved headers;
+    a PUT over a memo entry that a header names must empty it, or the second array would be
+    read with a stale dtype."""
+    a, b, c = (np.arange(4, dtype=np.float32) + i for i in range(3))
+    data = pickle.dumps([a, b, c], protocol=4)
+    f = tmp_path / "same.pkl"
+    f.write_bytes(data)
+    got = tio.load(f)
+    assert [x.dtype for x in got] == [np.float32] * 3
+    assert [x.tolist() for x in got] == [a.tolist(), b.tolist(), c.tolist()]
+
+    # the memo index of the float32 dtype, as the second array's header names it
+    ops = _ops(data)
+    starts = [i for i, (op, _, _) in enumerate(ops) if op.name == "BINGET"]
+    # the fortran flag right after a dtype named by memo (the first array built its dtype)
+    flags = [
+        i
+        for i, (op, _, _) in enumerate(ops)
+        if op.name == "NEWFALSE" and ops[i - 1][0].name == "BINGET"
+    ]
+    dtype_ref = ops[flags[0] - 1]
+    # an array starts right after the previous one's BUILD, with a BINGET of _reconstruct;
+    # the second array's header is the first one cached, the third's repeats it
+    ends = [i for i, (op, _, _) in enumerate(ops) if op.name == "BUILD" and i + 1 in starts]
+    third = ops[ends[1] + 1][2]
+    # before the third array: push 5, PUT it over the dtype's memo slot, pop it
+    patch = b"K\x05q" + bytes([dtype_ref[1]]) + b"0"
+    bad = bytearray(data[:third] + patch + data[third:])
+    assert bad[2] == 0x95  # one frame around everything: its length grows with the patch
+    size = int.from_bytes(bad[3:11], "little") + len(patch)
+    bad[3:11] = size.to_bytes(8, "little")
+    f2 = tmp_path / "put.pkl"
+    f2.write_bytes(bytes(bad))
+    with pytest.raises(LoadError, match=r"put\.pkl: expected a dtype, found 5"):
+        tio.load(f2)
