@@ -260,14 +260,9 @@ def _ocdbt_metadata(item: str, walk: _OcdbtWalk | None = None) -> dict[str, Any]
         raise LoadError(
             f"{item}: cannot read the OCDBT metadata: {str(e).splitlines()[0]}"
         ) from None
-    out = {}
-    parsed: dict[bytes, Any] = {}  # arrays of one shape and dtype share their metadata text
-    for name, value in found.items():
-        meta = parsed.get(value)
-        if meta is None:
-            meta = parsed[value] = json.loads(value)
-        out[name] = meta
-    return out
+    # arrays of one shape and dtype share their metadata text: each text is parsed once
+    parsed = {value: json.loads(value) for value in set(found.values())}
+    return {name: parsed[value] for name, value in found.items()}
 
 
 _ZARR_META = (b"/.zarray", b"/zarr.json")
@@ -320,10 +315,11 @@ class _OcdbtWalk:
                     below = prefix + e.get("subtree_common_prefix", b"")
                     stack.append((ts.ocdbt.dump(base, e["location"]), below))
                 continue
-            for e in node["entries"]:
-                key = prefix + e["key"]
-                if not key.endswith(_ZARR_META):  # a chunk of data
-                    continue
+            # the zarr metadata entries (the others are chunks of data)
+            hits = [
+                (k, e) for e in node["entries"] if (k := prefix + e["key"]).endswith(_ZARR_META)
+            ]
+            for key, e in hits:
                 name = key[: key.rindex(b"/")].decode()
                 if "inline_value" in e:
                     found[name] = e["inline_value"]
