@@ -39,7 +39,6 @@ __all__ = [
     "flatten",
     "from_flat_dict",
     "get",
-    "iter_leaf_texts",
     "leaf_text_chunks",
     "iter_leaves",
     "iter_leaves_with_paths",
@@ -219,14 +218,9 @@ def _walk(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, A
         yield out
 
 
-def iter_leaf_texts(tree: Any, is_leaf: IsLeaf = None) -> Iterator[tuple[str, Any]]:
-    """Yield `(keystr, leaf)` in jax's order: the cheapest walk when only text is needed."""
-    for chunk in _walk(tree, is_leaf, True):
-        yield from chunk
-
-
 def leaf_text_chunks(tree: Any, is_leaf: IsLeaf = None) -> Iterator[list[tuple[str, Any]]]:
-    """`iter_leaf_texts` in lists of a few thousand pairs (no generator step per leaf)."""
+    """`(keystr, leaf)` pairs in jax's order, in lists of a few thousand: the cheapest walk
+    when only the text of each path is needed (no Path objects, no generator step per leaf)."""
     return _walk(tree, is_leaf, True)
 
 
