@@ -15,7 +15,7 @@ from trees import Point, corpus
 
 import treetool as tt
 from treetool._paths import GetAttrKey
-from treetool._views import find, iter_leaves_with_paths, resolve
+from treetool._views import find, iter_leaves_with_paths, leaf_text_chunks, resolve
 
 jtu = jax.tree_util
 NAMES = sorted(corpus())
@@ -188,6 +188,8 @@ def test_random_trees_round_trip(tree):
     assert [str(p) for p, _ in ours] == [jtu.keystr(p) for p, _ in theirs]
     assert [p.keys for p, _ in ours] == [tt.Path.from_jax(p).keys for p, _ in theirs]
     assert [(str(p), x) for p, x in iter_leaves_with_paths(tree)] == [(str(p), x) for p, x in ours]
+    texts = [pair for chunk in leaf_text_chunks(tree) for pair in chunk]
+    assert texts == [(str(p), x) for p, x in ours]
     leaves, treedef = tt.flatten(tree)
     assert _same(tt.unflatten(treedef, leaves), tree)
     assert _same(tt.from_flat_dict(tt.to_flat_dict(tree), like=tree), tree)
