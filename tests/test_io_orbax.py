@@ -162,3 +162,22 @@ def test_checkpoint_without_ocdbt(tmp_path, tree):
     t = tio.load(tmp_path / "ck")
     assert _facts(t) == _facts(tree)
     assert np.array_equal(np.asarray(t["lst"][0]), np.ones(2, np.int32))
+
+
+def test_ocdbt_checkpoint_without_tensorstore_is_a_clear_error(standard):
+    """tensorstore comes with orbax, not with treetool: without it, one line that says so."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['tensorstore'] = None\n"
+        "import treetool.io as tio\n"
+        "from treetool import LoadError\n"
+        f"try:\n    tio.read({str(standard)!r})\n"
+        "except LoadError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == (
+        f"{standard}: reading an orbax OCDBT checkpoint needs tensorstore (pip install tensorstore)"
+    )

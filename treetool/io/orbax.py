@@ -176,12 +176,11 @@ def _read_item(item: str, lazy: bool) -> Any:
         if vt in _ARRAY_TYPES:
             zmeta = zarr_of(param)
             known = facts.get(id(zmeta))  # arrays of one shape and dtype share their facts
+            sharding = shardings.get(param)
             if known is not None and lazy:
                 shape, dtype, driver, _ = known
-                sharding = shardings.get(param)
                 leaf: Any = OrbaxArray(shape, dtype, item_abs, param, driver, ocdbt, sharding)
             else:
-                sharding = shardings.get(param)
                 leaf = _array(item_abs, ocdbt, param, zmeta, sharding, lazy, facts)
         elif vt == "None" or vm.get("skip_deserialize"):
             leaf = None
@@ -227,6 +226,16 @@ def _dtype(name: Any, item: str, param: str) -> np.dtype:
     raise LoadError(f"{item}: unsupported dtype {name!r} for {param!r}")
 
 
+def _tensorstore(item: str) -> Any:
+    try:
+        import tensorstore
+    except ImportError:
+        raise LoadError(
+            f"{item}: reading an orbax OCDBT checkpoint needs tensorstore (pip install tensorstore)"
+        ) from None
+    return tensorstore
+
+
 def _zarr_lookup(item: str, ocdbt: bool, walk: _OcdbtWalk | None) -> Any:
     """param -> its parsed `.zarray` / `zarr.json` (None if missing), from the OCDBT database
     (all read at once) or from the files of each array."""
@@ -250,8 +259,7 @@ def _ocdbt_metadata(item: str, walk: _OcdbtWalk | None = None) -> dict[str, Any]
     per node, small values come inline); key-by-key reads cost ~100 us each at 1e5 keys,
     whatever the cache, so they are only the fallback for databases the dump cannot walk.
     """
-    import tensorstore as ts
-
+    ts = _tensorstore(item)
     try:
         found = (walk or _OcdbtWalk.start(item)).metadata()
         if found is None:
@@ -281,7 +289,7 @@ class _OcdbtWalk:
 
     @classmethod
     def start(cls, item: str) -> _OcdbtWalk:
-        import tensorstore as ts
+        ts = _tensorstore(item)
 
         try:
             base = ts.KvStore.open(f"file://{os.path.abspath(item)}/").result()
