@@ -132,7 +132,8 @@ def walk_check(
             tc = type(c)
             if tc in _INNER or (tc is ndarray and c.dtype.hasobject):
                 push((c, d))
-        if len(stack) > n:  # only leaves below: it cannot be on a cycle, no need to come back
+        if len(stack) > n:  # containers below: on the path until they are done (with only
+            # leaves below, a container cannot be on a cycle and needs no coming back)
             stack[n:n] = (oid, exit_mark)
             on_path.add(oid)
     return sorted(blocked)
