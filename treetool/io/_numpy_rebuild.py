@@ -14,6 +14,7 @@ import numpy as np
 
 from .._arrays import LazyArray
 from .._errors import LoadError
+from ._budget import Budget
 
 __all__ = ["PendingArray", "PendingDtype", "array_from_state", "dtype_of", "make_dtype"]
 
@@ -71,8 +72,28 @@ class PendingArray:
     __slots__ = ()
 
 
+_SCALARS = (bool, float, complex, type(None))
+
+
 def _short(x: Any) -> str:
-    r = repr(x)
+    """A short description of a value read from a file, in bounded time and memory.
+
+    Never the repr of a container (a file can nest them a million deep, or share one a million
+    times), nor of a huge int (its decimal digits cost quadratic time).
+    """
+    t = type(x)
+    if t is str or t is bytes or t is bytearray:
+        r = repr(x[:60])
+    elif t is int:
+        r = repr(x) if x.bit_length() <= 128 else f"an int of {x.bit_length()} bits"
+    elif t in _SCALARS or isinstance(x, np.dtype | np.generic):
+        r = repr(x)
+    elif isinstance(x, tuple | list | dict | set | frozenset):
+        r = f"a {t.__name__} of {len(x)} items"
+    elif t is MlDtypeType:
+        r = f"ml_dtypes.{x.name}"
+    else:
+        r = f"a {getattr(t, '__name__', 'value')}"
     return r if len(r) < 80 else r[:77] + "..."
 
 
@@ -88,10 +109,12 @@ def make_dtype(args: Any) -> PendingDtype:
     if isinstance(spec, str) and len(spec) <= 16 and spec.isascii():
         try:
             dt = np.dtype(spec)
-        except TypeError:
+        except Exception:  # TypeError, and SyntaxError/ValueError from numpy's shape parser
             raise LoadError(f"unknown dtype {spec!r}") from None
         if dt.fields is not None or dt.subdtype is not None:
             raise LoadError(f"structured dtype {spec!r} is not supported")
+        if dt.itemsize == 0:
+            raise LoadError(f"dtype {spec!r} has no size (itemsize 0)")
         return PendingDtype(dt)
     raise LoadError(f"unsupported numpy.dtype argument {_short(spec)}")
 
@@ -105,26 +128,49 @@ def dtype_of(x: Any) -> np.dtype:
     raise LoadError(f"expected a dtype, found {_short(x)}")
 
 
+_MAX_DIM = 2**62
+
+
 def _shape(x: Any) -> tuple[int, ...]:
     if type(x) is not tuple or len(x) > 64:
         raise LoadError(f"bad array shape {_short(x)}")
     for d in x:
-        if type(d) is not int or d < 0:
-            raise LoadError(f"bad array shape {_short(x)}")
+        if type(d) is not int or d < 0 or d > _MAX_DIM:
+            raise LoadError(f"bad array shape: dimension {_short(d)}")
     return x
 
 
+def _latin1(s: str) -> bytes:
+    try:
+        return s.encode("latin1")
+    except UnicodeEncodeError:
+        raise LoadError("array data is text that is not latin-1") from None
+
+
 def array_from_data(
-    shape: tuple[int, ...], dtype: np.dtype, data: Any, fortran: bool, lazy: bool
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    data: Any,
+    fortran: bool,
+    lazy: bool,
+    budget: Budget | None = None,
 ) -> Any:
-    """An array from raw data: bytes/bytearray (in memory) or a LazyArray of raw bytes."""
+    """An array from raw data: bytes/bytearray (in memory) or a LazyArray of raw bytes.
+
+    `budget` is charged for what is copied (object arrays, payloads read with `lazy=False`).
+    """
     shape = _shape(shape)
+    if dtype.itemsize == 0:
+        raise LoadError(f"dtype {dtype.str!r} has no size (itemsize 0)")
     nbytes = math.prod(shape) * dtype.itemsize
     if dtype.kind == "O":
         if not isinstance(data, list) or len(data) != math.prod(shape):
             raise LoadError("object array data does not match its shape")
-        arr = np.empty(len(data), dtype=object)
-        arr[:] = data if data else arr[:0]
+        if budget is not None:
+            budget.charge_alloc(8 * len(data))
+        # element by element: numpy's sequence discovery (arr[:] = data) would read every
+        # lazy element and build an (n, ...) array of them
+        arr = np.fromiter(data, dtype=object, count=len(data))
         return arr.reshape(shape, order="F" if fortran else "C")
     if isinstance(data, LazyArray):
         if data.nbytes != nbytes:
@@ -133,9 +179,13 @@ def array_from_data(
                 f"({nbytes} bytes)"
             )
         out = LazyArray(shape, dtype, data.file, data.offset, fortran_order=fortran)
-        return out if lazy else out.read().copy()
+        if lazy:
+            return out
+        if budget is not None:  # one payload may be shared by many arrays
+            budget.charge_alloc(nbytes)
+        return out.read().copy()
     if isinstance(data, str):  # protocol 0-2 pickles of numpy < 1.x store latin-1 text
-        data = data.encode("latin1")
+        data = _latin1(data)
     if not isinstance(data, bytes | bytearray):
         raise LoadError(f"bad array data {_short(data)}")
     if len(data) != nbytes:
@@ -148,22 +198,22 @@ def array_from_data(
     return arr.reshape(shape, order="F" if fortran else "C")
 
 
-def array_from_state(state: Any, lazy: bool) -> Any:
+def array_from_state(state: Any, lazy: bool, budget: Budget | None = None) -> Any:
     """`ndarray.__setstate__((version, shape, dtype, is_fortran, rawdata))`, imitated."""
     if not isinstance(state, tuple) or len(state) not in (4, 5):
         raise LoadError(f"bad ndarray state {_short(state)}")
     if len(state) == 5:
         state = state[1:]
     shape, dtype, fortran, data = state
-    return array_from_data(shape, dtype_of(dtype), data, bool(fortran), lazy)
+    return array_from_data(shape, dtype_of(dtype), data, bool(fortran), lazy, budget)
 
 
-def frombuffer(args: Any, lazy: bool) -> Any:
+def frombuffer(args: Any, lazy: bool, budget: Budget | None = None) -> Any:
     """`numpy.core.numeric._frombuffer(buf, dtype, shape, order)`, imitated (protocol 5)."""
     if not isinstance(args, tuple) or len(args) != 4:
         raise LoadError(f"bad _frombuffer arguments {_short(args)}")
     buf, dtype, shape, order = args
-    return array_from_data(shape, dtype_of(dtype), buf, order == "F", lazy)
+    return array_from_data(shape, dtype_of(dtype), buf, order == "F", lazy, budget)
 
 
 def scalar(args: Any) -> Any:
@@ -173,9 +223,11 @@ def scalar(args: Any) -> Any:
     dt = dtype_of(args[0])
     if dt.kind == "O":
         raise LoadError("numpy object scalars are not supported")
+    if dt.itemsize == 0:
+        raise LoadError(f"dtype {dt.str!r} has no size (itemsize 0)")
     data = args[1] if len(args) == 2 else b"\0" * dt.itemsize
     if isinstance(data, str):
-        data = data.encode("latin1")
+        data = _latin1(data)
     if not isinstance(data, bytes | bytearray) or len(data) != dt.itemsize:
         raise LoadError(f"bad numpy scalar data for {dt.name}")
     return np.frombuffer(bytes(data), dtype=dt)[0]

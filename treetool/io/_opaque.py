@@ -39,6 +39,8 @@ __all__ = ["GlobalRef", "Opaque"]
 
 #: top-level packages whose classes treetool may import to read their field layout
 KNOWN_PACKAGES = frozenset({"jax", "jaxlib", "equinox", "flax", "optax", "haiku", "chex"})
+#: submodules that importing their package does not load, also imported for their layouts
+_IMPORTABLE_SUBMODULES = ("flax.nnx",)
 
 
 class GlobalRef:
@@ -186,18 +188,26 @@ def _import_known(class_path: str) -> Any:
     parts = class_path.split(".")
     if parts[0] not in KNOWN_PACKAGES or not all(p.isidentifier() for p in parts):
         return None
-    # the qualname may be nested (Outer.Inner): find the longest importable module prefix
+    # The file chooses the class path, so it must not choose what gets imported: only the
+    # packages themselves (KNOWN_PACKAGES) are imported; their submodules are consulted only
+    # if already loaded, and never a test module. The qualname may be nested (Outer.Inner):
+    # find the longest loaded module prefix.
     names = module.split(".")
-    for i in range(len(names), 0, -1):
-        modname = ".".join(names[:i])
+    if any(_is_test_module(n) for n in names):
+        return None
+    for pkg in (names[0], *(m for m in _IMPORTABLE_SUBMODULES if module.startswith(m + "."))):
+        if pkg in sys.modules:
+            continue
         try:
             if importlib.util.find_spec(names[0]) is None:
                 return None
-            obj: Any = importlib.import_module(modname)
-        except ImportError:
-            continue
+            importlib.import_module(pkg)
         except Exception:
             return None
+    for i in range(len(names), 0, -1):
+        obj: Any = sys.modules.get(".".join(names[:i]))
+        if obj is None:
+            continue
         try:
             for attr in [*names[i:], qual]:
                 obj = getattr(obj, attr)
@@ -205,6 +215,14 @@ def _import_known(class_path: str) -> Any:
             return None
         return obj if isinstance(obj, type) else None
     return None
+
+
+def _is_test_module(name: str) -> bool:
+    return (
+        name in ("tests", "test", "testing", "conftest")
+        or name.startswith("test_")
+        or (name.endswith(("_test", "_tests")))
+    )
 
 
 def _is_static_field(f: dataclasses.Field) -> bool:

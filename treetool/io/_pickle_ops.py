@@ -17,12 +17,19 @@ import numpy as np
 from .._arrays import LazyArray
 from .._errors import LoadError
 from . import _numpy_rebuild as nr
+from ._budget import MAX_DEPTH, MAX_KEY_DEPTH, Budget
+from ._numpy_rebuild import _short
 from ._opaque import GlobalRef, Opaque
 
-__all__ = ["ALLOWED", "BUILTIN_TYPES", "MAX_DEPTH", "PendingKey", "imitate", "walk_check"]
-
-#: deepest nesting of containers accepted in a loaded tree
-MAX_DEPTH = 1000
+__all__ = [
+    "ALLOWED",
+    "BUILTIN_TYPES",
+    "MAX_DEPTH",
+    "KeyCheck",
+    "PendingKey",
+    "imitate",
+    "walk_check",
+]
 
 _Global = GlobalRef  # a global named by the file, with the tag of its imitation ("" if blocked)
 
@@ -67,76 +74,201 @@ class PendingKey:
     __slots__ = ()
 
 
-def _short(x: Any) -> str:
-    r = repr(x)
-    return r if len(r) <= 60 else r[:57] + "..."
-
-
 _CONTAINERS = frozenset(
     (dict, list, tuple, set, frozenset, collections.OrderedDict, collections.defaultdict)
 )
 _INNER = _CONTAINERS | {Opaque, GlobalRef}  # what walk_check looks inside (or at)
 
 
-def walk_check(
-    tree: Any, path: str, max_depth: int = MAX_DEPTH, max_visits: int | None = None
-) -> list[str]:
-    """Check a freshly loaded tree: no cycles, bounded depth and size; return the blocked globals.
+class WalkResult:
+    """What `walk_check` found: the blocked class paths and the expanded size of each container.
 
-    Walks containers iteratively (shared subtrees are visited once per reference, up to
-    `max_visits`), and collects the class paths of `Opaque` nodes and of `GlobalRef` leaves
-    that were not allow-listed.
+    `sizes` maps id(container) -> leaves and edges below it, shared subtrees counted at every
+    reference (only filled up to the container that went past the budget, if one did).
+    """
+
+    __slots__ = ("blocked", "sizes")
+
+    def __init__(self, blocked: list[str], sizes: dict[int, int]) -> None:
+        self.blocked = blocked
+        self.sizes = sizes
+
+
+def _kids(obj: Any, t: type) -> Any:
+    if t is Opaque:
+        return (obj.args, obj.state, obj.listitems, obj.dictitems, obj.kwargs, obj.source)
+    if t is dict or t is collections.OrderedDict or t is collections.defaultdict:
+        return (*obj, *obj.values()) if _has_inner_key(obj) else obj.values()
+    if t is np.ndarray:
+        return obj.reshape(-1).tolist()
+    return obj
+
+
+def _has_inner_key(d: dict) -> bool:
+    for k in d:
+        tk = type(k)
+        if tk is not str and tk is not int and tk in _INNER:
+            return True
+    return False
+
+
+def walk_check(tree: Any, budget: Budget) -> WalkResult:
+    """Check a freshly loaded tree against the budget; collect the globals that were not run.
+
+    One iterative pass over the distinct containers (values, and dict keys that are containers
+    or globals): no cycles, at most `budget.max_depth` levels, and at most `budget.max_expanded`
+    leaves and edges in the tree as every view sees it, a container shared through the memo
+    counted at each of its references (its size is computed once). Raises `LoadError` naming
+    the first limit exceeded.
     """
     blocked: set[str] = set()
-    limit = max_visits if max_visits is not None else 50_000_000
-    visits = 0
+    sizes: dict[int, int] = {}  # id -> expanded size (done)
+    heights: dict[int, int] = {}
+    max_depth, max_expanded = budget.max_depth, budget.max_expanded
     on_path: set[int] = set()
+    ndarray = np.ndarray
+    inner = _INNER
     exit_mark = object()
+
+    t = type(tree)
+    if t is GlobalRef:
+        return WalkResult([] if tree.tag else [tree.class_path], sizes)
+    if t not in inner and not (t is ndarray and tree.dtype.hasobject):
+        return WalkResult([], sizes)
     stack: list[Any] = [(tree, 0)]
     push, pop = stack.append, stack.pop
-    ndarray = np.ndarray
     while stack:
         item = pop()
         if item is exit_mark:
-            on_path.discard(pop())
+            obj, ckids, nedges = pop()
+            height, size = 1, nedges
+            for c in ckids:
+                cid = id(c)
+                size += sizes[cid]
+                h = heights[cid] + 1
+                if h > height:
+                    height = h
+            oid = id(obj)
+            on_path.discard(oid)
+            if height > max_depth:
+                raise budget.exceeded("depth")
+            if size > max_expanded:
+                raise budget.exceeded("expanded")
+            sizes[oid] = size
+            heights[oid] = height
             continue
         obj, depth = item
-        t = type(obj)
-        if t is Opaque:
-            if obj.source is None:
-                blocked.add(obj.class_path)
-            kids: Any = [obj.args, obj.state, obj.listitems, obj.dictitems, obj.kwargs, obj.source]
-        elif t is GlobalRef:
-            if not obj.tag:
-                blocked.add(obj.class_path)
-            continue
-        elif t in _CONTAINERS:
-            kids = obj.values() if isinstance(obj, dict) else obj
-        elif t is ndarray:
-            kids = obj.reshape(-1).tolist()
-        else:
-            continue
         oid = id(obj)
+        if oid in sizes:
+            continue
         if oid in on_path:
-            raise LoadError(f"{path}: cyclic reference: an object contains itself")
+            raise LoadError(f"{budget.path}: cyclic reference: an object contains itself")
         if depth >= max_depth:
-            raise LoadError(f"{path}: nested deeper than {max_depth} levels")
-        visits += 1
-        if visits > limit:
-            raise LoadError(
-                f"{path}: the tree expands to more than {limit} nodes (shared references)"
-            )
-        d = depth + 1
-        n = len(stack)
+            raise budget.exceeded("depth")
+        t = type(obj)
+        if t is Opaque and obj.source is None:
+            blocked.add(obj.class_path)
+        kids = _kids(obj, t)
+        ckids = []
+        nedges = len(obj) if t is not Opaque and t is not ndarray else 0
         for c in kids:
             tc = type(c)
-            if tc in _INNER or (tc is ndarray and c.dtype.hasobject):
-                push((c, d))
-        if len(stack) > n:  # containers below: on the path until they are done (with only
-            # leaves below, a container cannot be on a cycle and needs no coming back)
-            stack[n:n] = (oid, exit_mark)
-            on_path.add(oid)
-    return sorted(blocked)
+            if tc in inner:
+                if tc is GlobalRef:
+                    if not c.tag:
+                        blocked.add(c.class_path)
+                    nedges += t is Opaque or t is ndarray
+                else:
+                    ckids.append(c)
+                    nedges += 1
+            elif tc is ndarray and c.dtype.hasobject:
+                ckids.append(c)
+                nedges += 1
+            elif t is Opaque or t is ndarray:
+                nedges += 1 if c is not None else 0
+        if not ckids:
+            if nedges > max_expanded:
+                raise budget.exceeded("expanded")
+            sizes[oid] = nedges
+            heights[oid] = 1
+            continue
+        on_path.add(oid)
+        push((obj, ckids, nedges))
+        push(exit_mark)
+        d = depth + 1
+        for c in ckids:
+            push((c, d))
+    budget.check_objects(len(sizes))
+    return WalkResult(sorted(blocked), sizes)
+
+
+class KeyCheck:
+    """Checks a dict key or set item before it is hashed: CPython hashes tuples recursively in C
+    (a million-deep tuple crashes it) and a tuple's hash is recomputed at every insertion.
+
+    A tuple or frozenset key may be at most `MAX_KEY_DEPTH` deep; the size of each tuple key
+    (its items, through shared references) is charged to the budget's expanded size at every
+    insertion, a frozenset's once (it caches its hash). Sizes are computed once per object.
+    """
+
+    __slots__ = ("budget", "known")
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+        self.known: dict[int, tuple[Any, int]] = {}  # id -> (the object, kept alive; size)
+
+    def keys(self, keys: Any, at: int, fail: Any) -> None:
+        """Check every key of `keys` (an iterable) that is a tuple or a frozenset."""
+        for k in keys:
+            tk = type(k)
+            if tk is tuple or tk is frozenset:
+                self.one(k, at, fail)
+
+    def one(self, key: Any, at: int, fail: Any) -> None:
+        known = self.known.get(id(key))
+        if known is None:
+            size = self._size(key, at, fail)
+            self.known[id(key)] = (key, size)
+            charge = size
+        else:
+            charge = known[1] if type(key) is tuple else 0
+        if charge:
+            self.budget.charge_expanded(charge, f"hashing tuple keys, at byte {at}")
+
+    def _size(self, key: Any, at: int, fail: Any) -> int:
+        # iterative post-order, depth-limited; each distinct tuple/frozenset is sized once
+        known = self.known
+        limit = self.budget.max_expanded
+        stack: list[Any] = [(key, 1)]
+        exit_mark = _EXIT
+        while stack:
+            item = stack.pop()
+            if item is exit_mark:
+                obj = stack.pop()
+                size = len(obj)
+                for c in obj:
+                    tc = type(c)
+                    if tc is tuple or tc is frozenset:
+                        size += known[id(c)][1]
+                if size > limit:
+                    raise self.budget.exceeded("expanded", f"a dict key, at byte {at}")
+                known[id(obj)] = (obj, size)
+                continue
+            obj, depth = item
+            if id(obj) in known:
+                continue
+            if depth > MAX_KEY_DEPTH:
+                raise fail(f"dict key or set item nested deeper than {MAX_KEY_DEPTH} levels", at)
+            stack.append(obj)
+            stack.append(exit_mark)
+            for c in obj:
+                tc = type(c)
+                if (tc is tuple or tc is frozenset) and id(c) not in known:
+                    stack.append((c, depth + 1))
+        return known[id(key)][1]
+
+
+_EXIT = object()
 
 
 def _utf8(b: bytes, at: int, fail: Any) -> str:
@@ -185,7 +317,7 @@ def _text_string(line: bytes, at: int, fail: Any) -> Any:
     raise fail("STRING is not quoted", at)
 
 
-def _setitems(target: Any, items: list, at: int, fail: Any) -> None:
+def _setitems(target: Any, items: list, at: int, fail: Any, keycheck: KeyCheck) -> None:
     if len(items) % 2:
         raise fail("odd number of items for SETITEMS", at)
     t = type(target)
@@ -195,6 +327,7 @@ def _setitems(target: Any, items: list, at: int, fail: Any) -> None:
         dest = target.dictitems
     else:
         raise fail(f"SETITEM on a {t.__name__}", at)
+    keycheck.keys(items[::2], at, fail)
     try:
         for i in range(0, len(items), 2):
             dest[items[i]] = items[i + 1]
@@ -237,7 +370,27 @@ def _prng_key(state: Any) -> Any:
     return Opaque("jax._src.prng.PRNGKeyArray", (), None, state)
 
 
-def imitate(tag: str, g: _Global, args: tuple, lazy: bool) -> Any:
+def _load_error(msg: str, at: int) -> LoadError:
+    return LoadError(msg)
+
+
+def _charge_copy(budget: Budget, x: Any, per_item: int = 8) -> None:
+    if isinstance(x, list | tuple | set | frozenset | dict | str | bytes | bytearray):
+        budget.charge_alloc(per_item * len(x))
+
+
+def imitate(tag: str, g: _Global, args: tuple, lazy: bool, keycheck: KeyCheck) -> Any:
+    """Run treetool's imitation of the allow-listed global `g` (tagged `tag`) on `args`.
+
+    What it copies is charged to the budget (an argument may be shared through the memo and
+    copied at every reference); what it hashes is checked by `keycheck` first.
+
+    Example:
+        >>> kc = KeyCheck(Budget("f.pkl", 100))
+        >>> imitate("complex", GlobalRef("builtins", "complex", "complex"), (1.0, 2.0), True, kc)
+        (1+2j)
+    """
+    budget = keycheck.budget
     n = len(args)
     if tag == "np_reconstruct":
         sub = args[0] if n else None
@@ -249,14 +402,14 @@ def imitate(tag: str, g: _Global, args: tuple, lazy: bool) -> Any:
     if tag == "np_scalar":
         return nr.scalar(args)
     if tag == "np_frombuffer":
-        return nr.frombuffer(args, lazy)
+        return nr.frombuffer(args, lazy, budget)
     if tag == "jax_array":
         if n == 4 and type(args[0]) is _Global and args[0].tag == "np_reconstruct":
             aval = args[3]
             if isinstance(aval, dict) and all(
                 isinstance(v, bool | int | str | None) for v in aval.values()
             ):
-                return nr.array_from_state(args[2], lazy)
+                return nr.array_from_state(args[2], lazy, budget)
         return Opaque(g.class_path, args)
     if tag == "codecs_encode":
         if (
@@ -264,12 +417,16 @@ def imitate(tag: str, g: _Global, args: tuple, lazy: bool) -> Any:
             and isinstance(args[0], str)
             and (n == 1 or args[1] in ("latin1", "latin-1"))
         ):
-            return args[0].encode("latin1")
+            budget.charge_alloc(len(args[0]))
+            return _encode_latin1(args[0])
         return Opaque(g.class_path, args)
     if tag in ("set", "frozenset", "list", "tuple"):
         if n == 0:
             return BUILTIN_TYPES[tag]()
         if n == 1 and isinstance(args[0], list | tuple | set | frozenset):
+            _charge_copy(budget, args[0], 32 if tag in ("set", "frozenset") else 8)
+            if tag in ("set", "frozenset"):
+                keycheck.keys(args[0], 0, _load_error)
             try:
                 return BUILTIN_TYPES[tag](args[0])
             except TypeError:
@@ -280,12 +437,17 @@ def imitate(tag: str, g: _Global, args: tuple, lazy: bool) -> Any:
         if n == 0:
             return ctor()
         if n == 1 and isinstance(args[0], dict):
+            _charge_copy(budget, args[0], 64)
+            if tag == "ordereddict":  # rehashes every key
+                keycheck.keys(args[0], 0, _load_error)
             return ctor(args[0])
         if (
             n == 1
             and isinstance(args[0], list | tuple)
             and all(isinstance(p, list | tuple) and len(p) == 2 for p in args[0])
         ):
+            _charge_copy(budget, args[0], 64)
+            keycheck.keys([p[0] for p in args[0]], 0, _load_error)
             try:
                 return ctor(args[0])
             except TypeError:
@@ -296,26 +458,33 @@ def imitate(tag: str, g: _Global, args: tuple, lazy: bool) -> Any:
         real = BUILTIN_TYPES.get(factory.tag) if type(factory) is _Global else None
         out = collections.defaultdict(real)
         if n == 2 and isinstance(args[1], dict):
+            _charge_copy(budget, args[1], 64)
             out.update(args[1])
         return out
     if tag == "complex":
         if n <= 2 and all(type(a) in (int, float) for a in args):
-            return complex(*args)
+            try:
+                return complex(*args)
+            except OverflowError:
+                raise LoadError("complex() argument out of range") from None
         return Opaque(g.class_path, args)
     if tag in ("bytes", "bytearray"):
         ctor = bytes if tag == "bytes" else bytearray
         if n == 0:
             return ctor()
         if n == 1 and isinstance(args[0], bytes | bytearray):
+            _charge_copy(budget, args[0], 1)
             return ctor(args[0])
         if (
             n == 1
             and isinstance(args[0], list)
             and all(type(x) is int and 0 <= x < 256 for x in args[0])
         ):
+            _charge_copy(budget, args[0], 1)
             return ctor(args[0])
         if n == 2 and isinstance(args[0], str) and args[1] in ("latin1", "latin-1"):
-            return ctor(args[0].encode("latin1"))
+            _charge_copy(budget, args[0], 1)
+            return ctor(_encode_latin1(args[0]))
         return Opaque(g.class_path, args)
     if tag == "reconstructor":
         if (
@@ -330,6 +499,13 @@ def imitate(tag: str, g: _Global, args: tuple, lazy: bool) -> Any:
             return Opaque(cls.class_path, (), None, None)
         return Opaque(g.class_path, args)
     return Opaque(g.class_path, args)
+
+
+def _encode_latin1(s: str) -> bytes:
+    try:
+        return s.encode("latin1")
+    except UnicodeEncodeError:
+        raise LoadError("text to encode as latin-1 has characters beyond latin-1") from None
 
 
 def _class_of(g: _Global) -> str:

@@ -14,7 +14,15 @@ out-of-band buffers are refused.
 Speed: the reader is pure Python, so it replays the opcode sequence numpy writes for each array
 (about 25 opcodes) in one step, after a compiled pattern matched it (`_FAST_ARRAY`); the effect
 on the stack and the memo is the same as opcode by opcode. Then containers are checked once,
-iteratively (`walk_check`): no cycles, at most `MAX_DEPTH` levels, a bounded number of visits.
+iteratively (`walk_check`): no cycles, at most `MAX_DEPTH` levels.
+
+Budgets (`treetool.io._budget`): what a file of N bytes may make the reader build. Every
+opcode consumes at least one byte and makes at most one object; what costs more than 64 bytes
+per byte read is charged to the budget's allocation limit (empty sets, memo slots skipped over
+by a PUT, copies made by reconstructors, payloads read with `lazy=False`). Tuple and frozenset
+dict keys and set items are checked before CPython hashes them (depth, and the hashing work
+through shared references), and the tree's expanded size (leaves and edges, each shared
+container counted at every reference) is computed once per distinct container.
 
 Large `bytes` values that are not array data also stay in the file, as `uint8` LazyArray
 leaves (`lazy=False` reads them).
@@ -37,12 +45,15 @@ import numpy as np
 from .._arrays import LazyArray
 from .._errors import LoadError, UnsafeError
 from . import _numpy_rebuild as nr
+from ._budget import Budget, BudgetError
 from ._opaque import GlobalRef, Opaque
 from ._pickle_ops import (
     ALLOWED,
     BUILTIN_TYPES,
     MAX_DEPTH,
+    KeyCheck,
     PendingKey,
+    WalkResult,
     _appends,
     _ascii,
     _ascii_or_bytes,
@@ -93,6 +104,8 @@ _Global = GlobalRef  # a global named by the file, with the tag of its imitation
 
 _UNDEF = object()  # a memo slot skipped over by a PUT with a larger index
 _MEMO_GAP = 4096
+_SET_COST = 216 - 64  # an empty set, beyond the 64 bytes a byte of the file may make
+_SIMPLE_KEYS = frozenset((str, int))
 
 
 class ParseResult:
@@ -128,26 +141,119 @@ def read_pickle(
         try:
             with open(path, "rb") as fh:
                 return ParseResult(_stdlib_pickle.load(fh), [])
-        except (OSError, EOFError, _stdlib_pickle.UnpicklingError, ValueError) as e:
-            raise LoadError(f"{path}: {e}") from None
-    size = os.path.getsize(path)
-    if size == 0:
-        raise LoadError(f"{path}: empty file")
-    with open(path, "rb") as fh:
-        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except Exception as e:  # the file's own code ran: anything can come out of it
+            raise LoadError(f"{path}: {type(e).__name__}: {e}") from None
     try:
-        tree, error = _walk(mm, path, lazy, partial)
+        size = os.path.getsize(path)
+        if size == 0:
+            raise LoadError(f"{path}: empty file")
+        with open(path, "rb") as fh:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as e:
+        raise LoadError(f"{path}: {e.strerror or e}") from None
+    budget = Budget(path, size)
+    try:
+        tree, error = _walk(mm, path, lazy, partial, budget)
     finally:
         mm.close()
-    blocked = walk_check(tree, path, max_visits=max(1_000_000, 4 * size))
-    return ParseResult(tree, blocked, error)
-
-
-def _walk(mm: mmap.mmap, path: str, lazy: bool, partial: bool) -> tuple[Any, str | None]:
-    """Run the opcodes. Returns (tree, None) or, with partial=True, (partial tree, error)."""
-    state: dict[str, Any] = {"stack": [], "metastack": []}
     try:
-        return _run(mm, path, lazy, state), None
+        checked = walk_check(tree, budget)
+    except BudgetError as e:
+        if not partial or e.what != "expanded":
+            raise
+        tree = _what_fits(tree, budget)
+        checked = walk_check(tree, budget)
+        error = str(e).split("; `--partial`")[0]
+    return ParseResult(tree, checked.blocked, error)
+
+
+def _what_fits(tree: Any, budget: Budget) -> Any:
+    """With `partial`, a tree past the expanded-size budget: the leading part of it that fits.
+
+    Children are kept in order while their expanded size fits; the first one that does not is
+    cut the same way, and the rest are left out. Only the containers along the cut are copied.
+    """
+    room = budget.max_expanded
+    sizes: dict[int, int] = {}
+    _sizes(tree, room, sizes, 0, budget.path)
+    return _prefix(tree, room, sizes)[0]
+
+
+def _sizes(x: Any, room: int, sizes: dict[int, int], depth: int, path: str) -> int:
+    # the expanded size of x, or something > room where it does not fit (sizes memoised by id)
+    known = sizes.get(id(x))
+    if known is not None:
+        return known
+    t = type(x)
+    if t in _CUT:
+        total = len(x)
+        if depth < 64:
+            for c in x.values() if isinstance(x, dict) else x:
+                total += _sizes(c, room, sizes, depth + 1, path)
+                if total > room:
+                    break
+        else:
+            total = room + 1
+    elif t in (Opaque, set, frozenset) or (t is np.ndarray and x.dtype.hasobject):
+        b = Budget(path, 0)
+        b.max_expanded = room
+        try:
+            total = walk_check(x, b).sizes[id(x)]
+        except LoadError:
+            total = room + 1
+    else:
+        return 0
+    sizes[id(x)] = total
+    return total
+
+
+def _prefix(x: Any, room: int, sizes: dict[int, int]) -> tuple[Any, int]:
+    if sizes.get(id(x), 0) <= room:
+        return x, sizes.get(id(x), 0)
+    t = type(x)
+    if t not in _CUT:
+        return None, 0
+    used = 0
+    kept: list = []
+    for item in x.items() if isinstance(x, dict) else x:
+        c = item[1] if isinstance(x, dict) else item
+        need = 1 + sizes.get(id(c), 0)
+        if used + need <= room:
+            kept.append(item)
+            used += need
+            continue
+        if used + 1 < room and type(c) in _CUT:
+            sub, n = _prefix(c, room - used - 1, sizes)
+            kept.append((item[0], sub) if isinstance(x, dict) else sub)
+            used += 1 + n
+        break
+    if t is list:
+        return kept, used
+    if t is tuple:
+        return tuple(kept), used
+    if t is collections.defaultdict:
+        d: Any = collections.defaultdict(x.default_factory)
+        d.update(kept)
+        return d, used
+    return t(kept), used
+
+
+_CUT = (list, tuple, dict, collections.OrderedDict, collections.defaultdict)
+
+
+def _walk(
+    mm: mmap.mmap, path: str, lazy: bool, partial: bool, budget: Budget
+) -> tuple[Any, str | None]:
+    """Run the opcodes. Returns (tree, None) or, with partial=True, (partial tree, error)."""
+    state: dict[str, Any] = {
+        "stack": [],
+        "metastack": [],
+        "keycheck": KeyCheck(budget),
+        "partial": partial,
+    }
+    try:
+        tree = _run(mm, path, lazy, state, budget)
+        return tree, state.get("frame_error")
     except (_Fail, LoadError) as e:
         msg = str(e)
         if isinstance(e, LoadError) and not msg.startswith(path):
@@ -155,6 +261,12 @@ def _walk(mm: mmap.mmap, path: str, lazy: bool, partial: bool) -> tuple[Any, str
         err = UnsafeError(msg) if isinstance(e, UnsafeError) else LoadError(msg)
         if not partial:
             raise err from None
+        return _salvage(state), msg.split("; `--partial`")[0]
+    except (RecursionError, MemoryError, ArithmeticError, ValueError, TypeError) as e:
+        # not expected (every opcode checks its input): still one LoadError, never a traceback
+        msg = f"{path}: malformed pickle ({type(e).__name__}: {nr._short(str(e))})"
+        if not partial:
+            raise LoadError(msg) from None
         return _salvage(state), msg
 
 
@@ -168,9 +280,15 @@ def _salvage(state: dict[str, Any]) -> Any:
     """The outermost object built so far, with pending MARK items folded into it.
 
     Items waiting for SETITEMS/APPENDS are added to the dict or list below their MARK; values
-    still under construction (an array waiting for its data) are left out.
+    still under construction (an array waiting for its data) are left out, and so are keys
+    that fail the key check.
     """
     stack, metastack = state["stack"], state["metastack"]
+    keycheck: KeyCheck = state["keycheck"]
+
+    def checked(msg: str, at: int) -> LoadError:
+        return LoadError(msg)
+
     while metastack:
         items = stack
         cut = next((i for i, x in enumerate(items) if _incomplete(x)), len(items))
@@ -181,15 +299,16 @@ def _salvage(state: dict[str, Any]) -> Any:
             if type(top) is dict:
                 for i in range(0, len(items) - 1, 2):
                     try:
+                        keycheck.keys((items[i],), 0, checked)
                         top[items[i]] = items[i + 1]
-                    except TypeError:
+                    except (TypeError, LoadError):
                         break
             elif type(top) is list:
                 top.extend(items)
     return stack[0] if stack and not _incomplete(stack[0]) else None
 
 
-def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
+def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any], budget: Budget) -> Any:
     data = mm
     end = len(mm)
     pos = 0
@@ -201,6 +320,8 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
     append = stack.append
     u32, i32, u16, u64 = _U32, _I32, _U16, _U64
     reconstruct: Any = _UNDEF  # numpy's _reconstruct global, once the file names it
+    keycheck: KeyCheck = st["keycheck"]
+    simple_keys = _SIMPLE_KEYS
 
     def fail(msg: str, at: int) -> _Fail:
         return _Fail(f"{path}: {msg} (at byte {at})")
@@ -344,6 +465,7 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
             memo[idx] = value
             headers.clear()
         elif idx - n <= _MEMO_GAP:
+            budget.charge_alloc(8 * (idx - n), f"memo indices skipped, at byte {pos - 1}")
             memo.extend([_UNDEF] * (idx - n))
             memo_append(value)
         else:
@@ -371,7 +493,7 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
             tag = f.tag
             if tag:
                 try:
-                    return imitate(tag, f, args, lazy)
+                    return imitate(tag, f, args, lazy, keycheck)
                 except LoadError as e:
                     raise fail(str(e), at) from None
             return Opaque(f.class_path, args)
@@ -409,7 +531,7 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
             return inst
         try:
             if t is nr.PendingArray:
-                return nr.array_from_state(state, lazy)
+                return nr.array_from_state(state, lazy, budget)
             if t is nr.PendingDtype:
                 return inst.build(state)
         except LoadError as e:
@@ -464,12 +586,15 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
                     raise fail("stack underflow in SETITEMS", pos - 1)
                 top = stack[-1]
                 if type(top) is dict and not len(items) % 2:
+                    keys = items[::2]
+                    if not simple_keys.issuperset(map(type, keys)):
+                        keycheck.keys(keys, pos - 1, fail)
                     try:
-                        top.update(zip(items[::2], items[1::2]))
+                        top.update(zip(keys, items[1::2]))
                     except TypeError:
-                        _setitems(top, items, pos - 1, fail)  # names the unhashable key
+                        _setitems(top, items, pos - 1, fail, keycheck)  # names the bad key
                 else:
-                    _setitems(top, items, pos - 1, fail)
+                    _setitems(top, items, pos - 1, fail, keycheck)
             elif op == 0x7D:  # EMPTY_DICT
                 append({})
             elif op == 0x87:  # TUPLE3
@@ -512,7 +637,7 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
                     raise fail("stack underflow in SETITEM", pos - 1)
                 v = stack.pop()
                 k = stack.pop()
-                _setitems(stack[-1], [k, v], pos - 1, fail)
+                _setitems(stack[-1], [k, v], pos - 1, fail, keycheck)
             elif op == 0x4A:  # BININT
                 need(4, pos, "BININT")
                 append(i32(data, pos)[0])
@@ -567,6 +692,14 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
                 append(find_class(module, name))
             elif op == 0x95:  # FRAME
                 need(8, pos, "FRAME")
+                n = u64(data, pos)[0]
+                if n > end - pos - 8:  # pickle.load refuses it: the file was cut short
+                    bad = fail(
+                        f"truncated pickle: a FRAME of {n} bytes, {end - pos - 8} left", pos - 1
+                    )
+                    if not st["partial"]:
+                        raise bad
+                    st.setdefault("frame_error", str(bad))  # read on: what is there is kept
                 pos += 8  # frames only group opcodes; each opcode checks its own lengths
             elif op == 0x81:  # NEWOBJ
                 if len(stack) < 2:
@@ -641,17 +774,22 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
                     raise fail("DUP on an empty stack", pos - 1)
                 append(stack[-1])
             elif op == 0x8F:  # EMPTY_SET
+                budget.charge_alloc(_SET_COST, f"empty sets, at byte {pos - 1}")
                 append(set())
             elif op == 0x90:  # ADDITEMS
                 items = pop_mark()
                 if not stack or type(stack[-1]) is not set:
                     raise fail("ADDITEMS needs a set", pos - 1)
+                keycheck.keys(items, pos - 1, fail)
+                budget.charge_alloc(32 * len(items), f"set items, at byte {pos - 1}")
                 try:
                     stack[-1].update(items)
                 except TypeError:
                     raise fail("unhashable set item", pos - 1) from None
             elif op == 0x91:  # FROZENSET
                 items = pop_mark()
+                keycheck.keys(items, pos - 1, fail)
+                budget.charge_alloc(32 * len(items), f"set items, at byte {pos - 1}")
                 try:
                     append(frozenset(items))
                 except TypeError:
@@ -667,7 +805,7 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
             elif op == 0x64:  # DICT
                 items = pop_mark()
                 d: dict = {}
-                _setitems(d, items, pos - 1, fail)
+                _setitems(d, items, pos - 1, fail, keycheck)
                 append(d)
             elif op == 0x63:  # GLOBAL
                 line1, pos = read_line(pos, "GLOBAL")
@@ -747,3 +885,6 @@ def read(
 
     r = read_pickle(path, trust=trust, lazy=lazy, partial=partial)
     return Loaded(r.tree, format, r.blocked, r.error)
+
+
+__all__ += ["WalkResult"]
