@@ -10,20 +10,24 @@ limit        counts                                                       allowe
 ===========  ===========================================================  =====================
 objects      containers, strings and other values a reader makes          1,000,000 + 4 N
 depth        nesting of containers (values and dict keys alike)           1,000 (keys: 100)
-expanded     leaves and edges of the tree, a shared subtree counted at    2,000,000 + 16 N
+expanded     leaves and edges of the tree, a shared subtree counted at    200,000 + 8 N
              every reference (what every view walks); also the work of
              hashing tuple keys, counted the same way
 alloc        bytes a reader allocates beyond what it reads (copies made   64 MiB + 16 N
              by reconstructors, memo slots skipped over by a PUT)
 ===========  ===========================================================  =====================
 
-Exceeding one raises `LoadError` with one line naming the file, what was exceeded and the
-limit; readers that salvage (`partial=True`) keep what was built before it.
+What a reader makes in proportion to the bytes it consumes is not charged: each byte may make
+up to 64 bytes of objects (a pickle opcode consumes at least one byte and makes at most one
+empty dict or list); whatever costs more than that is (an empty set, memo slots skipped over,
+a copy of a shared value). Exceeding a limit raises `BudgetError` (a `LoadError`) with one
+line naming the file, what was exceeded and the limit; readers that salvage (`partial=True`)
+keep what fits.
 
 Example:
     >>> b = Budget("ckpt.pkl", 1000)
     >>> b.max_expanded
-    2016000
+    208000
     >>> b.charge_alloc(10 * 2**20)
     >>> try:
     ...     b.charge_alloc(100 * 2**20)
@@ -45,7 +49,7 @@ MAX_DEPTH = 1000
 MAX_KEY_DEPTH = 100
 
 _OBJECTS_FLOOR, _OBJECTS_PER_BYTE = 1_000_000, 4
-_EXPANDED_FLOOR, _EXPANDED_PER_BYTE = 2_000_000, 16
+_EXPANDED_FLOOR, _EXPANDED_PER_BYTE = 200_000, 8
 _ALLOC_FLOOR, _ALLOC_PER_BYTE = 64 * 2**20, 16
 
 _HINT = "`--partial` shows what fits"
@@ -106,7 +110,7 @@ class Budget:
             msg = (
                 f"the tree expands to more than {self.max_expanded:,} leaves and edges through "
                 f"shared references, for a {n} "
-                f"(a budget of 2,000,000 + {_EXPANDED_PER_BYTE} per file byte)"
+                f"(a budget of {_EXPANDED_FLOOR:,} + {_EXPANDED_PER_BYTE} per file byte)"
             )
         elif what == "alloc":
             msg = (

@@ -81,125 +81,151 @@ _INNER = _CONTAINERS | {Opaque, GlobalRef}  # what walk_check looks inside (or a
 
 
 class WalkResult:
-    """What `walk_check` found: the blocked class paths and the expanded size of each container.
+    """What `walk_check` found: the blocked class paths and the tree's expanded size.
 
-    `sizes` maps id(container) -> leaves and edges below it, shared subtrees counted at every
-    reference (only filled up to the container that went past the budget, if one did).
+    `expanded` counts leaves and edges as every view walks them, a shared subtree at every
+    reference.
     """
 
-    __slots__ = ("blocked", "sizes")
+    __slots__ = ("blocked", "expanded")
 
-    def __init__(self, blocked: list[str], sizes: dict[int, int]) -> None:
+    def __init__(self, blocked: list[str], expanded: int) -> None:
         self.blocked = blocked
-        self.sizes = sizes
+        self.expanded = expanded
+
+
+_PLAIN_KEYS = frozenset((str, int))
+_NOT_LEAVES = _INNER | {np.ndarray}  # a container holding none of these holds only leaves
+#: what the reader notes when the memo (or DUP) hands it out again: walk_check remembers
+#: the sizes of these only
+SHAREABLE = _INNER - {GlobalRef} | {np.ndarray}
 
 
 def _kids(obj: Any, t: type) -> Any:
     if t is Opaque:
         return (obj.args, obj.state, obj.listitems, obj.dictitems, obj.kwargs, obj.source)
     if t is dict or t is collections.OrderedDict or t is collections.defaultdict:
-        return (*obj, *obj.values()) if _has_inner_key(obj) else obj.values()
+        if _PLAIN_KEYS.issuperset(map(type, obj)):
+            return obj.values()
+        return (*obj, *obj.values())  # keys are walked like values
     if t is np.ndarray:
         return obj.reshape(-1).tolist()
     return obj
 
 
-def _has_inner_key(d: dict) -> bool:
-    for k in d:
-        tk = type(k)
-        if tk is not str and tk is not int and tk in _INNER:
-            return True
-    return False
-
-
-def walk_check(tree: Any, budget: Budget) -> WalkResult:
+def walk_check(tree: Any, budget: Budget, shared: set[int] | None = None) -> WalkResult:
     """Check a freshly loaded tree against the budget; collect the globals that were not run.
 
-    One iterative pass over the distinct containers (values, and dict keys that are containers
-    or globals): no cycles, at most `budget.max_depth` levels, and at most `budget.max_expanded`
-    leaves and edges in the tree as every view sees it, a container shared through the memo
-    counted at each of its references (its size is computed once). Raises `LoadError` naming
-    the first limit exceeded.
+    One iterative pass over the containers (values, and dict keys that are containers or
+    globals): no cycles, at most `budget.max_depth` levels, and at most `budget.max_expanded`
+    leaves and edges in the tree as every view walks it, a container shared through the memo
+    counted at each of its references. `shared` holds the ids of the containers the reader
+    handed out more than once: only those can be met again (or be on a cycle), and their
+    size and height are remembered, so each is walked once (None: any container may be).
+    Raises `LoadError` naming the first limit exceeded.
+
+    Example:
+        >>> from treetool.io._budget import Budget
+        >>> shared = [[0] * 1000]
+        >>> tree = {"a": shared, "b": shared, "f": GlobalRef("os", "system")}
+        >>> r = walk_check(tree, Budget("f", 0))
+        >>> r.blocked, r.expanded
+        (['os.system'], 2005)
     """
     blocked: set[str] = set()
-    sizes: dict[int, int] = {}  # id -> expanded size (done)
-    heights: dict[int, int] = {}
+    sizes: dict[int, tuple[int, int]] = {}  # id of a shared container -> (size, height)
     max_depth, max_expanded = budget.max_depth, budget.max_expanded
-    on_path: set[int] = set()
+    on_path: set[int] = set()  # shared containers being walked
     ndarray = np.ndarray
-    inner = _INNER
-    exit_mark = object()
+    inner, not_leaves, plain_keys = _INNER, _NOT_LEAVES, _PLAIN_KEYS
+    exit_mark = _EXIT
+    every = shared is None
 
     t = type(tree)
     if t is GlobalRef:
-        return WalkResult([] if tree.tag else [tree.class_path], sizes)
+        return WalkResult([] if tree.tag else [tree.class_path], 0)
     if t not in inner and not (t is ndarray and tree.dtype.hasobject):
-        return WalkResult([], sizes)
+        return WalkResult([], 0)
+    walked = 0  # leaves and edges so far, shared containers counted at every reference
+    deep = 0  # the deepest level met below the innermost shared container being walked
     stack: list[Any] = [(tree, 0)]
     push, pop = stack.append, stack.pop
     while stack:
         item = pop()
-        if item is exit_mark:
-            obj, ckids, nedges = pop()
-            height, size = 1, nedges
-            for c in ckids:
-                cid = id(c)
-                size += sizes[cid]
-                h = heights[cid] + 1
-                if h > height:
-                    height = h
-            oid = id(obj)
+        if item is exit_mark:  # a shared container is done
+            oid, start, depth, outer_deep = pop()
             on_path.discard(oid)
-            if height > max_depth:
-                raise budget.exceeded("depth")
-            if size > max_expanded:
-                raise budget.exceeded("expanded")
-            sizes[oid] = size
-            heights[oid] = height
+            sizes[oid] = (walked - start, deep - depth + 1)
+            if outer_deep > deep:
+                deep = outer_deep
             continue
         obj, depth = item
         oid = id(obj)
-        if oid in sizes:
-            continue
-        if oid in on_path:
-            raise LoadError(f"{budget.path}: cyclic reference: an object contains itself")
+        if every or oid in shared:  # type: ignore[operator]
+            done = sizes.get(oid)
+            if done is not None:
+                walked += done[0]
+                if walked > max_expanded:
+                    raise budget.exceeded("expanded")
+                if depth + done[1] - 1 > deep:
+                    deep = depth + done[1] - 1
+                    if deep >= max_depth:
+                        raise budget.exceeded("depth")
+                continue
+            if oid in on_path:
+                raise LoadError(f"{budget.path}: cyclic reference: an object contains itself")
+            on_path.add(oid)
+            push((oid, walked, depth, deep))
+            push(exit_mark)
+            deep = depth
         if depth >= max_depth:
             raise budget.exceeded("depth")
+        if depth > deep:
+            deep = depth
         t = type(obj)
-        if t is Opaque and obj.source is None:
-            blocked.add(obj.class_path)
-        kids = _kids(obj, t)
-        ckids = []
-        nedges = len(obj) if t is not Opaque and t is not ndarray else 0
-        for c in kids:
-            tc = type(c)
-            if tc in inner:
-                if tc is GlobalRef:
-                    if not c.tag:
-                        blocked.add(c.class_path)
-                    nedges += t is Opaque or t is ndarray
-                else:
-                    ckids.append(c)
-                    nedges += 1
-            elif tc is ndarray and c.dtype.hasobject:
-                ckids.append(c)
-                nedges += 1
-            elif t is Opaque or t is ndarray:
-                nedges += 1 if c is not None else 0
-        if not ckids:
-            if nedges > max_expanded:
-                raise budget.exceeded("expanded")
-            sizes[oid] = nedges
-            heights[oid] = 1
-            continue
-        on_path.add(oid)
-        push((obj, ckids, nedges))
-        push(exit_mark)
-        d = depth + 1
-        for c in ckids:
-            push((c, d))
-    budget.check_objects(len(sizes))
-    return WalkResult(sorted(blocked), sizes)
+        if t is dict:
+            kids = obj.values() if plain_keys.issuperset(map(type, obj)) else _kids(obj, t)
+        elif t is list or t is tuple:
+            kids = obj
+        else:
+            if t is Opaque and obj.source is None:
+                blocked.add(obj.class_path)
+            kids = _kids(obj, t)
+        # one edge per child: len() of a container; the non-empty slots of an Opaque, the
+        # elements of an object array
+        special = t is Opaque or t is ndarray
+        if not special:
+            walked += len(obj)
+            if not not_leaves.isdisjoint(map(type, kids)):
+                d = depth + 1
+                for c in kids:
+                    tc = type(c)
+                    if tc in inner:
+                        if tc is GlobalRef:
+                            if not c.tag:
+                                blocked.add(c.class_path)
+                        else:
+                            push((c, d))
+                    elif tc is ndarray and c.dtype.hasobject:
+                        push((c, d))
+        else:
+            d = depth + 1
+            for c in kids:
+                if c is None:
+                    continue
+                walked += 1
+                tc = type(c)
+                if tc in inner:
+                    if tc is GlobalRef:
+                        if not c.tag:
+                            blocked.add(c.class_path)
+                    else:
+                        push((c, d))
+                elif tc is ndarray and c.dtype.hasobject:
+                    push((c, d))
+        if walked > max_expanded:
+            raise budget.exceeded("expanded")
+    return WalkResult(sorted(blocked), walked)
 
 
 class KeyCheck:
@@ -219,10 +245,22 @@ class KeyCheck:
 
     def keys(self, keys: Any, at: int, fail: Any) -> None:
         """Check every key of `keys` (an iterable) that is a tuple or a frozenset."""
+        flat = 0
         for k in keys:
             tk = type(k)
-            if tk is tuple or tk is frozenset:
+            if tk is tuple:
+                # a flat tuple (the common case) costs its length; nothing is remembered
+                for c in k:
+                    tc = type(c)
+                    if tc is tuple or tc is frozenset:
+                        self.one(k, at, fail)
+                        break
+                else:
+                    flat += len(k)
+            elif tk is frozenset:
                 self.one(k, at, fail)
+        if flat:
+            self.budget.charge_expanded(flat, f"hashing tuple keys, at byte {at}")
 
     def one(self, key: Any, at: int, fail: Any) -> None:
         known = self.known.get(id(key))

@@ -51,6 +51,7 @@ from ._pickle_ops import (
     ALLOWED,
     BUILTIN_TYPES,
     MAX_DEPTH,
+    SHAREABLE,
     KeyCheck,
     PendingKey,
     WalkResult,
@@ -152,12 +153,14 @@ def read_pickle(
     except OSError as e:
         raise LoadError(f"{path}: {e.strerror or e}") from None
     budget = Budget(path, size)
+    shared: set[int] = set()  # ids of the containers the memo or DUP handed out again
     try:
-        tree, error = _walk(mm, path, lazy, partial, budget)
+        tree, error = _walk(mm, path, lazy, partial, budget, shared)
     finally:
         mm.close()
     try:
-        checked = walk_check(tree, budget)
+        # after an error (partial), salvage may have shared anything: no shortcut then
+        checked = walk_check(tree, budget, None if error else shared)
     except BudgetError as e:
         if not partial or e.what != "expanded":
             raise
@@ -198,7 +201,7 @@ def _sizes(x: Any, room: int, sizes: dict[int, int], depth: int, path: str) -> i
         b = Budget(path, 0)
         b.max_expanded = room
         try:
-            total = walk_check(x, b).sizes[id(x)]
+            total = walk_check(x, b).expanded
         except LoadError:
             total = room + 1
     else:
@@ -242,7 +245,7 @@ _CUT = (list, tuple, dict, collections.OrderedDict, collections.defaultdict)
 
 
 def _walk(
-    mm: mmap.mmap, path: str, lazy: bool, partial: bool, budget: Budget
+    mm: mmap.mmap, path: str, lazy: bool, partial: bool, budget: Budget, shared: set[int]
 ) -> tuple[Any, str | None]:
     """Run the opcodes. Returns (tree, None) or, with partial=True, (partial tree, error)."""
     state: dict[str, Any] = {
@@ -250,6 +253,7 @@ def _walk(
         "metastack": [],
         "keycheck": KeyCheck(budget),
         "partial": partial,
+        "shared": shared,
     }
     try:
         tree = _run(mm, path, lazy, state, budget)
@@ -322,6 +326,8 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any], budget: Budge
     reconstruct: Any = _UNDEF  # numpy's _reconstruct global, once the file names it
     keycheck: KeyCheck = st["keycheck"]
     simple_keys = _SIMPLE_KEYS
+    shareable = SHAREABLE
+    shared_add = st["shared"].add
 
     def fail(msg: str, at: int) -> _Fail:
         return _Fail(f"{path}: {msg} (at byte {at})")
@@ -556,6 +562,8 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any], budget: Budge
                 if v is reconstruct and (nxt := fast_array(pos)):
                     pos = nxt
                 else:
+                    if type(v) in shareable:
+                        shared_add(id(v))
                     append(v)
             elif op == 0x4B:  # BININT1
                 append(data[pos])
@@ -677,6 +685,8 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any], budget: Budge
                 if v is reconstruct and (nxt := fast_array(pos)):
                     pos = nxt
                 else:
+                    if type(v) in shareable:
+                        shared_add(id(v))
                     append(v)
             elif op == 0x4D:  # BININT2
                 need(2, pos, "BININT2")
@@ -772,6 +782,8 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any], budget: Budge
             elif op == 0x32:  # DUP
                 if not stack:
                     raise fail("DUP on an empty stack", pos - 1)
+                if type(stack[-1]) in shareable:
+                    shared_add(id(stack[-1]))
                 append(stack[-1])
             elif op == 0x8F:  # EMPTY_SET
                 budget.charge_alloc(_SET_COST, f"empty sets, at byte {pos - 1}")
@@ -845,7 +857,10 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any], budget: Budge
                         raise fail("PUT on an empty stack", pos)
                     memo_put(idx, stack[-1])
                 else:
-                    append(memo_get(idx))
+                    v = memo_get(idx)
+                    if type(v) in shareable:
+                        shared_add(id(v))
+                    append(v)
             elif op in (0x82, 0x83, 0x84):
                 raise UnsafeError(
                     f"{path}: refused {_OP_NAMES[op]}: the copyreg extension registry is not used (at byte {pos - 1})"
