@@ -10,7 +10,7 @@ limit        counts                                                       allowe
 ===========  ===========================================================  =====================
 objects      containers, strings and other values a reader makes          1,000,000 + 4 N
 depth        nesting of containers (values and dict keys alike)           1,000 (keys: 100)
-expanded     leaves and edges of the tree, a shared subtree counted at    200,000 + 8 N
+expanded     leaves and edges of the tree, a shared subtree counted at    100,000 + 8 N
              every reference (what every view walks); also the work of
              hashing tuple keys, counted the same way
 alloc        bytes a reader allocates beyond what it reads (copies made   64 MiB + 16 N
@@ -27,7 +27,7 @@ keep what fits.
 Example:
     >>> b = Budget("ckpt.pkl", 1000)
     >>> b.max_expanded
-    208000
+    108000
     >>> b.charge_alloc(10 * 2**20)
     >>> try:
     ...     b.charge_alloc(100 * 2**20)
@@ -49,7 +49,7 @@ MAX_DEPTH = 1000
 MAX_KEY_DEPTH = 100
 
 _OBJECTS_FLOOR, _OBJECTS_PER_BYTE = 1_000_000, 4
-_EXPANDED_FLOOR, _EXPANDED_PER_BYTE = 200_000, 8
+_EXPANDED_FLOOR, _EXPANDED_PER_BYTE = 100_000, 8
 _ALLOC_FLOOR, _ALLOC_PER_BYTE = 64 * 2**20, 16
 
 _HINT = "`--partial` shows what fits"
