@@ -23,6 +23,13 @@ import treetool.io as tio
 from treetool._errors import LoadError
 from treetool.io._budget import MAX_DEPTH, MAX_KEY_DEPTH, Budget
 
+# run_cli forks (then execs at once): with jax imported by an earlier test, CPython warns that
+# forking a multithreaded process may deadlock, which does not apply to fork+exec
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning"),
+    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+]
+
 P4 = b"\x80\x04"
 
 
