@@ -1,0 +1,138 @@
+"""Limits every non-pickle reader applies to what a file claims: shapes, dtypes, counts, depth.
+
+A file chooses its shapes, dtypes, names and nesting; each of them is checked here before any
+arithmetic, allocation or recursion depends on it. Budgets grow with the file's size, so that
+real checkpoints of any size load and a small file cannot claim a huge amount of work.
+
+Example:
+    >>> check_shape([2, 3], "w.safetensors: tensor 'w'")
+    (2, 3)
+    >>> check_shape([2**64 - 1] * 3, "w.safetensors: tensor 'w'")
+    Traceback (most recent call last):
+    ...
+    treetool._errors.LoadError: w.safetensors: tensor 'w': dimension 0 is 18446744073709551615, more than 2**48
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from .._errors import LoadError
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_DIM",
+    "MAX_ELEMENTS",
+    "MAX_NDIM",
+    "Budget",
+    "check_dtype",
+    "check_json_text",
+    "check_shape",
+]
+
+#: numpy's own limit on the number of dimensions
+MAX_NDIM = 64
+#: the largest single dimension (2**48 elements: 256 TiB of bytes)
+MAX_DIM = 1 << 48
+#: the largest element count of one array
+MAX_ELEMENTS = 1 << 48
+#: the deepest tree a reader builds (jax's own walks recurse once per level)
+MAX_DEPTH = 1000
+
+
+def check_shape(shape: Any, where: str) -> tuple[int, ...]:
+    """A file's shape as a tuple of ints, or a `LoadError` naming what is wrong with it.
+
+    At most `MAX_NDIM` dimensions, each an int in `[0, MAX_DIM]`, whose product is at most
+    `MAX_ELEMENTS`; the product stops at a 0 and is never computed past the limit.
+    """
+    if type(shape) not in (list, tuple):
+        raise LoadError(f"{where}: shape must be a list of ints, got {type(shape).__name__}")
+    if len(shape) > MAX_NDIM:
+        raise LoadError(f"{where}: {len(shape)} dimensions, more than {MAX_NDIM}")
+    for i, d in enumerate(shape):
+        if type(d) is not int:
+            raise LoadError(f"{where}: dimension {i} is not an int ({type(d).__name__})")
+        if d < 0:
+            raise LoadError(f"{where}: dimension {i} is negative ({d})")
+        if d > MAX_DIM:
+            shown = str(d) if d.bit_length() < 200 else f"a {d.bit_length()}-bit number"
+            raise LoadError(f"{where}: dimension {i} is {shown}, more than 2**48")
+    if 0 in shape:
+        return tuple(shape)
+    n = 1
+    for d in shape:
+        n *= d
+        if n > MAX_ELEMENTS:
+            raise LoadError(f"{where}: shape {list(shape)} has more than 2**48 elements")
+    return tuple(shape)
+
+
+def check_dtype(dtype: np.dtype, where: str) -> np.dtype:
+    """`dtype` if arrays of it can be read from raw bytes; object, structured, subarray and
+    zero-sized dtypes are refused (their sizes do not follow from a shape)."""
+    if dtype.hasobject:
+        raise LoadError(f"{where}: object dtype {dtype} holds Python objects, not numbers")
+    if dtype.subdtype is not None:
+        raise LoadError(f"{where}: subarray dtype {dtype} is not supported")
+    if dtype.itemsize == 0:
+        raise LoadError(f"{where}: dtype {dtype} has no size")
+    return dtype
+
+
+class Budget:
+    """A count that may not pass `limit`; `take(n)` raises one `LoadError` line when it does.
+
+    Example:
+        >>> b = Budget("f.msgpack", "containers", 2)
+        >>> b.take(2)
+        >>> b.take()
+        Traceback (most recent call last):
+        ...
+        treetool._errors.LoadError: f.msgpack: more than 2 containers for a file of this size (a decompression or nesting bomb?)
+    """
+
+    __slots__ = ("limit", "used", "what", "where")
+
+    def __init__(self, where: str, what: str, limit: int) -> None:
+        self.where, self.what, self.limit, self.used = where, what, limit, 0
+
+    def take(self, n: int = 1) -> None:
+        self.used += n
+        if self.used > self.limit:
+            raise LoadError(
+                f"{self.where}: more than {self.limit} {self.what} for a file of this size "
+                "(a decompression or nesting bomb?)"
+            )
+
+
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_KEEP_BRACKETS = bytes(range(256)).translate(None, b"[]{}")
+
+
+def check_json_text(raw: bytes, where: str, *, max_depth: int = 64) -> None:
+    """Refuse JSON text nested deeper than `max_depth` or with more containers than its size
+    warrants (one per 12 bytes, plus 1,000), before `json.loads` recurses or allocates.
+
+    Strings are skipped, so brackets inside names are not counted.
+    """
+    opened = raw.count(b"[") + raw.count(b"{")
+    if opened <= max_depth:
+        return
+    text = _STRINGS.sub(b"", raw) if b'"' in raw else raw
+    brackets = text.translate(None, _KEEP_BRACKETS)
+    limit = 1000 + len(raw) // 12
+    count = brackets.count(b"[") + brackets.count(b"{")
+    if count > limit:
+        raise LoadError(
+            f"{where}: {count} JSON objects and arrays in {len(raw)} bytes, more than {limit} "
+            "(a nesting bomb?)"
+        )
+    arr = np.frombuffer(brackets, np.uint8)
+    steps = np.where((arr == ord("[")) | (arr == ord("{")), 1, -1).astype(np.int32)
+    depth = int(np.cumsum(steps).max()) if steps.size else 0
+    if depth > max_depth:
+        raise LoadError(f"{where}: JSON nested {depth} levels deep, more than {max_depth}")
