@@ -118,6 +118,22 @@ class OrbaxArray(LazyArray):
             return self._read_block(store, (index,))
         return self.read()[index]
 
+    def corners(self, edge: int = 3) -> np.ndarray | None:
+        """The first and last `edge` entries along each axis, read as one tensorstore slice."""
+        if self.ndim > 4:
+            return None
+        store = self._store()
+        picks = tuple(
+            list(range(n)) if n <= 2 * edge else [*range(edge), *range(n - edge, n)]
+            for n in self.shape
+        )
+        try:
+            return np.asarray(store.oindex[picks].read().result())
+        except (ValueError, RuntimeError) as e:
+            raise LoadError(
+                f"{self.file}: cannot read the array: {str(e).splitlines()[0]}"
+            ) from None
+
     def iter_chunks(self, max_elems: int = 1 << 20) -> Iterator[np.ndarray]:
         """The elements in C order, as 1-D chunks of at most `max_elems`, read slice by slice."""
         store = self._store()
