@@ -287,7 +287,7 @@ def _read_npz(path: str, *, trust: bool, lazy: bool, partial: bool, format: str)
                 zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError,
                 ValueError, OverflowError, struct.error,
             ) as e:  # fmt: skip
-                raise LoadError(f"{where}: damaged member: {e}") from None
+                raise LoadError(f"{where}: damaged member: {_damage(e)}") from None
             flat[key] = leaf
     return Loaded(tree_from_keystrs(flat), format, sorted(blocked))
 
@@ -360,6 +360,12 @@ def _object_member(
     return tree
 
 
+def _damage(e: BaseException) -> str:
+    if isinstance(e, EOFError):
+        return "the file ends inside its compressed data"
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
 def _check_member_size(info: zipfile.ZipInfo, hdr: NpyHeader, where: str) -> None:
     expected = hdr.data_offset + hdr.nbytes
     if info.file_size != expected:
@@ -404,7 +410,11 @@ class _Closing:
         self._zf = zf
 
     def read(self, n: int = -1) -> bytes:
-        return self._member.read(n)
+        try:
+            return self._member.read(n)
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as e:
+            name = getattr(self._member, "name", "?")
+            raise LoadError(f"{self._zf.filename}[{name}]: damaged member: {_damage(e)}") from None
 
     def close(self) -> None:
         self._member.close()
