@@ -35,6 +35,10 @@ from treetool.io._limits import MAX_NDIM
 
 HUGE = 2**64 - 1
 
+# when jax's runtime was started earlier in the session, jax warns on every fork (the harness
+# forks, then execs at once, to run the command)
+pytestmark = pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
+
 # --- 5. products of file-chosen shapes --------------------------------------------------------
 
 
