@@ -298,6 +298,6 @@ def test_bad_dtype_strings_in_zarr(plain, tmp_path):
     for i, dtype in enumerate(["(2,", "(2,)f4", "|V0", "O", "x" * 100]):
         ck = _copy(plain, tmp_path / f"ck{i}")
         _edit_json(ck / "w" / ".zarray", lambda z, d=dtype: z.update(dtype=d))
-        with pytest.raises(LoadError, match="array 'w'|unsupported dtype") as info:
+        with pytest.raises(LoadError, match=r"array 'w'|unsupported dtype") as info:
             tt.load(ck)
         assert type(info.value) is LoadError

@@ -60,10 +60,24 @@ def _fill(path: str, like: Any, records: list[Any]) -> Any:
             raise LoadError(
                 f"{path}: record {i - 1} has shape {tuple(rec.shape)}, `like` leaf {n} has {shape}"
             )
+        want = _plain_dtype(leaf)
+        if want is not None and rec.dtype != want:
+            raise LoadError(
+                f"{path}: record {i - 1} has dtype {rec.dtype}, `like` leaf {n} has {want}"
+            )
         out.append(rec)
     if i != len(records):
         raise LoadError(f"{path}: the file has {len(records)} leaves, `like` used {i}")
     return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def _plain_dtype(leaf: Any) -> np.dtype | None:
+    """The numpy dtype of a skeleton leaf; None for typed PRNG keys (stored as their data)."""
+    dtype = getattr(leaf, "dtype", None)
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        return None
 
 
 def read(
