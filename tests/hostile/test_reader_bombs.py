@@ -295,3 +295,29 @@ def test_truncated_deflate_stream_check_is_real():
     with pytest.raises(zlib.error):
         zlib.decompress(m.data[:2] + b"\xff" * 40 + m.data[42:], -15)
     assert struct.unpack("<I", _flagged(0x40)[6:8] + b"\0\0")[0] & 0x40
+
+
+def test_partial_keeps_the_members_before_the_damage(tmp_path):
+    bad = deflated("c.npy", npy_of(np.arange(1000, dtype=np.float32)))
+    bad.data = bad.data[:2] + b"\xff" * 40 + bad.data[42:]
+    good = [stored(f"{k}.npy", npy_of(np.full(2, i, np.int8))) for i, k in enumerate("ab")]
+    f = write(tmp_path / "p.npz", zip_bytes([*good, bad]))
+    with pytest.raises(LoadError, match=r"p\.npz\[c\.npy\]: damaged member"):
+        tio.read(f)
+    r = tio.read(f, partial=True)
+    assert list(r.tree) == ["a", "b"] and np.asarray(r.tree["b"]).tolist() == [1, 1]
+    assert r.error is not None and r.error.endswith(
+        "p.npz[c.npy]: damaged member: Error -3 while decompressing data: invalid code lengths set"
+    )
+    run = run_cli("ls", "--partial", "p.npz", cwd=tmp_path)
+    assert_contained(run, rc=0, ls_fields=True)
+    assert run.stdout == "['a']\t[2]\tint8\n['b']\t[2]\tint8\n"
+    assert run.stderr.startswith("treetool: warning: p.npz[c.npy]: damaged member")
+
+
+def test_partial_keeps_the_equinox_records_before_the_damage(tmp_path):
+    good = npy_of(np.zeros(2, np.float32)) + npy_of(np.ones(3, np.int32))
+    f = write(tmp_path / "m.eqx", good + _npy("<f4", "(" + "9" * 20_000 + ",)"))
+    r = tio.read(f, format="equinox", partial=True)
+    assert [x.shape for x in r.tree] == [(2,), (3,)]
+    assert r.error is not None and "malformed .npy header" in r.error

@@ -20,10 +20,13 @@ from .npz import read_npy_at
 __all__ = ["read", "read_records"]
 
 
-def read_records(path: str, lazy: bool = True, limit: int | None = None) -> list[Any]:
-    """All `.npy` records of the file, in order (headers only when lazy)."""
+def read_records(
+    path: str, lazy: bool = True, limit: int | None = None, into: list[Any] | None = None
+) -> list[Any]:
+    """All `.npy` records of the file, in order (headers only when lazy), appended to `into`
+    if given (which then holds the records read before an error)."""
     size = os.path.getsize(path)
-    out: list[Any] = []
+    out: list[Any] = [] if into is None else into
     pos = 0
     while pos < size:
         arr, pos = read_npy_at(path, pos, lazy)
@@ -92,6 +95,13 @@ def read(
     """`treetool.io.read` for equinox leaf files."""
     from . import Loaded
 
+    if partial and like is None:
+        records: list[Any] = []
+        try:
+            read_records(path, lazy, into=records)
+        except LoadError as e:  # --partial: the records before the damaged one
+            return Loaded(records, format, error=str(e))
+        return Loaded(records, format)
     records = read_records(path, lazy)
     if like is None:
         return Loaded(records, format)

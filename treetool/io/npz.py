@@ -275,6 +275,7 @@ def _read_npz(path: str, *, trust: bool, lazy: bool, partial: bool, format: str)
         raise LoadError(f"{path}: not a valid npz (zip) file: {e}") from None
     flat: dict[str, Any] = {}
     blocked: set[str] = set()
+    error: str | None = None
     with zf, open(path, "rb") as raw:
         for info in zf.infolist():
             members.take()
@@ -282,14 +283,35 @@ def _read_npz(path: str, *, trust: bool, lazy: bool, partial: bool, format: str)
             key = name[:-4] if name.endswith(".npy") else name
             where = f"{path}[{name}]"
             try:
-                leaf = _member(zf, raw, info, where, size, trust, lazy, partial, blocked)
-            except (
-                zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError,
-                ValueError, OverflowError, struct.error,
-            ) as e:  # fmt: skip
-                raise LoadError(f"{where}: damaged member: {_damage(e)}") from None
+                leaf = _read_member(zf, raw, info, where, size, trust, lazy, partial, blocked)
+            except LoadError as e:
+                if not partial:
+                    raise
+                error = str(e)  # --partial: the members before the damaged one
+                break
             flat[key] = leaf
-    return Loaded(tree_from_keystrs(flat), format, sorted(blocked))
+    return Loaded(tree_from_keystrs(flat), format, sorted(blocked), error)
+
+
+def _read_member(
+    zf: zipfile.ZipFile,
+    raw: IO[bytes],
+    info: zipfile.ZipInfo,
+    where: str,
+    size: int,
+    trust: bool,
+    lazy: bool,
+    partial: bool,
+    blocked: set[str],
+) -> Any:
+    """`_member`, with what zipfile and zlib raise on damage as one `LoadError`."""
+    try:
+        return _member(zf, raw, info, where, size, trust, lazy, partial, blocked)
+    except (
+        zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError,
+        ValueError, OverflowError, struct.error,
+    ) as e:  # fmt: skip
+        raise LoadError(f"{where}: damaged member: {_damage(e)}") from None
 
 
 def _member(

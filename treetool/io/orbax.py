@@ -204,7 +204,7 @@ def _dtype_label(x: LazyArray) -> str:
     return f"{short_dtype(x.dtype)}[{','.join(map(str, x.shape))}]"
 
 
-def _load_json(path: str, root: str | None = None) -> Any:
+def _load_json(path: str, root: str | None = None, bytes_per_container: int = 12) -> Any:
     if root is not None and not inside(root, path):
         raise LoadError(f"{path}: a link to outside the checkpoint {root}")
     try:
@@ -212,14 +212,14 @@ def _load_json(path: str, root: str | None = None) -> Any:
             raw = fh.read()
     except OSError as e:
         raise LoadError(f"{path}: {e.strerror or e}") from None
-    return _parse_json(raw, path)
+    return _parse_json(raw, path, bytes_per_container)
 
 
-def _parse_json(raw: bytes | str, where: str) -> Any:
+def _parse_json(raw: bytes | str, where: str, bytes_per_container: int = 12) -> Any:
     """JSON of the checkpoint: nesting and object count checked before `json.loads` runs."""
     if isinstance(raw, str):
         raw = raw.encode("utf-8", "surrogatepass")
-    check_json_text(raw, where)
+    check_json_text(raw, where, bytes_per_container=bytes_per_container)
     try:
         return json.loads(raw)
     except (ValueError, RecursionError):
@@ -229,7 +229,8 @@ def _parse_json(raw: bytes | str, where: str) -> Any:
 def _read_item(item: str, lazy: bool) -> Any:
     # an OCDBT database's B+tree is decoded in tensorstore's threads while _METADATA is parsed
     walk = _OcdbtWalk.start(item) if os.path.isfile(os.path.join(item, "manifest.ocdbt")) else None
-    meta = _load_json(os.path.join(item, "_METADATA"), item)
+    # an entry of _METADATA is ~6 objects in 180+ bytes; 1 per 20 bytes bounds its memory
+    meta = _load_json(os.path.join(item, "_METADATA"), item, bytes_per_container=20)
     tm = meta.get("tree_metadata") if isinstance(meta, dict) else None
     if not isinstance(tm, dict):
         raise LoadError(f"{item}/_METADATA: no tree_metadata")
