@@ -18,7 +18,7 @@ import numpy as np
 
 from .._arrays import LazyArray
 from .._errors import LoadError
-from ._limits import MAX_NDIM, Budget, check_dtype, check_shape
+from ._limits import MAX_DIM, MAX_ELEMENTS, MAX_NDIM, Budget, check_dtype, check_shape
 
 __all__ = ["looks_like_flax_msgpack", "read"]
 
@@ -217,11 +217,16 @@ class _Reader:
             kind2, blob, p = sub.scalar(p)
             if not isinstance(shape, list):
                 raise self.fail("bad array shape: not a list", pos)
-            shape = list(check_shape(shape, f"{self.path}: array at byte {pos}"))
+            if len(shape) > MAX_NDIM or not all(
+                type(s) is int and 0 <= s <= MAX_DIM for s in shape
+            ):
+                check_shape(shape, f"{self.path}: array at byte {pos}")  # raises, saying why
             if not isinstance(dname, str) or kind2 != "bin":
                 raise self.fail("bad flax array extension", pos)
             dtype = _dtype(dname, self, pos)
             start, nb = blob
+            if math.prod(shape) > MAX_ELEMENTS:
+                check_shape(shape, f"{self.path}: array at byte {pos}")
             if nb != math.prod(shape) * dtype.itemsize:
                 raise self.fail(f"array payload of {nb} bytes does not match {dname}{shape}", pos)
             if code == _EXT_SCALAR:  # a numpy scalar, packed as a 0-d array
@@ -311,7 +316,17 @@ class _Spans:
         self.close()
 
 
+_dtype_cache: dict[str, np.dtype] = {}
+
+
 def _dtype(name: str, r: _Reader, pos: int) -> np.dtype:
+    dt = _dtype_cache.get(name)
+    if dt is None:
+        dt = _dtype_cache[name] = _new_dtype(name, r, pos)
+    return dt
+
+
+def _new_dtype(name: str, r: _Reader, pos: int) -> np.dtype:
     if len(name) > 32:
         raise r.fail("bad dtype name", pos)
     try:
