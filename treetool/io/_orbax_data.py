@@ -112,18 +112,38 @@ def stored_bytes(item: str, param: str, ocdbt: bool) -> int:
     """Bytes the checkpoint stores for one array (for OCDBT: all of the item's data files),
     after checking that none of those files leads out of the item's directory."""
     if ocdbt:
-        tops = [os.path.join(item, "d")]
-        with contextlib.suppress(OSError):
-            tops += [
-                os.path.join(item, n) for n in os.listdir(item) if n.startswith("ocdbt.process_")
-            ]
-        for name in ("manifest.ocdbt",):
-            f = os.path.join(item, name)
-            if os.path.lexists(f) and not inside(item, f):
-                raise LoadError(f"{item}: {name} is a link to outside the checkpoint")
-        return sum(check_data_files(item, t, item) for t in tops if os.path.lexists(t))
+        key = (item, *_mtimes(item))
+        known = _ocdbt_bytes.get(key)
+        if known is None:
+            known = _ocdbt_bytes[key] = _ocdbt_stored_bytes(item)
+        return known
     top = os.path.join(item, check_component(param, item))
     return check_data_files(item, top, item) if os.path.lexists(top) else 0
+
+
+#: (item directory, its and its data directory's mtimes) -> bytes of its OCDBT data files,
+#: checked once for all the arrays that share them
+_ocdbt_bytes: dict[tuple, int] = {}
+
+
+def _mtimes(item: str) -> tuple[int, int]:
+    out = []
+    for d in (item, os.path.join(item, "d")):
+        try:
+            out.append(os.stat(d).st_mtime_ns)
+        except OSError:
+            out.append(0)
+    return out[0], out[1]
+
+
+def _ocdbt_stored_bytes(item: str) -> int:
+    tops = [os.path.join(item, "d")]
+    with contextlib.suppress(OSError):
+        tops += [os.path.join(item, n) for n in os.listdir(item) if n.startswith("ocdbt.process_")]
+    manifest = os.path.join(item, "manifest.ocdbt")
+    if os.path.lexists(manifest) and not inside(item, manifest):
+        raise LoadError(f"{item}: manifest.ocdbt is a link to outside the checkpoint")
+    return sum(check_data_files(item, t, item) for t in tops if os.path.lexists(t))
 
 
 def check_claim(nbytes: int, stored: int, where: str, what: str) -> None:
