@@ -126,7 +126,7 @@ def test_safetensors_header_of_empty_lists(tmp_path):
     run = run_cli("ls", "h.safetensors", cwd=tmp_path)
     assert_contained(run, max_rss=300 << 20)
     assert (
-        "safetensors header: 700002 JSON objects and arrays in 2100008 bytes, more than 176000"
+        "safetensors header: 700002 JSON objects and arrays in 2100008 bytes, more than 132250"
         in run.stderr
     )
 
