@@ -321,3 +321,18 @@ def test_partial_keeps_the_equinox_records_before_the_damage(tmp_path):
     r = tio.read(f, format="equinox", partial=True)
     assert [x.shape for x in r.tree] == [(2,), (3,)]
     assert r.error is not None and "malformed .npy header" in r.error
+
+
+def test_real_dense_headers_stay_within_the_budgets(tmp_path):
+    """Files written by the real libraries, as dense as they come, load: 20,000 one-element
+    tensors in safetensors, 20,000 one-element arrays in flax msgpack."""
+    from flax import serialization
+    from safetensors.numpy import save_file
+
+    arrays = {f"a{i}": np.full(1, i, np.float32) for i in range(20_000)}
+    save_file(arrays, tmp_path / "dense.safetensors")
+    tree = tt.load(tmp_path / "dense.safetensors")
+    assert len(tree) == 20_000 and np.asarray(tree["a19999"]).tolist() == [19999.0]
+    (tmp_path / "dense.msgpack").write_bytes(serialization.to_bytes(arrays))
+    tree = tt.load(tmp_path / "dense.msgpack")
+    assert len(tree) == 20_000 and np.asarray(tree["a123"]).tolist() == [123.0]
