@@ -128,11 +128,15 @@ def check_json_text(
     text = raw
     if b"\\" in text:  # drop escaped backslashes, then escaped quotes: every quote left counts
         text = text.replace(b"\\\\", b"").replace(b'\\"', b"")
-    # a bracket after an odd number of quotes is inside a string
+    # a bracket after an odd number of quotes is inside a string (one byte per element here)
     arr = np.frombuffer(text.translate(None, _KEEP_BRACKETS_QUOTES), np.uint8)
     quote = arr == 34
     if quote.any():
-        arr = arr[~quote & (np.cumsum(quote, dtype=np.int64) % 2 == 0)]
+        outside = np.bitwise_xor.accumulate(quote.view(np.uint8)) == 0
+        outside &= ~quote
+        arr = arr[outside]
+        del outside
+    del quote
     opens = (arr == 91) | (arr == 123)
     count = int(np.count_nonzero(opens))
     if count > limit:
@@ -140,6 +144,9 @@ def check_json_text(
             f"{where}: {count} JSON objects and arrays in {len(raw)} bytes, more than {limit} "
             "(a nesting bomb?)"
         )
-    depth = int(np.cumsum(np.where(opens, 1, -1), dtype=np.int64).max()) if arr.size else 0
+    if not arr.size:
+        return
+    steps = opens.view(np.int8) * np.int8(2) - np.int8(1)
+    depth = int(np.cumsum(steps, dtype=np.int32 if arr.size < 2**31 else np.int64).max())
     if depth > max_depth:
         raise LoadError(f"{where}: JSON nested {depth} levels deep, more than {max_depth}")

@@ -212,6 +212,11 @@ class _Reader:
             kind, cnt, p = sub.scalar(pos)
             if kind != "array" or cnt != 3:
                 raise self.fail("bad flax array extension", pos)
+            kind, ndim, _ = sub.scalar(p)
+            if kind == "array" and ndim > MAX_NDIM:  # refused before its items are decoded
+                raise LoadError(
+                    f"{self.path}: array at byte {pos}: {ndim} dimensions, more than {MAX_NDIM}"
+                )
             shape, p = sub.value(p, 2)
             kind, dname, p = sub.scalar(p)
             kind2, blob, p = sub.scalar(p)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import math
 import os
+import re
 import struct
 import tempfile
 import zipfile
@@ -23,7 +24,7 @@ import numpy as np
 from .._arrays import LazyArray
 from .._errors import LoadError
 from ._keys import tree_from_keystrs
-from ._limits import Budget, check_dtype, check_shape
+from ._limits import MAX_NDIM, Budget, check_dtype, check_shape
 
 __all__ = ["NpyHeader", "is_npy_sequence", "parse_npy_header", "read"]
 
@@ -51,6 +52,7 @@ class NpyHeader:
 
 
 _header_cache: dict[bytes, tuple[tuple[int, ...], np.dtype, bool]] = {}
+_SHAPE_TEXT = re.compile(rb"""['"]shape['"]\s*:\s*\(([^)]*)\)""")
 
 
 def parse_npy_header(fh: IO[bytes], where: str) -> NpyHeader:
@@ -79,6 +81,10 @@ def parse_npy_header(fh: IO[bytes], where: str) -> NpyHeader:
     key = magic[6:7] + text
     known = _header_cache.get(key)  # arrays of one shape and dtype repeat their header
     if known is None:
+        m = _SHAPE_TEXT.search(text)
+        if m is not None and m.group(1).count(b",") > MAX_NDIM:  # before literal_eval runs
+            ndim = m.group(1).rstrip(b", ").count(b",") + 1
+            raise LoadError(f"{where}: .npy header: {ndim} dimensions, more than {MAX_NDIM}")
         known = _parse_header_text(text, major, where)
         if len(_header_cache) < 4096:
             _header_cache[key] = known
