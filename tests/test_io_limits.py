@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from treetool import LoadError
+from treetool.io import _limits
 from treetool.io._limits import MAX_DIM, Budget, check_dtype, check_json_text, check_shape
 from treetool.io._orbax_data import c_order_blocks, check_component
 
@@ -30,25 +31,28 @@ _json = st.recursive(
 )
 
 
-@given(_json, st.sampled_from([None, 2]))
-def test_json_depth_matches_the_parsed_depth(value, indent):
-    """Brackets, quotes and backslashes inside strings never count as nesting."""
+@given(_json, st.sampled_from([None, 2]), st.sampled_from([1, 5, 4 << 20]))
+def test_json_depth_matches_the_parsed_depth(value, indent, chunk):
+    """Brackets, quotes and backslashes inside strings never count as nesting, wherever the
+    text is cut into the chunks it is measured in."""
     raw = json.dumps(value, indent=indent, ensure_ascii=False).encode()
     depth = _depth(value)
-    for limit in (0, 1, 3):
-        if depth > limit and raw.count(b"[") + raw.count(b"{") > limit:
-            with pytest.raises(
-                LoadError, match=f"JSON nested {depth} levels deep, more than {limit}$"
-            ):
+    saved, _limits._JSON_CHUNK = _limits._JSON_CHUNK, chunk
+    try:
+        for limit in (0, 1, 3):
+            if depth > limit and raw.count(b"[") + raw.count(b"{") > limit:
+                with pytest.raises(LoadError, match=f"JSON nested more than {limit} levels deep$"):
+                    check_json_text(raw, "f", max_depth=limit)
+            else:
                 check_json_text(raw, "f", max_depth=limit)
-        else:
-            check_json_text(raw, "f", max_depth=limit)
+    finally:
+        _limits._JSON_CHUNK = saved
 
 
 def test_json_container_budget():
     raw = b"[" + b",".join([b"{}"] * 5000) + b"]"
     with pytest.raises(
-        LoadError, match=r"^f: 5001 JSON objects and arrays in 15001 bytes, more than 2250 "
+        LoadError, match=r"^f: more than 2250 JSON objects and arrays in 15001 bytes "
     ):
         check_json_text(raw, "f")
     check_json_text(raw, "f", bytes_per_container=2)

@@ -126,7 +126,7 @@ def test_safetensors_header_of_empty_lists(tmp_path):
     run = run_cli("ls", "h.safetensors", cwd=tmp_path)
     assert_contained(run, max_rss=300 << 20)
     assert (
-        "safetensors header: 700002 JSON objects and arrays in 2100008 bytes, more than 132250"
+        "safetensors header: more than 132250 JSON objects and arrays in 2100008 bytes"
         in run.stderr
     )
 
@@ -137,7 +137,7 @@ def test_safetensors_header_nested_deep(tmp_path):
     write(tmp_path / "d.safetensors", safetensors_bytes(header))
     run = run_cli("ls", "d.safetensors", cwd=tmp_path)
     assert_contained(run)
-    assert "safetensors header: JSON nested 10001 levels deep, more than 64" in run.stderr
+    assert "safetensors header: JSON nested more than 64 levels deep" in run.stderr
 
 
 def test_npz_directory_of_40k_members(tmp_path):

@@ -38,7 +38,10 @@ def _save(path, tree, *, ocdbt: bool):
 def _tree(fill: float):
     import jax.numpy as jnp  # a jax array: orbax records its sharding in `_sharding`
 
-    return {"w": jnp.full((64, 64), fill, jnp.float32), "b": np.arange(4, dtype=np.int32) + int(fill)}
+    return {
+        "w": jnp.full((64, 64), fill, jnp.float32),
+        "b": np.arange(4, dtype=np.int32) + int(fill),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +98,10 @@ def test_a_read_claiming_far_more_than_is_stored_is_refused(sparse, tmp_path):
     assert "['w']\t[2147483648]\tfloat32\n" in run.stdout  # metadata is fine to show
     run = run_cli("get", "ck", "w", cwd=tmp_path)
     assert_contained(run, max_rss=400 << 20)
-    assert "ck/w: array f32[2147483648] claims 8589934592 bytes but the checkpoint stores" in run.stderr
+    assert (
+        "ck/w: array f32[2147483648] claims 8589934592 bytes but the checkpoint stores"
+        in run.stderr
+    )
     assert "pass --allow-fill" in run.stderr
 
     leaf = tt.load(sparse)["w"]
@@ -134,7 +140,7 @@ def test_metadata_of_empty_lists(plain, tmp_path):
     (ck / "_METADATA").write_bytes(b'{"tree_metadata": {"x": [' + body + b"]}}")
     run = run_cli("ls", "ck", cwd=tmp_path)
     assert_contained(run, max_rss=300 << 20)
-    assert "ck/_METADATA: 1000003 JSON objects and arrays in" in run.stderr
+    assert "ck/_METADATA: more than 151001 JSON objects and arrays in 3000027 bytes" in run.stderr
 
 
 # --- 9. depth -------------------------------------------------------------------------------
@@ -162,7 +168,7 @@ def test_metadata_json_nested_deep(plain, tmp_path):
     (ck / "_METADATA").write_bytes(meta[:-1] + b', "more": ' + deep + b"}")
     run = run_cli("ls", "ck", cwd=tmp_path)
     assert_contained(run)
-    assert "_METADATA: JSON nested 5002 levels deep, more than 64" in run.stderr
+    assert "_METADATA: JSON nested more than 64 levels deep" in run.stderr
 
 
 def test_a_tree_at_the_depth_limit_diffs_and_saves(plain, tmp_path):

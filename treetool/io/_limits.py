@@ -128,25 +128,37 @@ def check_json_text(
     text = raw
     if b"\\" in text:  # drop escaped backslashes, then escaped quotes: every quote left counts
         text = text.replace(b"\\\\", b"").replace(b'\\"', b"")
-    # a bracket after an odd number of quotes is inside a string (one byte per element here)
-    arr = np.frombuffer(text.translate(None, _KEEP_BRACKETS_QUOTES), np.uint8)
-    quote = arr == 34
-    if quote.any():
-        outside = np.bitwise_xor.accumulate(quote.view(np.uint8)) == 0
-        outside &= ~quote
-        arr = arr[outside]
-        del outside
-    del quote
-    opens = (arr == 91) | (arr == 123)
-    count = int(np.count_nonzero(opens))
-    if count > limit:
-        raise LoadError(
-            f"{where}: {count} JSON objects and arrays in {len(raw)} bytes, more than {limit} "
-            "(a nesting bomb?)"
-        )
-    if not arr.size:
-        return
-    steps = opens.view(np.int8) * np.int8(2) - np.int8(1)
-    depth = int(np.cumsum(steps, dtype=np.int32 if arr.size < 2**31 else np.int64).max())
-    if depth > max_depth:
-        raise LoadError(f"{where}: JSON nested {depth} levels deep, more than {max_depth}")
+    count = depth = top = 0
+    in_string = 0
+    view = memoryview(text)
+    for start in range(0, len(text), _JSON_CHUNK):  # a chunk at a time: memory stays small
+        part = bytes(view[start : start + _JSON_CHUNK]).translate(None, _KEEP_BRACKETS_QUOTES)
+        arr = np.frombuffer(part, np.uint8)
+        quote = arr == 34
+        if quote.any():
+            # a bracket after an odd number of quotes (this chunk's and before) is in a string
+            parity = np.bitwise_xor.accumulate(quote.view(np.uint8))
+            outside = parity == in_string
+            in_string ^= int(parity[-1])
+            outside &= ~quote
+            arr = arr[outside]
+        elif in_string:
+            continue
+        opens = (arr == 91) | (arr == 123)
+        count += int(np.count_nonzero(opens))
+        if count > limit:
+            raise LoadError(
+                f"{where}: more than {limit} JSON objects and arrays in {len(raw)} bytes "
+                "(a nesting bomb?)"
+            )
+        if arr.size:
+            steps = opens.view(np.int8) * np.int8(2) - np.int8(1)
+            levels = np.cumsum(steps, dtype=np.int64) + depth
+            top = max(top, int(levels.max()))
+            depth = int(levels[-1])
+            if top > max_depth:
+                raise LoadError(f"{where}: JSON nested more than {max_depth} levels deep")
+
+
+#: bytes of JSON text measured at a time
+_JSON_CHUNK = 4 << 20
