@@ -307,3 +307,11 @@ def test_bad_dtype_strings_in_zarr(plain, tmp_path):
         with pytest.raises(LoadError, match=r"array 'w'|unsupported dtype") as info:
             tt.load(ck)
         assert type(info.value) is LoadError
+
+
+def test_orbax_rows_read_as_numpy_indexes_them(plain):
+    leaf = tt.load(plain)["b"]
+    assert leaf[-1].tolist() == 4 and leaf[1:3].tolist() == [2, 3] and leaf[-2:].tolist() == [3, 4]
+    assert leaf[::2].tolist() == [1, 3]
+    with pytest.raises(IndexError):
+        leaf[4]

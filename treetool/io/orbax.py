@@ -23,7 +23,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from .._arrays import LazyArray, short_dtype
+from .._arrays import LazyArray, _row_range, short_dtype
 from .._errors import LoadError
 from ._limits import MAX_DEPTH, check_dtype, check_json_text, check_shape
 from ._opaque import GlobalRef
@@ -113,9 +113,11 @@ class OrbaxArray(LazyArray):
         return np.ascontiguousarray(self._read_block(store, ()))
 
     def __getitem__(self, index: Any) -> np.ndarray:
-        if isinstance(index, (int, np.integer, slice)) and self.shape:
-            store = self._store()
-            return self._read_block(store, (index,))
+        rows = _row_range(index, self.shape[0]) if self.shape else None
+        if rows is not None:  # rows of the leading axis: one tensorstore slice
+            start, stop, squeeze = rows
+            block = self._read_block(self._store(), (slice(start, stop),))
+            return block[0] if squeeze else block
         return self.read()[index]
 
     def corners(self, edge: int = 3) -> np.ndarray | None:
