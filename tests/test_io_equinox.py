@@ -52,3 +52,14 @@ def test_like_with_wrong_shape(tmp_path, model):
     )
     with pytest.raises(LoadError, match=r"record 0 has shape \(4, 3\), `like` leaf 0 has \(5, 3\)"):
         tio.load(f, like=other)
+
+
+def test_like_with_wrong_dtype(tmp_path, model):
+    """`like=` checks dtypes as well as shapes: f32 records do not fill a bf16 skeleton."""
+    f = tmp_path / "m.eqx"
+    eqx.tree_serialise_leaves(f, model)
+    other = jax.tree_util.tree_map(
+        lambda x: x.astype(jax.numpy.bfloat16) if eqx.is_array(x) else x, model
+    )
+    with pytest.raises(LoadError, match=r"record 0 has dtype float32, `like` leaf 0 has bfloat16"):
+        tio.load(f, like=other)

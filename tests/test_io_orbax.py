@@ -9,6 +9,7 @@ import pytest
 
 import treetool.io as tio
 from treetool import LoadError
+from treetool.io._limits import MAX_DEPTH
 from treetool.io.orbax import OrbaxArray
 
 orbax = pytest.importorskip("orbax.checkpoint")
@@ -131,18 +132,23 @@ def _rewritten(standard, tmp_path, edit):
 
 
 def test_deep_and_sparse_metadata_keys_give_one_line_errors(standard, tmp_path):
-    def deep(tm):  # 5,000 levels of nesting above one leaf: built and converted without recursion
-        tm["deep"] = {
-            "key_metadata": [{"key": f"k{i}", "key_type": 2} for i in range(5000)],
-            "value_metadata": {"value_type": "None", "skip_deserialize": True},
-        }
+    def deep(levels):  # levels of nesting above one leaf: built and converted without recursion
+        def edit(tm):
+            tm["deep"] = {
+                "key_metadata": [{"key": f"k{i}", "key_type": 2} for i in range(levels)],
+                "value_metadata": {"value_type": "None", "skip_deserialize": True},
+            }
 
-    t = tio.load(_rewritten(standard, tmp_path / "a", deep))
+        return edit
+
+    t = tio.load(_rewritten(standard, tmp_path / "a", deep(MAX_DEPTH)))
     node, depth = t, 0
     while isinstance(node, dict) and f"k{depth}" in node:
         node, depth = node[f"k{depth}"], depth + 1
-    assert depth == 5000 and node is None
+    assert depth == MAX_DEPTH and node is None
     assert t["np"].shape == (4,)  # the rest of the tree as before
+    with pytest.raises(LoadError, match=r"_METADATA: 'deep' is 200000 keys deep, more than 1000$"):
+        tio.load(_rewritten(standard, tmp_path / "a2", deep(200_000)))
 
     def sparse(tm):  # a list index of 10**9 must not allocate a list of 10**9 slots
         entry = tm["('lst', '1')"]  # the None in the list

@@ -509,6 +509,12 @@ def _parser() -> argparse.ArgumentParser:
             action="store_true",
             help="on a damaged file, show what was read before the error",
         )
+        sp.add_argument(
+            "--allow-fill",
+            action="store_true",
+            help="read orbax arrays that claim far more bytes than the checkpoint stores "
+            "(missing chunks read as the fill value)",
+        )
         if json:
             sp.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -573,6 +579,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_ERROR
     try:
+        if getattr(args, "allow_fill", False):
+            from .io._orbax_data import allow_fill
+
+            with allow_fill():
+                return int(args.func(args))
         return int(args.func(args))
     except KeyboardInterrupt:
         return 130

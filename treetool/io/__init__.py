@@ -147,6 +147,25 @@ def detect(path: str | os.PathLike) -> str:
     )
 
 
+#: what a damaged file makes the libraries below the readers raise (zlib, zipfile, struct,
+#: numpy, ast, tensorstore); `read` turns each into one `LoadError` line
+_MALFORMED = (
+    OSError,
+    ValueError,
+    KeyError,
+    TypeError,
+    IndexError,
+    ArithmeticError,
+    SyntaxError,
+    EOFError,
+    NotImplementedError,
+    RuntimeError,
+    UnicodeError,
+    LookupError,
+    AttributeError,
+)
+
+
 def read(
     path: str | os.PathLike,
     *,
@@ -197,8 +216,12 @@ def read(
         raise
     except MemoryError:
         raise LoadError(f"{path}: out of memory while reading the {fmt} file") from None
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
-        raise LoadError(f"{path}: not a valid {fmt} file: {e}") from None
+    except RecursionError:
+        raise LoadError(f"{path}: the {fmt} file is nested too deeply to read") from None
+    except _MALFORMED as e:
+        # a reader's check that missed a case still ends as one line, never a traceback
+        msg = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise LoadError(f"{path}: not a valid {fmt} file: {msg}") from None
     out.format = fmt
     return out
 

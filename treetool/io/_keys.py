@@ -13,6 +13,7 @@ from typing import Any
 
 from .._errors import PathError
 from .._paths import DictKey, Path, SequenceKey
+from ._limits import MAX_DEPTH
 
 __all__ = ["tree_from_keystrs"]
 
@@ -25,8 +26,8 @@ _LIST = object()  # marks a dict that stands for a list while building
 
 
 def _parse(name: str) -> Path | None:
-    if not name.startswith("["):
-        return None
+    if not name.startswith("[") or name.count("[") > MAX_DEPTH:
+        return None  # a name nested deeper than any tree treetool builds stays a flat key
     try:
         path = Path.parse(name)
     except PathError:
@@ -74,7 +75,7 @@ def tree_from_keystrs(flat: dict[str, Any]) -> Any:
         if _LIST in root:
             raise _Flat
         return _lists(root)
-    except (_Flat, TypeError):
+    except (_Flat, TypeError, RecursionError):
         return dict(flat)
 
 

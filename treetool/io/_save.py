@@ -98,9 +98,20 @@ def save(tree: Any, path: str, format: str | None = None) -> None:
     """Write `tree` to `path`; see `treetool.io.save`."""
     fmt = _format_of(path, format)
     if fmt == "pickle":
-        data = _materialize(tree, path)
-        with open(path, "wb") as fh:
-            pickle.dump(data, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        opened = False
+        try:
+            data = _materialize(tree, path)
+            with open(path, "wb") as fh:
+                opened = True
+                pickle.dump(data, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        except RecursionError:
+            # both the walk here and the pickler recurse once per level
+            if opened:
+                os.unlink(path)  # a partial pickle
+            raise LoadError(
+                f"{path}: the tree is nested too deeply to pickle (Python's recursion limit); "
+                "save it as safetensors or npz, which store flat key paths"
+            ) from None
         return
     flat = _flat(tree, path, arrays_only=True)
     if fmt == "safetensors":

@@ -20,10 +20,13 @@ from .npz import read_npy_at
 __all__ = ["read", "read_records"]
 
 
-def read_records(path: str, lazy: bool = True, limit: int | None = None) -> list[Any]:
-    """All `.npy` records of the file, in order (headers only when lazy)."""
+def read_records(
+    path: str, lazy: bool = True, limit: int | None = None, into: list[Any] | None = None
+) -> list[Any]:
+    """All `.npy` records of the file, in order (headers only when lazy), appended to `into`
+    if given (which then holds the records read before an error)."""
     size = os.path.getsize(path)
-    out: list[Any] = []
+    out: list[Any] = [] if into is None else into
     pos = 0
     while pos < size:
         arr, pos = read_npy_at(path, pos, lazy)
@@ -60,10 +63,24 @@ def _fill(path: str, like: Any, records: list[Any]) -> Any:
             raise LoadError(
                 f"{path}: record {i - 1} has shape {tuple(rec.shape)}, `like` leaf {n} has {shape}"
             )
+        want = _plain_dtype(leaf)
+        if want is not None and rec.dtype != want:
+            raise LoadError(
+                f"{path}: record {i - 1} has dtype {rec.dtype}, `like` leaf {n} has {want}"
+            )
         out.append(rec)
     if i != len(records):
         raise LoadError(f"{path}: the file has {len(records)} leaves, `like` used {i}")
     return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def _plain_dtype(leaf: Any) -> np.dtype | None:
+    """The numpy dtype of a skeleton leaf; None for typed PRNG keys (stored as their data)."""
+    dtype = getattr(leaf, "dtype", None)
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        return None
 
 
 def read(
@@ -78,6 +95,13 @@ def read(
     """`treetool.io.read` for equinox leaf files."""
     from . import Loaded
 
+    if partial and like is None:
+        records: list[Any] = []
+        try:
+            read_records(path, lazy, into=records)
+        except LoadError as e:  # --partial: the records before the damaged one
+            return Loaded(records, format, error=str(e))
+        return Loaded(records, format)
     records = read_records(path, lazy)
     if like is None:
         return Loaded(records, format)

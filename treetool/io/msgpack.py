@@ -18,6 +18,7 @@ import numpy as np
 
 from .._arrays import LazyArray
 from .._errors import LoadError
+from ._limits import MAX_DIM, MAX_ELEMENTS, MAX_NDIM, Budget, check_dtype, check_shape
 
 __all__ = ["looks_like_flax_msgpack", "read"]
 
@@ -43,12 +44,31 @@ def looks_like_flax_msgpack(head: bytes) -> bool:
     return bool(key) and (0xA0 <= key[0] <= 0xBF or key[0] in (0xD9, 0xDA, 0xDB))
 
 
+class _Budgets:
+    """What a file of `size` bytes may build: containers, map entries and array items.
+
+    Each is at least a byte of the file and at most ~100 bytes of memory; the limits keep the
+    memory within a few times the file's size (a flax state dict is far below them: its keys
+    and array headers take tens of bytes per entry).
+    """
+
+    __slots__ = ("containers", "entries", "items")
+
+    def __init__(self, path: str, size: int) -> None:
+        self.containers = Budget(path, "msgpack maps and arrays", 100_000 + size // 32)
+        self.entries = Budget(path, "msgpack map entries", 100_000 + size // 16)
+        self.items = Budget(path, "msgpack array items", 1_000_000 + size // 2)
+
+
 class _Reader:
-    def __init__(self, data: Any, path: str, lazy: bool, end: int) -> None:
+    def __init__(
+        self, data: Any, path: str, lazy: bool, end: int, budgets: _Budgets | None = None
+    ) -> None:
         self.data = data
         self.path = path
         self.lazy = lazy
         self.end = end
+        self.budgets = budgets if budgets is not None else _Budgets(path, end)
 
     def fail(self, msg: str, at: int) -> LoadError:
         return LoadError(f"{self.path}: {msg} (at byte {at})")
@@ -165,6 +185,9 @@ class _Reader:
                 raise self.fail(f"nested deeper than {limit_depth} levels", pos)
             if v > self.end - pos:
                 raise self.fail(f"truncated msgpack: {kind} of {v} items", pos)
+            budgets = self.budgets
+            budgets.containers.take()
+            (budgets.entries if kind == "map" else budgets.items).take(v)
             stack.append([{} if kind == "map" else [], v * (2 if kind == "map" else 1), None, kind])
         return root[0], pos
 
@@ -184,20 +207,31 @@ class _Reader:
             frame[2] = None
 
     def ext(self, code: int, pos: int, n: int) -> Any:
-        sub = _Reader(self.data, self.path, self.lazy, pos + n)
+        sub = _Reader(self.data, self.path, self.lazy, pos + n, self.budgets)
         if code in (_EXT_NDARRAY, _EXT_SCALAR):
             kind, cnt, p = sub.scalar(pos)
             if kind != "array" or cnt != 3:
                 raise self.fail("bad flax array extension", pos)
+            kind, ndim, _ = sub.scalar(p)
+            if kind == "array" and ndim > MAX_NDIM:  # refused before its items are decoded
+                raise LoadError(
+                    f"{self.path}: array at byte {pos}: {ndim} dimensions, more than {MAX_NDIM}"
+                )
             shape, p = sub.value(p, 2)
             kind, dname, p = sub.scalar(p)
             kind2, blob, p = sub.scalar(p)
-            if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
-                raise self.fail(f"bad array shape {shape!r}", pos)
+            if not isinstance(shape, list):
+                raise self.fail("bad array shape: not a list", pos)
+            if len(shape) > MAX_NDIM or not all(
+                type(s) is int and 0 <= s <= MAX_DIM for s in shape
+            ):
+                check_shape(shape, f"{self.path}: array at byte {pos}")  # raises, saying why
             if not isinstance(dname, str) or kind2 != "bin":
                 raise self.fail("bad flax array extension", pos)
             dtype = _dtype(dname, self, pos)
             start, nb = blob
+            if math.prod(shape) > MAX_ELEMENTS:
+                check_shape(shape, f"{self.path}: array at byte {pos}")
             if nb != math.prod(shape) * dtype.itemsize:
                 raise self.fail(f"array payload of {nb} bytes does not match {dname}{shape}", pos)
             if code == _EXT_SCALAR:  # a numpy scalar, packed as a 0-d array
@@ -209,19 +243,27 @@ class _Reader:
         if code == _EXT_COMPLEX:
             v, _ = sub.value(pos, 2)
             if isinstance(v, list) and len(v) == 2 and all(isinstance(x, int | float) for x in v):
-                return complex(v[0], v[1])
+                try:
+                    return complex(v[0], v[1])
+                except OverflowError:
+                    raise self.fail("complex number out of range", pos) from None
             raise self.fail("bad complex extension", pos)
         raise self.fail(f"unknown msgpack extension type {code}", pos)
 
     def chunked(self, d: dict) -> Any:
         shape, chunks = d.get("shape"), d.get("chunks")
         if isinstance(shape, dict):  # flax stores tuples as {"0": ..., "1": ...}
+            if len(shape) > MAX_NDIM:
+                raise LoadError(f"{self.path}: chunked array has {len(shape)} dimensions")
             shape = [shape.get(str(i)) for i in range(len(shape))]
-        if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
+        if not isinstance(shape, list):
             raise LoadError(f"{self.path}: bad chunked array shape")
-        if not isinstance(shape, list) or not isinstance(chunks, dict):
+        shape = list(check_shape(shape, f"{self.path}: chunked array"))
+        if not isinstance(chunks, dict) or not all(
+            type(k) is str and k.isdigit() and len(k) < 20 for k in chunks
+        ):
             raise LoadError(f"{self.path}: bad chunked array")
-        parts = [chunks[k] for k in sorted(chunks, key=lambda k: int(k))]
+        parts = [chunks[k] for k in sorted(chunks, key=int)]
         if not parts or not all(isinstance(p, LazyArray) for p in parts):
             if parts and all(isinstance(p, np.ndarray) for p in parts):
                 return np.concatenate([p.reshape(-1) for p in parts]).reshape(shape)
@@ -279,12 +321,22 @@ class _Spans:
         self.close()
 
 
+_dtype_cache: dict[str, np.dtype] = {}
+
+
 def _dtype(name: str, r: _Reader, pos: int) -> np.dtype:
+    dt = _dtype_cache.get(name)
+    if dt is None:
+        dt = _dtype_cache[name] = _new_dtype(name, r, pos)
+    return dt
+
+
+def _new_dtype(name: str, r: _Reader, pos: int) -> np.dtype:
     if len(name) > 32:
         raise r.fail("bad dtype name", pos)
     try:
         dt = np.dtype(name)
-    except TypeError:
+    except Exception:  # TypeError, and SyntaxError / ValueError for odd strings
         import ml_dtypes
 
         t = getattr(ml_dtypes, name, None)
@@ -293,7 +345,7 @@ def _dtype(name: str, r: _Reader, pos: int) -> np.dtype:
         dt = np.dtype(t)
     if dt.hasobject or dt.fields is not None:
         raise r.fail(f"unsupported dtype {name!r}", pos)
-    return dt
+    return check_dtype(dt, f"{r.path}: array at byte {pos}")
 
 
 def read(

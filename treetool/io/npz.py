@@ -11,9 +11,11 @@ from __future__ import annotations
 import ast
 import math
 import os
+import re
 import struct
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Callable
 from typing import IO, Any
 
@@ -22,6 +24,7 @@ import numpy as np
 from .._arrays import LazyArray
 from .._errors import LoadError
 from ._keys import tree_from_keystrs
+from ._limits import MAX_NDIM, Budget, check_dtype, check_shape
 
 __all__ = ["NpyHeader", "is_npy_sequence", "parse_npy_header", "read"]
 
@@ -48,6 +51,10 @@ class NpyHeader:
         return 0 if self.dtype.hasobject else math.prod(self.shape) * self.dtype.itemsize
 
 
+_header_cache: dict[bytes, tuple[tuple[int, ...], np.dtype, bool]] = {}
+_SHAPE_TEXT = re.compile(rb"""['"]shape['"]\s*:\s*\(([^)]*)\)""")
+
+
 def parse_npy_header(fh: IO[bytes], where: str) -> NpyHeader:
     """Parse the header at the current position of `fh` (data_offset is relative to it)."""
     magic = fh.read(8)
@@ -71,51 +78,109 @@ def parse_npy_header(fh: IO[bytes], where: str) -> NpyHeader:
     text = fh.read(hlen)
     if len(text) < hlen:
         raise LoadError(f"{where}: truncated .npy header")
+    key = magic[6:7] + text
+    known = _header_cache.get(key)  # arrays of one shape and dtype repeat their header
+    if known is None:
+        m = _SHAPE_TEXT.search(text)
+        if m is not None and m.group(1).count(b",") > MAX_NDIM:  # before literal_eval runs
+            ndim = m.group(1).rstrip(b", ").count(b",") + 1
+            raise LoadError(f"{where}: .npy header: {ndim} dimensions, more than {MAX_NDIM}")
+        known = _parse_header_text(text, major, where)
+        if len(_header_cache) < 4096:
+            _header_cache[key] = known
+    shape, dtype, fortran = known
+    return NpyHeader(shape, dtype, fortran, start + hlen)
+
+
+def _parse_header_text(
+    text: bytes, major: int, where: str
+) -> tuple[tuple[int, ...], np.dtype, bool]:
     try:
         header = ast.literal_eval(text.decode("utf-8" if major == 3 else "latin1"))
-    except (ValueError, SyntaxError, UnicodeDecodeError, MemoryError, RecursionError):
+    except Exception:  # SyntaxError, ValueError (huge ints), OverflowError (complex), ...
         raise LoadError(f"{where}: malformed .npy header") from None
-    if not isinstance(header, dict) or not {"descr", "fortran_order", "shape"} <= header.keys():
+    if type(header) is not dict or not {"descr", "fortran_order", "shape"} <= header.keys():
         raise LoadError(f"{where}: malformed .npy header")
     shape = header["shape"]
-    if not isinstance(shape, tuple) or not all(type(d) is int and d >= 0 for d in shape):
-        raise LoadError(f"{where}: bad shape {shape!r} in .npy header")
+    if type(shape) is not tuple:
+        raise LoadError(f"{where}: bad shape in .npy header: not a tuple")
+    shape = check_shape(shape, f"{where}: .npy header")
     dtype = _descr_dtype(header["descr"], where)
-    return NpyHeader(shape, dtype, bool(header["fortran_order"]), start + hlen)
+    if not dtype.hasobject:
+        check_dtype(dtype, f"{where}: .npy header")
+    fortran = header["fortran_order"]
+    if type(fortran) is not bool:
+        raise LoadError(f"{where}: bad fortran_order in .npy header")
+    return shape, dtype, fortran
 
 
 def _descr_dtype(descr: Any, where: str) -> np.dtype:
     if isinstance(descr, str) and len(descr) <= 32:
         try:
             return np.dtype(descr)
-        except TypeError:
+        except Exception:  # TypeError, SyntaxError and ValueError for odd strings
             pass
-    if isinstance(descr, list):  # structured, or void-padded (how bfloat16 is saved: |V2)
+    if isinstance(descr, list) and len(descr) <= 1000:  # structured, or void-padded (bfloat16)
         try:
             from numpy.lib.format import descr_to_dtype
 
             return descr_to_dtype(descr)
-        except (TypeError, ValueError):
+        except Exception:
             pass
-    raise LoadError(f"{where}: unsupported dtype {descr!r} in .npy header")
+    shown = repr(descr) if len(repr(descr)) <= 80 else repr(descr)[:77] + "..."
+    raise LoadError(f"{where}: unsupported dtype {shown} in .npy header")
+
+
+#: an object array's pickle is copied out of its member before it is read: at most this many
+#: bytes, or 32 times the file's size if that is more (deflate expands at most ~1,000 times)
+_OBJECT_COPY_MIN = 64 << 20
+
+
+def object_copy_limit(file_size: int) -> int:
+    """The most bytes an object array's pickle may take, for a file of `file_size` bytes."""
+    return max(_OBJECT_COPY_MIN, 32 * file_size)
 
 
 def _object_array(
-    fh: IO[bytes], hdr: NpyHeader, where: str, lazy: bool, partial: bool
+    fh: IO[bytes], hdr: NpyHeader, where: str, lazy: bool, partial: bool, limit: int
 ) -> tuple[Any, list[str]]:
-    """An object array holds a pickle: read it with the safe unpickler."""
+    """An object array holds a pickle: read it with the safe unpickler.
+
+    The pickle is copied (at most `limit` bytes) to an anonymous in-memory file where the
+    system has them, else to a temporary file that is removed whatever happens.
+    """
     from .pickle import read_pickle
 
-    with tempfile.NamedTemporaryFile(suffix=".pkl", delete=False) as tmp:
-        while chunk := fh.read(1 << 20):
-            tmp.write(chunk)
+    fd, name = _scratch_file()
     try:
-        r = read_pickle(tmp.name, lazy=False, partial=partial)
-    except LoadError as e:
-        raise LoadError(f"{where}: object array: {str(e).split(': ', 1)[-1]}") from None
+        copied = 0
+        with os.fdopen(os.dup(fd), "wb") as out:
+            while chunk := fh.read(1 << 20):
+                copied += len(chunk)
+                if copied > limit:
+                    raise LoadError(
+                        f"{where}: object array pickle is larger than {limit} bytes "
+                        "(a decompression bomb?)"
+                    )
+                out.write(chunk)
+        try:
+            r = read_pickle(name, lazy=False, partial=partial)
+        except LoadError as e:
+            raise LoadError(f"{where}: object array: {str(e).split(': ', 1)[-1]}") from None
     finally:
-        os.unlink(tmp.name)
+        os.close(fd)
+        if not name.startswith("/proc/"):
+            os.unlink(name)
     return r.tree, r.blocked
+
+
+def _scratch_file() -> tuple[int, str]:
+    """(fd, a path that opens it): a memfd on Linux, else a temporary file."""
+    if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
+        fd = os.memfd_create("treetool-npz-object")
+        return fd, f"/proc/self/fd/{fd}"
+    fd, name = tempfile.mkstemp(suffix=".pkl")
+    return fd, name
 
 
 def read_npy_at(path: str, offset: int = 0, lazy: bool = True) -> tuple[Any, int]:
@@ -169,68 +234,173 @@ def read(
             if hdr.dtype.hasobject:
                 if trust:
                     return Loaded(np.load(path, allow_pickle=True), format)
-                tree, blocked = _object_array(fh, hdr, path, lazy, partial)
+                limit = object_copy_limit(os.path.getsize(path))
+                tree, blocked = _object_array(fh, hdr, path, lazy, partial, limit)
                 return Loaded(tree, format, blocked)
         arr, _ = read_npy_at(path, 0, lazy)
         return Loaded(arr, format)
     return _read_npz(path, trust=trust, lazy=lazy, partial=partial, format=format)
 
 
+#: an npz member takes at least ~100 bytes of zip headers and .npy header: more members than
+#: one per 64 bytes of file (plus 1,000) is a member bomb
+_BYTES_PER_MEMBER = 64
+
+
+def _zip_entry_count(path: str, size: int) -> int | None:
+    """The member count the zip's end record claims (zip64 too), before zipfile reads them."""
+    with open(path, "rb") as fh:
+        tail_len = min(size, 22 + 65535)
+        fh.seek(size - tail_len)
+        tail = fh.read(tail_len)
+        at = tail.rfind(b"PK\x05\x06")
+        if at < 0 or at + 22 > len(tail):
+            return None
+        count = struct.unpack_from("<H", tail, at + 10)[0]
+        if count != 0xFFFF or at < 20 or tail[at - 20 : at - 16] != b"PK\x06\x07":
+            return count
+        fh.seek(struct.unpack_from("<Q", tail, at - 20 + 8)[0])
+        rec = fh.read(56)
+        if len(rec) < 56 or rec[:4] != b"PK\x06\x06":
+            return None
+        return struct.unpack_from("<Q", rec, 32)[0]
+
+
 def _read_npz(path: str, *, trust: bool, lazy: bool, partial: bool, format: str) -> Any:
     from . import Loaded
 
+    size = os.path.getsize(path)
+    claimed = _zip_entry_count(path, size)
+    members = Budget(path, "zip members", 1000 + size // _BYTES_PER_MEMBER)
+    if claimed is not None:
+        members.take(claimed)
+        members.used = 0
     try:
         zf = zipfile.ZipFile(path)
-    except zipfile.BadZipFile as e:
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OverflowError) as e:
         raise LoadError(f"{path}: not a valid npz (zip) file: {e}") from None
     flat: dict[str, Any] = {}
     blocked: set[str] = set()
-    size = os.path.getsize(path)
-    with zf:
+    error: str | None = None
+    with zf, open(path, "rb") as raw:
         for info in zf.infolist():
+            members.take()
             name = info.filename
             key = name[:-4] if name.endswith(".npy") else name
             where = f"{path}[{name}]"
-            if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-                raise LoadError(f"{where}: unsupported zip compression {info.compress_type}")
             try:
-                with zf.open(info) as member:
-                    hdr = parse_npy_header(member, where)
-                    if hdr.dtype.hasobject:
-                        if trust:
-                            flat[key] = _trusted_member(zf, info)
-                            continue
-                        tree, b = _object_array(member, hdr, where, lazy, partial)
-                        flat[key] = tree
-                        blocked.update(b)
-                        continue
-            except zipfile.BadZipFile as e:
-                raise LoadError(f"{where}: {e}") from None
-            expected = hdr.data_offset + hdr.nbytes
-            if info.file_size != expected:
-                raise LoadError(
-                    f"{where}: member is {info.file_size} bytes but its header says {expected} "
-                    f"({hdr.dtype.name}{list(hdr.shape)})"
-                )
-            if info.compress_type == zipfile.ZIP_STORED:
-                offset = _stored_data_offset(path, info) + hdr.data_offset
-                if offset + hdr.nbytes > size:
-                    raise LoadError(f"{where}: truncated member data")
-                leaf = LazyArray(
-                    hdr.shape, hdr.dtype, path, offset, fortran_order=hdr.fortran_order
-                )
-            else:
-                leaf = LazyArray(
-                    hdr.shape,
-                    hdr.dtype,
-                    path,
-                    hdr.data_offset,
-                    fortran_order=hdr.fortran_order,
-                    opener=_member_opener(path, info, hdr.data_offset),
-                    seekable=False,
-                )
-            flat[key] = leaf if lazy else leaf.read().copy()
-    return Loaded(tree_from_keystrs(flat), format, sorted(blocked))
+                leaf = _read_member(zf, raw, info, where, size, trust, lazy, partial, blocked)
+            except LoadError as e:
+                if not partial:
+                    raise
+                error = str(e)  # --partial: the members before the damaged one
+                break
+            flat[key] = leaf
+    return Loaded(tree_from_keystrs(flat), format, sorted(blocked), error)
+
+
+def _read_member(
+    zf: zipfile.ZipFile,
+    raw: IO[bytes],
+    info: zipfile.ZipInfo,
+    where: str,
+    size: int,
+    trust: bool,
+    lazy: bool,
+    partial: bool,
+    blocked: set[str],
+) -> Any:
+    """`_member`, with what zipfile and zlib raise on damage as one `LoadError`."""
+    try:
+        return _member(zf, raw, info, where, size, trust, lazy, partial, blocked)
+    except (
+        zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError,
+        ValueError, OverflowError, struct.error,
+    ) as e:  # fmt: skip
+        raise LoadError(f"{where}: damaged member: {_damage(e)}") from None
+
+
+def _member(
+    zf: zipfile.ZipFile,
+    raw: IO[bytes],
+    info: zipfile.ZipInfo,
+    where: str,
+    size: int,
+    trust: bool,
+    lazy: bool,
+    partial: bool,
+    blocked: set[str],
+) -> Any:
+    """One member of an npz: a LazyArray into the file, or an object array's tree."""
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise LoadError(f"{where}: unsupported zip compression {info.compress_type}")
+    if info.compress_type == zipfile.ZIP_STORED and info.flag_bits & 0x1 == 0:
+        start = _stored_data_offset(raw, info, where)
+        raw.seek(start)
+        hdr = parse_npy_header(raw, where)
+        if hdr.dtype.hasobject:
+            return _object_member(zf, info, where, size, trust, lazy, partial, blocked)
+        _check_member_size(info, hdr, where)
+        offset = start + hdr.data_offset
+        if offset + hdr.nbytes > size:
+            raise LoadError(f"{where}: truncated member data")
+        leaf = LazyArray(hdr.shape, hdr.dtype, raw.name, offset, fortran_order=hdr.fortran_order)
+        return leaf if lazy else leaf.read().copy()
+    with zf.open(info) as member:
+        hdr = parse_npy_header(member, where)
+    if hdr.dtype.hasobject:
+        return _object_member(zf, info, where, size, trust, lazy, partial, blocked)
+    _check_member_size(info, hdr, where)
+    leaf = LazyArray(
+        hdr.shape,
+        hdr.dtype,
+        raw.name,
+        hdr.data_offset,
+        fortran_order=hdr.fortran_order,
+        opener=_member_opener(raw.name, info, hdr.data_offset),
+        seekable=False,
+    )
+    return leaf if lazy else leaf.read().copy()
+
+
+def _object_member(
+    zf: zipfile.ZipFile,
+    info: zipfile.ZipInfo,
+    where: str,
+    size: int,
+    trust: bool,
+    lazy: bool,
+    partial: bool,
+    blocked: set[str],
+) -> Any:
+    if trust:
+        return _trusted_member(zf, info)
+    limit = object_copy_limit(size)
+    if info.file_size > limit:  # zipfile never reads past the size the directory gives
+        raise LoadError(
+            f"{where}: object array member expands to {info.file_size} bytes, more than "
+            f"{limit} for a file of {size} bytes (a decompression bomb?)"
+        )
+    with zf.open(info) as member:
+        hdr = parse_npy_header(member, where)
+        tree, b = _object_array(member, hdr, where, lazy, partial, limit)
+    blocked.update(b)
+    return tree
+
+
+def _damage(e: BaseException) -> str:
+    if isinstance(e, EOFError):
+        return "the file ends inside its compressed data"
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+def _check_member_size(info: zipfile.ZipInfo, hdr: NpyHeader, where: str) -> None:
+    expected = hdr.data_offset + hdr.nbytes
+    if info.file_size != expected:
+        raise LoadError(
+            f"{where}: member is {info.file_size} bytes but its header says {expected} "
+            f"({hdr.dtype.name}{list(hdr.shape)})"
+        )
 
 
 def _trusted_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> Any:
@@ -238,15 +408,14 @@ def _trusted_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> Any:
         return np.load(member, allow_pickle=True)
 
 
-def _stored_data_offset(path: str, info: zipfile.ZipInfo) -> int:
+def _stored_data_offset(raw: IO[bytes], info: zipfile.ZipInfo, where: str) -> int:
     """File offset of a stored member's data: after its local header and extra field."""
-    with open(path, "rb") as fh:
-        fh.seek(info.header_offset)
-        local = fh.read(30)
-        if len(local) < 30 or local[:4] != b"PK\x03\x04":
-            raise LoadError(f"{path}[{info.filename}]: bad zip local header")
-        name_len, extra_len = struct.unpack("<HH", local[26:30])
-        return info.header_offset + 30 + name_len + extra_len
+    raw.seek(info.header_offset)
+    local = raw.read(30)
+    if len(local) < 30 or local[:4] != b"PK\x03\x04":
+        raise LoadError(f"{where}: bad zip local header")
+    name_len, extra_len = struct.unpack("<HH", local[26:30])
+    return info.header_offset + 30 + name_len + extra_len
 
 
 def _member_opener(path: str, info: zipfile.ZipInfo, skip: int) -> Callable[[], IO[bytes]]:
@@ -269,7 +438,11 @@ class _Closing:
         self._zf = zf
 
     def read(self, n: int = -1) -> bytes:
-        return self._member.read(n)
+        try:
+            return self._member.read(n)
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as e:
+            name = getattr(self._member, "name", "?")
+            raise LoadError(f"{self._zf.filename}[{name}]: damaged member: {_damage(e)}") from None
 
     def close(self) -> None:
         self._member.close()

@@ -18,15 +18,26 @@ import base64
 import io
 import json
 import os
+from collections.abc import Iterator
 from typing import IO, Any
 
 import numpy as np
 
-from .._arrays import LazyArray
+from .._arrays import LazyArray, _row_range, short_dtype
 from .._errors import LoadError
+from ._limits import MAX_DEPTH, check_dtype, check_json_text, check_shape
 from ._opaque import GlobalRef
+from ._orbax_data import (
+    allow_fill,
+    c_order_blocks,
+    check_claim,
+    check_component,
+    file_kvstore,
+    inside,
+    stored_bytes,
+)
 
-__all__ = ["OrbaxArray", "is_orbax_dir", "read"]
+__all__ = ["OrbaxArray", "allow_fill", "is_orbax_dir", "read"]
 
 _ARRAY_TYPES = frozenset({"jax.Array", "np.ndarray", "scalar"})
 
@@ -64,18 +75,75 @@ class OrbaxArray(LazyArray):
         return super().__repr__().replace("LazyArray(", "OrbaxArray(", 1)
 
     def spec(self) -> dict[str, Any]:
-        """The tensorstore spec of this array."""
+        """The tensorstore spec of this array (JSON kvstores: nothing is percent-decoded)."""
+        param = check_component(self.param, self._item)
         if self._ocdbt:
-            kv = {"driver": "ocdbt", "base": f"file://{self._item}/", "path": f"{self.param}/"}
+            kv: dict[str, Any] = {
+                "driver": "ocdbt",
+                "base": file_kvstore(self._item),
+                "path": f"{param}/",
+            }
         else:
-            kv = {"driver": "file", "path": f"{self._item}/{self.param}/"}
+            kv = file_kvstore(os.path.join(self._item, param))
         return {"driver": self._driver, "kvstore": kv}
 
-    def _open(self) -> IO[bytes]:
-        import tensorstore as ts
+    def _store(self) -> Any:
+        """The opened tensorstore, after the path and size checks (see `allow_fill`)."""
+        stored = stored_bytes(self._item, self.param, self._ocdbt)
+        check_claim(self.nbytes, stored, self.file, f"array {_dtype_label(self)}")
+        ts = _tensorstore(self._item)
+        try:
+            return ts.open(self.spec(), open=True, read=True).result()
+        except (ValueError, RuntimeError) as e:
+            raise LoadError(
+                f"{self.file}: cannot open the array: {str(e).splitlines()[0]}"
+            ) from None
 
-        arr = ts.open(self.spec(), open=True, read=True).result().read().result()
-        return io.BytesIO(np.ascontiguousarray(arr).tobytes())
+    def _read_block(self, store: Any, index: tuple) -> np.ndarray:
+        try:
+            return np.asarray(store[index].read().result())
+        except (ValueError, RuntimeError) as e:
+            raise LoadError(
+                f"{self.file}: cannot read the array: {str(e).splitlines()[0]}"
+            ) from None
+
+    def read(self) -> np.ndarray:
+        """Read the whole array (refused when it claims far more than is stored)."""
+        store = self._store()
+        return np.ascontiguousarray(self._read_block(store, ()))
+
+    def __getitem__(self, index: Any) -> np.ndarray:
+        rows = _row_range(index, self.shape[0]) if self.shape else None
+        if rows is not None:  # rows of the leading axis: one tensorstore slice
+            start, stop, squeeze = rows
+            block = self._read_block(self._store(), (slice(start, stop),))
+            return block[0] if squeeze else block
+        return self.read()[index]
+
+    def corners(self, edge: int = 3) -> np.ndarray | None:
+        """The first and last `edge` entries along each axis, read as one tensorstore slice."""
+        if self.ndim > 4:
+            return None
+        store = self._store()
+        picks = tuple(
+            list(range(n)) if n <= 2 * edge else [*range(edge), *range(n - edge, n)]
+            for n in self.shape
+        )
+        try:
+            return np.asarray(store.oindex[picks].read().result())
+        except (ValueError, RuntimeError) as e:
+            raise LoadError(
+                f"{self.file}: cannot read the array: {str(e).splitlines()[0]}"
+            ) from None
+
+    def iter_chunks(self, max_elems: int = 1 << 20) -> Iterator[np.ndarray]:
+        """The elements in C order, as 1-D chunks of at most `max_elems`, read slice by slice."""
+        store = self._store()
+        for block in c_order_blocks(self.shape, max_elems):
+            yield np.ascontiguousarray(self._read_block(store, block)).reshape(-1)
+
+    def _open(self) -> IO[bytes]:
+        return io.BytesIO(self.read().tobytes())
 
 
 def _is_item(path: str) -> bool:
@@ -134,18 +202,37 @@ def read(
     return Loaded({name: _read_item(os.path.join(path, name), lazy) for name in items}, format)
 
 
-def _load_json(path: str) -> Any:
+def _dtype_label(x: LazyArray) -> str:
+    return f"{short_dtype(x.dtype)}[{','.join(map(str, x.shape))}]"
+
+
+def _load_json(path: str, root: str | None = None, bytes_per_container: int = 12) -> Any:
+    if root is not None and not inside(root, path):
+        raise LoadError(f"{path}: a link to outside the checkpoint {root}")
     try:
         with open(path, "rb") as fh:
-            return json.loads(fh.read())
+            raw = fh.read()
+    except OSError as e:
+        raise LoadError(f"{path}: {e.strerror or e}") from None
+    return _parse_json(raw, path, bytes_per_container)
+
+
+def _parse_json(raw: bytes | str, where: str, bytes_per_container: int = 12) -> Any:
+    """JSON of the checkpoint: nesting and object count checked before `json.loads` runs."""
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogatepass")
+    check_json_text(raw, where, bytes_per_container=bytes_per_container)
+    try:
+        return json.loads(raw)
     except (ValueError, RecursionError):
-        raise LoadError(f"{path}: not valid JSON") from None
+        raise LoadError(f"{where}: not valid JSON") from None
 
 
 def _read_item(item: str, lazy: bool) -> Any:
     # an OCDBT database's B+tree is decoded in tensorstore's threads while _METADATA is parsed
     walk = _OcdbtWalk.start(item) if os.path.isfile(os.path.join(item, "manifest.ocdbt")) else None
-    meta = _load_json(os.path.join(item, "_METADATA"))
+    # an entry of _METADATA is ~6 objects in 180+ bytes; 1 per 20 bytes bounds its memory
+    meta = _load_json(os.path.join(item, "_METADATA"), item, bytes_per_container=20)
     tm = meta.get("tree_metadata") if isinstance(meta, dict) else None
     if not isinstance(tm, dict):
         raise LoadError(f"{item}/_METADATA: no tree_metadata")
@@ -162,8 +249,12 @@ def _read_item(item: str, lazy: bool) -> Any:
         km = entry.get("key_metadata") if type(entry) is dict else None
         vm = entry.get("value_metadata") if type(entry) is dict else None
         if type(km) is not list or type(vm) is not dict:
-            raise LoadError(f"{item}/_METADATA: bad entry {key!r}")
+            raise LoadError(f"{item}/_METADATA: bad entry {key!r:.80}")
         try:
+            if len(km) > MAX_DEPTH:
+                raise LoadError(
+                    f"{item}/_METADATA: {key!r:.80} is {len(km)} keys deep, more than {MAX_DEPTH}"
+                )
             if len(km) == 1:  # most entries: no list to build
                 param = str(km[0]["key"])
                 keys: Any = ((param, km[0].get("key_type")),)
@@ -171,7 +262,7 @@ def _read_item(item: str, lazy: bool) -> Any:
                 keys = [(str(k["key"]), k.get("key_type")) for k in km]
                 param = ".".join([k for k, _ in keys])
         except (TypeError, KeyError, AttributeError):
-            raise LoadError(f"{item}/_METADATA: bad key metadata in {key!r}") from None
+            raise LoadError(f"{item}/_METADATA: bad key metadata in {key!r:.80}") from None
         vt = vm.get("value_type")
         if vt in _ARRAY_TYPES:
             zmeta = zarr_of(param)
@@ -202,9 +293,12 @@ def _array(
         raise LoadError(f"{item}: no zarr metadata for array {param!r}")
     known = facts.get(id(zmeta))  # arrays of one shape and dtype share one parsed metadata dict
     if known is None:
+        if type(zmeta) is not dict:
+            raise LoadError(f"{item}: zarr metadata of {param!r} is not a JSON object")
         shape = zmeta.get("shape")
-        if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
+        if type(shape) is not list:
             raise LoadError(f"{item}: bad shape for {param!r}")
+        shape = check_shape(shape, f"{item}: array {param!r}")
         dtype = _dtype(zmeta.get("dtype", zmeta.get("data_type")), item, param)
         driver = "zarr3" if zmeta.get("zarr_format") == 3 else "zarr"
         known = facts[id(zmeta)] = (tuple(shape), dtype, driver, zmeta)
@@ -214,16 +308,19 @@ def _array(
 
 
 def _dtype(name: Any, item: str, param: str) -> np.dtype:
+    dt: np.dtype | None = None
     if isinstance(name, str) and len(name) <= 32:
         try:
-            return np.dtype(name)
-        except TypeError:
+            dt = np.dtype(name)
+        except Exception:  # TypeError; SyntaxError and ValueError for odd strings
             import ml_dtypes
 
             t = getattr(ml_dtypes, name, None)
             if isinstance(t, type):
-                return np.dtype(t)
-    raise LoadError(f"{item}: unsupported dtype {name!r} for {param!r}")
+                dt = np.dtype(t)
+    if dt is None or dt.fields is not None:
+        raise LoadError(f"{item}: unsupported dtype {name!r:.40} for {param!r}")
+    return check_dtype(dt, f"{item}: array {param!r}")
 
 
 def _tensorstore(item: str) -> Any:
@@ -244,9 +341,9 @@ def _zarr_lookup(item: str, ocdbt: bool, walk: _OcdbtWalk | None) -> Any:
 
     def from_files(param: str) -> Any:
         for name in (".zarray", "zarr.json"):
-            f = os.path.join(item, param, name)
+            f = os.path.join(item, check_component(param, item), name)
             if os.path.isfile(f):
-                return _load_json(f)
+                return _load_json(f, item)
         return None
 
     return from_files
@@ -269,7 +366,7 @@ def _ocdbt_metadata(item: str, walk: _OcdbtWalk | None = None) -> dict[str, Any]
             f"{item}: cannot read the OCDBT metadata: {str(e).splitlines()[0]}"
         ) from None
     # arrays of one shape and dtype share their metadata text: each text is parsed once
-    parsed = {value: json.loads(value) for value in set(found.values())}
+    parsed = {value: _parse_json(value, f"{item}: zarr metadata") for value in set(found.values())}
     return {name: parsed[value] for name, value in found.items()}
 
 
@@ -292,7 +389,7 @@ class _OcdbtWalk:
         ts = _tensorstore(item)
 
         try:
-            base = ts.KvStore.open(f"file://{os.path.abspath(item)}/").result()
+            base = ts.KvStore.open(file_kvstore(item)).result()
             manifest = ts.ocdbt.dump(base).result()
         except (ValueError, RuntimeError) as e:
             raise LoadError(
@@ -341,7 +438,7 @@ class _OcdbtWalk:
 def _ocdbt_read_metadata(ts: Any, item: str) -> dict[str, bytes]:
     """array name -> metadata bytes, one tensorstore read per key."""
     ctx = ts.Context({"cache_pool": {"total_bytes_limit": 256 << 20}})
-    spec = {"driver": "ocdbt", "base": f"file://{os.path.abspath(item)}/"}
+    spec = {"driver": "ocdbt", "base": file_kvstore(item)}
     kv = ts.KvStore.open(spec, context=ctx).result()
     keys = [k for k in kv.list().result() if k.endswith(_ZARR_META)]
     futures = [(k, kv.read(k)) for k in keys]
@@ -352,7 +449,7 @@ def _shardings(item: str) -> dict[str, Any]:
     f = os.path.join(item, "_sharding")
     if not os.path.isfile(f):
         return {}
-    raw = _load_json(f)
+    raw = _load_json(f, item)
     out = {}
     parsed: dict[str, Any] = {}  # most arrays share one sharding: its text is parsed once
     if isinstance(raw, dict):
@@ -361,17 +458,17 @@ def _shardings(item: str) -> dict[str, Any]:
                 name = base64.b64decode(k).decode()
                 if isinstance(v, str):
                     if v not in parsed:
-                        parsed[v] = json.loads(v)
+                        parsed[v] = _parse_json(v, f)
                     v = parsed[v]
                 out[name] = v
-            except (ValueError, UnicodeDecodeError):
+            except (ValueError, UnicodeDecodeError, LoadError):
                 continue
     return out
 
 
 def _strings(item: str) -> dict[str, Any]:
     f = os.path.join(item, "_strings.json")
-    raw = _load_json(f) if os.path.isfile(f) else {}
+    raw = _load_json(f, item) if os.path.isfile(f) else {}
     return raw if isinstance(raw, dict) else {}
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from .._arrays import LazyArray
 from .._errors import LoadError
 from ._keys import tree_from_keystrs
+from ._limits import check_json_text, check_shape
 
 __all__ = ["DTYPES", "looks_like_safetensors", "read", "write"]
 
@@ -83,6 +84,9 @@ def read(
         if n > min(_MAX_HEADER, size - 8):
             raise LoadError(f"{path}: safetensors header claims {n} bytes, the file has {size - 8}")
         text = fh.read(n)
+    # a header of names with tiny entries is fine; one of bare [] or {} is an allocation bomb
+    # an entry is 3 objects in 50+ bytes: one per 16 bytes bounds the header's memory
+    check_json_text(text, f"{path}: safetensors header", bytes_per_container=16)
     try:
         header = json.loads(text)
     except (ValueError, RecursionError):
@@ -99,24 +103,28 @@ def read(
 
 
 def _leaf(path: str, name: str, entry: Any, base: int, size: int, lazy: bool) -> Any:
-    where = f"{path}: tensor {name!r}"
+    shown = name if len(name) <= 120 else name[:117] + "..."
+    where = f"{path}: tensor {shown!r}"
     if not isinstance(entry, dict):
         raise LoadError(f"{where}: header entry is not an object")
     dt, shape, offs = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
     if dt not in DTYPES:
-        raise LoadError(f"{where}: unsupported dtype {dt!r}")
-    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
-        raise LoadError(f"{where}: bad shape {shape!r}")
+        raise LoadError(f"{where}: unsupported dtype {dt!r:.40}")
+    if type(shape) is not list:
+        raise LoadError(f"{where}: bad shape: not a list")
+    shape = check_shape(shape, where)
     if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int for o in offs)):
-        raise LoadError(f"{where}: bad data_offsets {offs!r}")
+        raise LoadError(f"{where}: bad data_offsets {offs!r:.80}")
     dtype = _np_dtype(DTYPES[dt])
     nbytes = math.prod(shape) * dtype.itemsize
     start, stop = offs
     if stop - start != nbytes or start < 0:
-        raise LoadError(f"{where}: data_offsets {offs} do not match {dt}{shape} ({nbytes} bytes)")
+        raise LoadError(
+            f"{where}: data_offsets {offs} do not match {dt}{list(shape)} ({nbytes} bytes)"
+        )
     if base + stop > size:
         raise LoadError(f"{where}: data ends at byte {base + stop}, the file has {size}")
-    leaf = LazyArray(tuple(shape), dtype, path, base + start)
+    leaf = LazyArray(shape, dtype, path, base + start)
     return leaf if lazy else leaf.read().copy()
 
 

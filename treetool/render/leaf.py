@@ -9,13 +9,16 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from .._arrays import is_array, leaf_info, stats
+from .._arrays import LazyArray, is_array, leaf_info, stats
 from .._paths import Path
 from .labels import fmt_bytes, fmt_count
 
 __all__ = ["LeafReport", "leaf_report", "sparkline"]
 
 _BARS = " ▁▂▃▄▅▆▇█"
+#: file-backed leaves up to this many elements are read whole for the preview
+_PREVIEW_MAX = 1000
+_EDGE = 3
 
 
 def sparkline(counts: list[int]) -> str:
@@ -53,7 +56,7 @@ class LeafReport:
         }
         st = self._stats()
         out["stats"] = st.to_dict() if st is not None else None
-        arr = self._values()
+        arr = self._values() if info.params <= 1000 or info.kind != "lazy" else None
         out["values"] = arr.tolist() if arr is not None and arr.size <= 1000 else None
         if info.shape is None:
             out["value"] = repr(self.value)
@@ -71,6 +74,8 @@ class LeafReport:
 
         if not is_array(self.value) or type(self.value).__name__ == "ShapeDtypeStruct":
             return None
+        if isinstance(self.value, LazyArray) and self.value.size > _PREVIEW_MAX:
+            return None  # too big to print whole: `_corners` reads what is shown
         info = leaf_info(self.value)
         if info.is_key and info.dtype and info.dtype.startswith("key<"):
             import jax
@@ -116,6 +121,11 @@ class LeafReport:
                 arr, threshold=200, edgeitems=3, max_line_width=max(options.max_width, 40)
             )
             parts += [Text(""), Text(text)]
+        elif isinstance(self.value, LazyArray) and self.value.size:
+            corners = self.value.corners(_EDGE)
+            if corners is not None:
+                text = np.array2string(corners, max_line_width=max(options.max_width, 40))
+                parts += [Text(""), Text(f"first and last {_EDGE} along each axis:"), Text(text)]
         elif info.shape is None:
             parts += [Text(""), Text(repr(self.value)[:2000])]
         yield Group(*parts)

@@ -1,0 +1,164 @@
+"""Limits every non-pickle reader applies to what a file claims: shapes, dtypes, counts, depth.
+
+A file chooses its shapes, dtypes, names and nesting; each of them is checked here before any
+arithmetic, allocation or recursion depends on it. Budgets grow with the file's size, so that
+real checkpoints of any size load and a small file cannot claim a huge amount of work.
+
+Example:
+    >>> check_shape([2, 3], "w.safetensors: tensor 'w'")
+    (2, 3)
+    >>> check_shape([2**64 - 1] * 3, "w.safetensors: tensor 'w'")
+    Traceback (most recent call last):
+    ...
+    treetool._errors.LoadError: w.safetensors: tensor 'w': dimension 0 is 18446744073709551615, more than 2**48
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._errors import LoadError
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_DIM",
+    "MAX_ELEMENTS",
+    "MAX_NDIM",
+    "Budget",
+    "check_dtype",
+    "check_json_text",
+    "check_shape",
+]
+
+#: numpy's own limit on the number of dimensions
+MAX_NDIM = 64
+#: the largest single dimension (2**48 elements: 256 TiB of bytes)
+MAX_DIM = 1 << 48
+#: the largest element count of one array
+MAX_ELEMENTS = 1 << 48
+#: the deepest tree a reader builds (jax's own walks recurse once per level)
+MAX_DEPTH = 1000
+
+
+def check_shape(shape: Any, where: str) -> tuple[int, ...]:
+    """A file's shape as a tuple of ints, or a `LoadError` naming what is wrong with it.
+
+    At most `MAX_NDIM` dimensions, each an int in `[0, MAX_DIM]`, whose product is at most
+    `MAX_ELEMENTS`; the product stops at a 0 and is never computed past the limit.
+    """
+    if type(shape) not in (list, tuple):
+        raise LoadError(f"{where}: shape must be a list of ints, got {type(shape).__name__}")
+    if len(shape) > MAX_NDIM:
+        raise LoadError(f"{where}: {len(shape)} dimensions, more than {MAX_NDIM}")
+    for i, d in enumerate(shape):
+        if type(d) is not int:
+            raise LoadError(f"{where}: dimension {i} is not an int ({type(d).__name__})")
+        if d < 0:
+            raise LoadError(f"{where}: dimension {i} is negative ({d})")
+        if d > MAX_DIM:
+            shown = str(d) if d.bit_length() < 200 else f"a {d.bit_length()}-bit number"
+            raise LoadError(f"{where}: dimension {i} is {shown}, more than 2**48")
+    if 0 in shape:
+        return tuple(shape)
+    n = 1
+    for d in shape:
+        n *= d
+        if n > MAX_ELEMENTS:
+            raise LoadError(f"{where}: shape {list(shape)} has more than 2**48 elements")
+    return tuple(shape)
+
+
+def check_dtype(dtype: np.dtype, where: str) -> np.dtype:
+    """`dtype` if arrays of it can be read from raw bytes; object, structured, subarray and
+    zero-sized dtypes are refused (their sizes do not follow from a shape)."""
+    if dtype.hasobject:
+        raise LoadError(f"{where}: object dtype {dtype} holds Python objects, not numbers")
+    if dtype.subdtype is not None:
+        raise LoadError(f"{where}: subarray dtype {dtype} is not supported")
+    if dtype.itemsize == 0:
+        raise LoadError(f"{where}: dtype {dtype} has no size")
+    return dtype
+
+
+class Budget:
+    """A count that may not pass `limit`; `take(n)` raises one `LoadError` line when it does.
+
+    Example:
+        >>> b = Budget("f.msgpack", "containers", 2)
+        >>> b.take(2)
+        >>> b.take()
+        Traceback (most recent call last):
+        ...
+        treetool._errors.LoadError: f.msgpack: more than 2 containers for a file of this size (a decompression or nesting bomb?)
+    """
+
+    __slots__ = ("limit", "used", "what", "where")
+
+    def __init__(self, where: str, what: str, limit: int) -> None:
+        self.where, self.what, self.limit, self.used = where, what, limit, 0
+
+    def take(self, n: int = 1) -> None:
+        self.used += n
+        if self.used > self.limit:
+            raise LoadError(
+                f"{self.where}: more than {self.limit} {self.what} for a file of this size "
+                "(a decompression or nesting bomb?)"
+            )
+
+
+_KEEP_BRACKETS_QUOTES = bytes(range(256)).translate(None, b'[]{}"')
+
+
+def check_json_text(
+    raw: bytes, where: str, *, max_depth: int = 64, bytes_per_container: int = 12
+) -> None:
+    """Refuse JSON text nested deeper than `max_depth` or with more containers than its size
+    warrants (one per `bytes_per_container` bytes, plus 1,000), before `json.loads` recurses
+    or allocates (an empty object costs 64 bytes of memory for 2 bytes of text).
+
+    Brackets inside strings are not counted. Costs a few percent of `json.loads`: the text is
+    filtered in C down to its brackets and quotes, then measured with numpy.
+    """
+    opened = raw.count(b"[") + raw.count(b"{")
+    if opened <= max_depth:
+        return
+    limit = 1000 + len(raw) // bytes_per_container
+    text = raw
+    if b"\\" in text:  # drop escaped backslashes, then escaped quotes: every quote left counts
+        text = text.replace(b"\\\\", b"").replace(b'\\"', b"")
+    count = depth = top = 0
+    in_string = 0
+    view = memoryview(text)
+    for start in range(0, len(text), _JSON_CHUNK):  # a chunk at a time: memory stays small
+        part = bytes(view[start : start + _JSON_CHUNK]).translate(None, _KEEP_BRACKETS_QUOTES)
+        arr = np.frombuffer(part, np.uint8)
+        quote = arr == 34
+        if quote.any():
+            # a bracket after an odd number of quotes (this chunk's and before) is in a string
+            parity = np.bitwise_xor.accumulate(quote.view(np.uint8))
+            outside = parity == in_string
+            in_string ^= int(parity[-1])
+            outside &= ~quote
+            arr = arr[outside]
+        elif in_string:
+            continue
+        opens = (arr == 91) | (arr == 123)
+        count += int(np.count_nonzero(opens))
+        if count > limit:
+            raise LoadError(
+                f"{where}: more than {limit} JSON objects and arrays in {len(raw)} bytes "
+                "(a nesting bomb?)"
+            )
+        if arr.size:
+            steps = opens.view(np.int8) * np.int8(2) - np.int8(1)
+            levels = np.cumsum(steps, dtype=np.int64) + depth
+            top = max(top, int(levels.max()))
+            depth = int(levels[-1])
+            if top > max_depth:
+                raise LoadError(f"{where}: JSON nested more than {max_depth} levels deep")
+
+
+#: bytes of JSON text measured at a time
+_JSON_CHUNK = 4 << 20
