@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ._text import safe
+
 __all__ = [
     "LoadError",
     "PathError",
@@ -13,7 +15,18 @@ __all__ = [
 
 
 class TreetoolError(Exception):
-    """Base class of every error treetool raises on purpose."""
+    """Base class of every error treetool raises on purpose.
+
+    Messages often quote a file (keys, class names); `str()` shows them through the one
+    sanitiser, so a traceback cannot send a file's escape sequences to the terminal.
+
+    Example:
+        >>> str(TreetoolError("evil.pkl: bad key 'x\\x1b[2J'"))
+        "evil.pkl: bad key 'x\\\\x1b[2J'"
+    """
+
+    def __str__(self) -> str:
+        return safe(super().__str__(), newlines=True)
 
 
 class PathError(TreetoolError, KeyError):
@@ -24,7 +37,7 @@ class PathError(TreetoolError, KeyError):
     """
 
     def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
+        return safe(str(self.args[0]), newlines=True) if self.args else ""
 
 
 class LoadError(TreetoolError):

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from .._arrays import is_array, leaf_info, stats
 from .._paths import Path
+from .._text import safe, safe_text
 from .labels import fmt_bytes, fmt_count
 
 __all__ = ["LeafReport", "leaf_report", "sparkline"]
@@ -85,14 +86,14 @@ class LeafReport:
         t = Table.grid(padding=(0, 2))
         t.add_column(style="bold")
         t.add_column()
-        t.add_row("path", Text(str(self.path), style="green"))
-        t.add_row("type", info.type_name)
+        t.add_row("path", Text(safe(str(self.path)), style="green"))
+        t.add_row("type", safe_text(info.type_name))
         if info.shape is not None:
             t.add_row("shape", str(tuple(info.shape)))
             t.add_row("dtype", str(info.dtype))
             t.add_row("params", fmt_count(info.params))
             t.add_row("bytes", fmt_bytes(info.nbytes))
-            t.add_row("device", str(info.device))
+            t.add_row("device", safe_text(info.device))
             if info.is_key:
                 t.add_row("PRNG key", "yes")
         st = self._stats()
@@ -117,7 +118,7 @@ class LeafReport:
             )
             parts += [Text(""), Text(text)]
         elif info.shape is None:
-            parts += [Text(""), Text(repr(self.value)[:2000])]
+            parts += [Text(""), safe_text(repr(self.value)[:2000])]
         yield Group(*parts)
 
 
