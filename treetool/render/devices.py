@@ -174,8 +174,12 @@ class ShardingTable:
                 table.add_row(
                     Text("  " + safe(str(lp.path))),
                     Text(safe(layout_label(lp)), style="cyan"),
-                    "" if block is None or not lp.on_device else f"[{','.join(map(str, block))}]",
-                    f"×{lp.replication}" if lp.on_device else "",
+                    Text(
+                        ""
+                        if block is None or not lp.on_device
+                        else f"[{','.join(map(str, block))}]"
+                    ),
+                    Text(f"×{lp.replication}" if lp.on_device else ""),
                     fmt_bytes(lp.nbytes),
                 )
             if n > self.per_group:

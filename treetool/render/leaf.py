@@ -89,8 +89,8 @@ class LeafReport:
         t.add_row("path", Text(safe(str(self.path)), style="green"))
         t.add_row("type", safe_text(info.type_name))
         if info.shape is not None:
-            t.add_row("shape", str(tuple(info.shape)))
-            t.add_row("dtype", str(info.dtype))
+            t.add_row("shape", Text(str(tuple(info.shape))))
+            t.add_row("dtype", safe_text(info.dtype))
             t.add_row("params", fmt_count(info.params))
             t.add_row("bytes", fmt_bytes(info.nbytes))
             t.add_row("device", safe_text(info.device))
@@ -106,10 +106,12 @@ class LeafReport:
                 v = getattr(st, k)
                 s.add_row(k, "-" if v is None else f"{v:.6g}")
             s.add_row("zeros", fmt_count(st.zeros))
-            s.add_row("nan / inf", f"{st.nan} / {st.inf}", style="red" if st.nan or st.inf else "")
+            s.add_row(
+                "nan / inf", Text(f"{st.nan} / {st.inf}"), style="red" if st.nan or st.inf else ""
+            )
             if st.histogram is not None:
                 counts, edges = st.histogram
-                s.add_row("histogram", f"{edges[0]:.3g} {sparkline(counts)} {edges[-1]:.3g}")
+                s.add_row("histogram", Text(f"{edges[0]:.3g} {sparkline(counts)} {edges[-1]:.3g}"))
             parts += [Text(""), s]
         arr = self._values()
         if arr is not None:

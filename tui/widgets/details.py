@@ -44,7 +44,7 @@ def _facts_table(rows: list[tuple[str, Any]]) -> Table:
     t.add_column(style="bold dim", no_wrap=True)
     t.add_column(overflow="fold")
     for k, v in rows:
-        t.add_row(Text(k), v if isinstance(v, Text) else safe_text(v))  # file text: never markup
+        t.add_row(Text(k), v if isinstance(v, Text) else safe_text(v))  # plain: Text or safe_text
     return t
 
 

@@ -195,7 +195,7 @@ class DevicesTab(Vertical):
                 safe_text(key or "<root>"),
                 safe_text(layout_label(lp), "cyan"),
                 safe_text(_short_description(lp)),
-                "" if block is None else f"[{','.join(map(str, block))}]",
+                Text("" if block is None else f"[{','.join(map(str, block))}]"),
                 Text(fmt_bytes(here), justify="right"),
                 key=key,
             )

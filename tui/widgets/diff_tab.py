@@ -51,4 +51,4 @@ class DiffTab(VerticalScroll):
 
     def _show(self, d: Any, body: Any) -> None:
         self.result = d
-        self.query_one("#diff-body", Static).update(body)
+        self.query_one("#diff-body", Static).update(body)  # plain: a TreeDiff or a Text
