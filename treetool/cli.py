@@ -628,6 +628,19 @@ def _one_line(e: BaseException) -> str:
 _KEEP: list[Any] | None = None
 
 
+def _cwd_last() -> None:
+    """Move the current directory to the end of `sys.path`.
+
+    `python -m treetool.cli` puts it first, so a stray `rich.py` or `numpy.py` next to a
+    checkpoint would be imported in place of the library. `module:attr` still finds modules
+    there, after the installed ones.
+    """
+    cwd = os.getcwd()
+    entries = [p for p in sys.path if p not in ("", cwd)]
+    if len(entries) != len(sys.path):
+        sys.path[:] = [*entries, cwd]
+
+
 def run() -> None:
     """The `treetool` command: `main`, then an exit that does not free what was loaded.
 
@@ -637,6 +650,7 @@ def run() -> None:
     """
     global _KEEP
     _KEEP = []
+    _cwd_last()
     code = main()
     try:
         sys.stdout.flush()
