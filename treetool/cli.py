@@ -420,13 +420,20 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
     out = sys.stdout
     count = 0
+    dtypes: dict[Any, str] = {}  # a file's dtype names, escaped once each
     for p, x in pairs:
         info = leaf_info(x)
         # one line per leaf, whatever the file named it: `safe` escapes newlines and tabs
+        path = str(p)
+        if not path.isprintable():  # the common case costs one C-level scan, no call
+            path = safe(path)
         if info.shape is not None:
-            out.write(f"{safe(str(p))}\t{list(info.shape)}\t{safe(str(info.dtype))}\n")
+            dtype = dtypes.get(info.dtype)
+            if dtype is None:
+                dtype = dtypes[info.dtype] = safe(str(info.dtype))
+            out.write(f"{path}\t{list(info.shape)}\t{dtype}\n")
         else:
-            out.write(f"{safe(str(p))}\t-\t{leaf_text(Node(x))}\n")
+            out.write(f"{path}\t-\t{leaf_text(Node(x))}\n")
         count += 1
     if args.glob and count == 0:
         raise CliError(f"{args.target}: no leaf matches {args.glob!r}")
