@@ -84,3 +84,23 @@ def test_output_never_holds_a_control_character_and_is_idempotent(text):
     out.encode("utf-8")  # no lone surrogate left
     if not any(_unsafe(c) for c in text):
         assert out == text
+
+
+def test_the_sanitiser_sits_below_everything():
+    """`_text` imports nothing of treetool and no rich: error lines and `--help` use it."""
+    import ast
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import treetool._text as mod
+
+    tree = ast.parse(Path(mod.__file__).read_text())
+    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    names = {a.name for n in top for a in n.names} | {
+        n.module for n in top if isinstance(n, ast.ImportFrom) and n.module
+    }
+    assert names <= {"__future__", "annotations", "unicodedata", "typing", "Any"}
+    code = "import sys, treetool._text as t; t.safe('a\\x1b'); print('rich' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout == "False\n"
