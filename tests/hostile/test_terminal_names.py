@@ -135,3 +135,15 @@ def test_click_name_is_never_a_file_written(files):
     assert_contained(run, rc=0, max_seconds=20)
     assert CLICK.format(dir=files / "clicked")[:20] in run.stdout
     assert not (files / "clicked").exists()
+
+
+@pytest.mark.parametrize("command", ["ls", "inspect", "summary"])
+def test_json_output_is_json_with_no_control_characters(files, command):
+    import json
+
+    run = run_cli(command, "names.safetensors", "--json", cwd=files)
+    assert_contained(run, rc=0)
+    data = json.loads(run.stdout)
+    text = json.dumps(data)
+    for n in NAMES:  # every keystr, in JSON escapes (a JSON reader gets it back exactly)
+        assert json.dumps(f"[{n!r}]")[1:-1] in text, n
