@@ -83,3 +83,18 @@ def test_labels_escape_keys_types_and_reprs():
     assert _render(TreeView({"k": _Evil()})).splitlines()[1] == (
         "└── ['k']  \\x1b[2J[link=https://evil.example]click…"
     )
+
+
+def test_opaque_class_and_attribute_names_from_a_pickle(tmp_path):
+    from hostile.hostile_names import write_pickle
+
+    write_pickle(tmp_path / "names.pkl", tmp_path / "clicked")
+    obj = tt.load(tmp_path / "names.pkl")["a\nb\tc"]
+    assert _render(TreeView(obj)) == textwrap.dedent(
+        """\
+        a_b\\tc  6 params · 24 B  [not executed]
+        ├── .a\\nb\\tc  f32[3]  3 params · 12 B
+        └── .ok  f32[3]  3 params · 12 B
+        """
+    )
+    assert repr(view(obj).children[0]) == "Node(.a\\nb\\tc, ndarray)"
