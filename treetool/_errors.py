@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ._text import safe
+
 __all__ = [
     "LoadError",
     "PathError",
@@ -13,7 +15,20 @@ __all__ = [
 
 
 class TreetoolError(Exception):
-    """Base class of every error treetool raises on purpose."""
+    """Base class of every error treetool raises on purpose.
+
+    Messages often quote a file (keys, class names); `str()` shows them through the one
+    sanitiser, so a traceback cannot send a file's escape sequences to the terminal. Line
+    breaks are kept here (a structure mismatch puts the path on its own line); `LoadError`
+    and `PathError` messages are single lines and escape them too.
+
+    Example:
+        >>> str(TreetoolError("evil.pkl: bad key 'x\\x1b[2J'"))
+        "evil.pkl: bad key 'x\\\\x1b[2J'"
+    """
+
+    def __str__(self) -> str:
+        return safe(super().__str__(), newlines=True)
 
 
 class PathError(TreetoolError, KeyError):
@@ -24,11 +39,18 @@ class PathError(TreetoolError, KeyError):
     """
 
     def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
+        return safe(str(self.args[0])) if self.args else ""  # one line, whatever the keys hold
 
 
 class LoadError(TreetoolError):
-    """A file that cannot be read: missing, truncated, corrupt, or of an unknown format."""
+    """A file that cannot be read: missing, truncated, corrupt, or of an unknown format.
+
+    The message is one line: a newline a file put in a key is shown escaped, like every
+    control character.
+    """
+
+    def __str__(self) -> str:
+        return safe(Exception.__str__(self))
 
 
 class UnsafeError(LoadError):

@@ -23,6 +23,7 @@ from typing import Any
 from ._arrays import LeafInfo, is_array, leaf_info
 from ._paths import DictKey, GetAttrKey, Key, Path, SequenceKey, from_jax_key
 from ._repr import ReprMixin
+from ._text import safe
 
 __all__ = ["Aggregates", "Node", "children", "register_flattener", "view"]
 
@@ -344,7 +345,7 @@ class Node(ReprMixin):
         self.error: str | None = None
 
     def __repr__(self) -> str:
-        return f"Node({str(self.path) or '<root>'}, {self.type_name})"
+        return safe(f"Node({str(self.path) or '<root>'}, {self.type_name})")  # a file's names
 
     @property
     def path(self) -> Path:

@@ -36,6 +36,7 @@ def plain_text(obj: Any, *, depth: int = 3, width: int = 20, is_leaf: Any = None
         force_terminal=False,
         force_jupyter=False,
         soft_wrap=False,
+        markup=False,  # file text is never markup
     )
     console.print(render(obj, depth=depth, width=width, is_leaf=is_leaf))
     return out.getvalue().rstrip("\n")

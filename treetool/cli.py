@@ -13,6 +13,8 @@ import re
 import sys
 from typing import Any
 
+from ._text import safe
+
 __all__ = ["load_target", "main"]
 
 EXIT_OK, EXIT_DIFFERENT, EXIT_ERROR = 0, 1, 2
@@ -40,7 +42,7 @@ def load_target(spec: str, *, trust: bool = False, partial: bool = False) -> tup
         loaded = io.read(spec, trust=trust, partial=partial)
         if loaded.error:
             print(
-                f"treetool: warning: {loaded.error}; showing what was read before it",
+                safe(f"treetool: warning: {loaded.error}; showing what was read before it"),
                 file=sys.stderr,
             )
         if loaded.blocked:
@@ -49,9 +51,24 @@ def load_target(spec: str, *, trust: bool = False, partial: bool = False) -> tup
         if _KEEP is not None:
             _KEEP.append(loaded)
         return loaded.tree, loaded.format
-    if ":" in spec and not spec.startswith(("/", ".")):
+    if _is_module_spec(spec):
         return _import_target(spec), "python"
     raise CliError(f"{spec}: no such file or directory (and not a module:attr object)")
+
+
+_DOTTED = re.compile(r"^[^\W\d]\w*(\.[^\W\d]\w*)*$")
+
+
+def _is_module_spec(spec: str) -> bool:
+    """`X:Y` names a module attribute only when X is a dotted identifier and no file `X:Y`
+    exists (a file always wins: `ckpt:v2` on disk is read, never imported).
+
+    Example:
+        >>> _is_module_spec("mypkg.models:make_model"), _is_module_spec("./ckpt:v2")
+        (True, False)
+    """
+    module_name, sep, _ = spec.partition(":")
+    return bool(sep) and bool(_DOTTED.match(module_name)) and not os.path.exists(spec)
 
 
 def _import_target(spec: str, *, call: bool = True) -> Any:
@@ -61,8 +78,12 @@ def _import_target(spec: str, *, call: bool = True) -> Any:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise CliError(f"{spec}: expected module:attr, e.g. mypkg.models:make_model")
+    if not _DOTTED.match(module_name):
+        raise CliError(f"{spec}: expected module:attr with a dotted module name before ':'")
+    # The current directory is appended, never prepended: a stray `rich.py` or `numpy.py`
+    # there must not shadow the libraries treetool itself imports.
     if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+        sys.path.append(os.getcwd())
     try:
         obj: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
@@ -92,7 +113,7 @@ def _trace_target(spec: str, arg_specs: list[str], *, trust: bool) -> Any:
     An argument is an array spec (`f32[8,4]`: a `jax.ShapeDtypeStruct`, nothing allocated), a
     `module:attr` object or a checkpoint file (a pytree, e.g. the model), or a Python literal.
     """
-    fn = _import_target(spec, call=False) if ":" in spec else None
+    fn = _import_target(spec, call=False) if _is_module_spec(spec) else None
     if not callable(fn):
         raise CliError(f"{spec}: --args needs module:function naming a function to trace")
     args = [_trace_arg(a, trust=trust) for a in arg_specs]
@@ -127,7 +148,7 @@ def _trace_arg(text: str, *, trust: bool) -> Any:
             ) from None
         shape = tuple(int(d) for d in dims.replace(" ", "").split(",") if d)
         return jax.ShapeDtypeStruct(shape, dtype)
-    if os.path.exists(text) or (":" in text and not text.startswith(("/", "."))):
+    if os.path.exists(text) or _is_module_spec(text):
         return load_target(text, trust=trust)[0]
     import ast
 
@@ -154,7 +175,8 @@ def _select(tree: Any, pattern: str | None) -> list[tuple[Any, Any]] | None:
 def _console(stderr: bool = False) -> Any:
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    # no markup and no :emoji: codes in plain strings either: file text is never parsed
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, markup=False, emoji=False)
 
 
 def _leaf_record(path: Any, info: Any) -> dict[str, Any]:
@@ -280,8 +302,10 @@ _NOTED: set[int] = set()  # trees whose opaque objects load_target already repor
 def _print_blocked(spec: str, blocked: list[str]) -> None:
     shown = ", ".join(blocked[:8]) + (f" and {len(blocked) - 8} more" if len(blocked) > 8 else "")
     print(
-        f"treetool: note: {spec}: not executed (shown as opaque placeholders): {shown}; "
-        "pass --trust to run the file's code",
+        safe(
+            f"treetool: note: {spec}: not executed (shown as opaque placeholders): {shown}; "
+            "pass --trust to run the file's code"
+        ),
         file=sys.stderr,
     )
 
@@ -303,8 +327,10 @@ def _note_opaque(tree: Any) -> None:
             break
     if classes:
         print(
-            f"treetool: {len(classes)} class(es) not executed ({', '.join(classes[:8])}); "
-            "shown as placeholders: pass --trust to run the file's code",
+            safe(
+                f"treetool: {len(classes)} class(es) not executed ({', '.join(classes[:8])}); "
+                "shown as placeholders: pass --trust to run the file's code"
+            ),
             file=sys.stderr,
         )
 
@@ -394,12 +420,20 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
     out = sys.stdout
     count = 0
+    dtypes: dict[Any, str] = {}  # a file's dtype names, escaped once each
     for p, x in pairs:
         info = leaf_info(x)
+        # one line per leaf, whatever the file named it: `safe` escapes newlines and tabs
+        path = str(p)
+        if not path.isprintable():  # the common case costs one C-level scan, no call
+            path = safe(path)
         if info.shape is not None:
-            out.write(f"{p}\t{list(info.shape)}\t{info.dtype}\n")
+            dtype = dtypes.get(info.dtype)
+            if dtype is None:
+                dtype = dtypes[info.dtype] = safe(str(info.dtype))
+            out.write(f"{path}\t{list(info.shape)}\t{dtype}\n")
         else:
-            out.write(f"{p}\t-\t{leaf_text(Node(x))}\n")
+            out.write(f"{path}\t-\t{leaf_text(Node(x))}\n")
         count += 1
     if args.glob and count == 0:
         raise CliError(f"{args.target}: no leaf matches {args.glob!r}")
@@ -592,7 +626,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         if args.debug:
             raise
-        print(f"treetool: error: {_one_line(e)}", file=sys.stderr)
+        print(f"treetool: error: {safe(_one_line(e))}", file=sys.stderr)
         return EXIT_ERROR
 
 
@@ -612,6 +646,19 @@ def _one_line(e: BaseException) -> str:
 _KEEP: list[Any] | None = None
 
 
+def _cwd_last() -> None:
+    """Move the current directory to the end of `sys.path`.
+
+    `python -m treetool.cli` puts it first, so a stray `rich.py` or `numpy.py` next to a
+    checkpoint would be imported in place of the library. `module:attr` still finds modules
+    there, after the installed ones.
+    """
+    cwd = os.getcwd()
+    entries = [p for p in sys.path if p not in ("", cwd)]
+    if len(entries) != len(sys.path):
+        sys.path[:] = [*entries, cwd]
+
+
 def run() -> None:
     """The `treetool` command: `main`, then an exit that does not free what was loaded.
 
@@ -621,6 +668,7 @@ def run() -> None:
     """
     global _KEEP
     _KEEP = []
+    _cwd_last()
     code = main()
     try:
         sys.stdout.flush()

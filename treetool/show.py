@@ -116,7 +116,9 @@ def _show_text(obj: Any, *, depth: int, width: int, is_leaf: Any) -> None:
 
     from .render import render
 
-    Console(soft_wrap=False).print(render(obj, depth=depth, width=width, is_leaf=is_leaf))
+    Console(soft_wrap=False, markup=False, emoji=False).print(
+        render(obj, depth=depth, width=width, is_leaf=is_leaf)
+    )
 
 
 def _tui_can_show(obj: Any) -> bool:

@@ -17,6 +17,7 @@ from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
 from .._model import Node, view
+from .._text import safe
 from .leaf_index import Cancelled, LeafIndex, expression, match_paths
 from .messages import LeafChosen, NodeFocused
 from .screens import HelpScreen
@@ -159,7 +160,7 @@ class TreetoolApp(App[None]):
         self.is_leaf = is_leaf
         self.root_name = root_name_for(title)
         self.title = "treetool"
-        self.sub_title = title or type(obj).__name__
+        self.sub_title = safe(title or type(obj).__name__)  # a file name: plain, escaped
         self.model: Node = view(obj, is_leaf)
         self.index: LeafIndex | None = None
         self.matches: list[str] = []
@@ -197,7 +198,12 @@ class TreetoolApp(App[None]):
         self.query_one(PytreeTree).focus()
         self.query_one(DetailsPane).show(self.model)
         for err in self._tab_errors:
-            self.notify(f"a tab failed and is left out: {err}", severity="error", timeout=8)
+            self.notify(
+                safe(f"a tab failed and is left out: {err}"),
+                severity="error",
+                timeout=8,
+                markup=False,
+            )
 
     def on_ready(self) -> None:
         # the first frame is on screen: now index every leaf, off the UI thread
@@ -367,7 +373,9 @@ class TreetoolApp(App[None]):
 
     def _jump(self, step: int) -> None:
         if not self.matches:
-            self.notify("no matches: press / to search", severity="warning", timeout=3)
+            self.notify(
+                "no matches: press / to search", severity="warning", timeout=3, markup=False
+            )
             return
         self.match_pos = (self.match_pos + step) % len(self.matches)
         path = self.matches[self.match_pos]
@@ -395,16 +403,20 @@ class TreetoolApp(App[None]):
 
     def action_copy_path(self) -> None:
         """Copy the selected path as an expression: `model.layers[0].weight`."""
-        keystr = str(self.node.path)
+        keystr = safe(str(self.node.path))  # the clipboard never gets a file's raw escapes
         text = expression(self.root_name, keystr)
         self.copy_to_clipboard(text)
-        self.notify(f"copied {text}  (Y copies the keystr {keystr or '(root)'!s})", timeout=4)
+        self.notify(
+            f"copied {text}  (Y copies the keystr {keystr or '(root)'!s})",
+            timeout=4,
+            markup=False,  # a key named `[@click=...]` is shown, never run
+        )
 
     def action_copy_keystr(self) -> None:
         """Copy the selected path in keystr form: `.layers[0].weight`."""
-        keystr = str(self.node.path)
+        keystr = safe(str(self.node.path))
         self.copy_to_clipboard(keystr)
-        self.notify(f"copied {keystr or '(root: empty path)'}", timeout=4)
+        self.notify(f"copied {keystr or '(root: empty path)'}", timeout=4, markup=False)
 
     def action_show_tab(self, tab: str) -> None:
         """Switch to a tab by id."""

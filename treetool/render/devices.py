@@ -16,6 +16,7 @@ from rich.text import Text
 
 from .._devices import LeafPlacement, Placement, layout_label
 from .._layout import device_name, mesh_text
+from .._text import safe
 from .labels import fmt_bytes
 
 __all__ = ["DeviceBars", "PlacementView", "ShardingGrid", "ShardingTable", "devices_text"]
@@ -162,7 +163,7 @@ class ShardingTable:
             total = sum(lp.nbytes for lp in leaves)
             n = len(leaves)
             table.add_row(
-                Text(desc, style="bold"),
+                Text(safe(desc), style="bold"),
                 Text(f"{n:,} {'leaf' if n == 1 else 'leaves'}", style="dim"),
                 "",
                 "",
@@ -171,10 +172,14 @@ class ShardingTable:
             for lp in leaves[: self.per_group]:
                 block = lp.shard_shape
                 table.add_row(
-                    Text("  " + str(lp.path)),
-                    Text(layout_label(lp), style="cyan"),
-                    "" if block is None or not lp.on_device else f"[{','.join(map(str, block))}]",
-                    f"×{lp.replication}" if lp.on_device else "",
+                    Text("  " + safe(str(lp.path))),
+                    Text(safe(layout_label(lp)), style="cyan"),
+                    Text(
+                        ""
+                        if block is None or not lp.on_device
+                        else f"[{','.join(map(str, block))}]"
+                    ),
+                    Text(f"×{lp.replication}" if lp.on_device else ""),
                     fmt_bytes(lp.nbytes),
                 )
             if n > self.per_group:
@@ -214,11 +219,11 @@ class ShardingGrid:
     def _title(self) -> Text:
         lp = self.leaf
         t = Text()
-        t.append(str(lp.path) or "<root>", style="bold")
+        t.append(safe(str(lp.path)) or "<root>", style="bold")
         t.append("  ")
-        t.append(layout_label(lp), style="cyan")
+        t.append(safe(layout_label(lp)), style="cyan")
         t.append("  ")
-        t.append(lp.description)
+        t.append(safe(lp.description))
         return t
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -334,7 +339,7 @@ class PlacementView:
         ratio = p.imbalance
         if ratio is not None:
             parts.append(f"max/mean {ratio:.2f}")
-        return Text(" · ".join(parts), style="bold")
+        return Text(safe(" · ".join(parts)), style="bold")  # mesh axis names may be a file's
 
     def axes(self) -> Text | None:
         """`data (2): 3 leaves, 1.7 KB · model (4): 3 leaves, 1.6 KB` or None without a mesh."""
@@ -343,10 +348,12 @@ class PlacementView:
             return None
         return Text(
             "split over "
-            + " · ".join(
-                f"{a.name} ({a.size}): {a.leaves:,} {'leaf' if a.leaves == 1 else 'leaves'}, "
-                f"{fmt_bytes(a.nbytes)}"
-                for a in ax.values()
+            + safe(
+                " · ".join(
+                    f"{a.name} ({a.size}): {a.leaves:,} {'leaf' if a.leaves == 1 else 'leaves'}, "
+                    f"{fmt_bytes(a.nbytes)}"
+                    for a in ax.values()
+                )
             ),
             style="dim",
         )
@@ -361,7 +368,7 @@ class PlacementView:
         parts.append(Text(""))
         parts.append(ShardingTable(p, per_group=self.per_group))
         for w in p.warnings:
-            parts.append(Text(f"⚠ {w.message}", style="yellow"))
+            parts.append(Text(f"⚠ {safe(w.message)}", style="yellow"))
         yield Group(*parts)
 
 

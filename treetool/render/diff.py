@@ -15,6 +15,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from .._model import LEAF, children
+from .._text import safe
 
 __all__ = ["DiffView", "change_text", "diff_text"]
 
@@ -233,23 +234,23 @@ class DiffView:
         t = Text()
         c = g.change
         if c is not None and not g.keys and c.kind != "node_type":
-            t.append(self._type_label(g), style="bold magenta")
+            t.append(safe(self._type_label(g)), style="bold magenta")
             t.append("  ")
         if c is not None:
             sign = c.sign
             t.append(f"{sign} ", style=f"bold {SIGN_STYLES[sign]}")
             if key_text:
-                t.append(key_text, style=f"bold {SIGN_STYLES[sign]}")
+                t.append(safe(key_text), style=f"bold {SIGN_STYLES[sign]}")
                 t.append("  ")
             if c.kind not in ("added", "removed"):
                 t.append(c.kind, style=SIGN_STYLES[sign])
                 t.append("  ")
-            t.append(change_text(c))
+            t.append(safe(change_text(c)))  # file-derived keys and reprs, never markup
             return t
         if key_text:
-            t.append(key_text, style="bold")
+            t.append(safe(key_text), style="bold")
             t.append("  ")
-        t.append(self._type_label(g), style="dim" if key_text else "bold magenta")
+        t.append(safe(self._type_label(g)), style="dim" if key_text else "bold magenta")
         return t
 
     def _type_label(self, g: _Group) -> str:
@@ -273,6 +274,6 @@ _MISSING = object()
 
 def diff_text(diff: Any, width: int = 100) -> str:
     """The rendering as plain text (no colours), for `str(diff)` and logs."""
-    c = Console(file=io.StringIO(), width=width, color_system=None, highlight=False)
+    c = Console(file=io.StringIO(), width=width, color_system=None, highlight=False, markup=False)
     c.print(DiffView(diff))
     return c.file.getvalue().rstrip("\n")  # type: ignore[attr-defined]

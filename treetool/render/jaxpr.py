@@ -16,6 +16,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from .._jaxpr import Equation, JaxprView, Scope, short_location
+from .._text import safe
 from .labels import dtype_style, fmt_bytes, fmt_count
 
 __all__ = ["JaxprTree", "counts_text", "eqn_text", "scope_text", "to_dict"]
@@ -92,7 +93,7 @@ def eqn_text(view: JaxprView, eq: Equation, *, params: bool = True, source: bool
     paths = _paths_read(view, eq)
     if paths:
         t.append("  ← ", style="dim")
-        t.append(", ".join(paths), style="cyan")
+        t.append(safe(", ".join(paths)), style="cyan")  # paths of a loaded file's tree
     cb = eq.callback
     if cb:
         t.append(f"  calls {cb}", style="magenta")
@@ -211,7 +212,7 @@ class JaxprTree:
             t.append(ty, style=_type_style(ty))
             if path is not None:
                 t.append("  ")
-                t.append(str(path), style="cyan")
+                t.append(safe(str(path)), style="cyan")
             out.append(t)
         return out
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from .._arrays import short_dtype
 from .._model import NAMEDTUPLE, Aggregates, Node
+from .._text import safe
 
 __all__ = [
     "Budget",
@@ -78,8 +79,8 @@ def dtype_style(dtype: str | None) -> str:
 def key_text(node: Node) -> str:
     """The key of a node as it appears in its path (`.weight`, `['params']`, `[0]`)."""
     if node.key is not None:
-        return str(node.key)
-    return str(node.path)  # a subtree shown on its own is labelled with its full path
+        return safe(str(node.key))
+    return safe(str(node.path))  # a subtree shown on its own is labelled with its full path
 
 
 def _short_repr(x: Any, limit: int = 40) -> str:
@@ -89,6 +90,7 @@ def _short_repr(x: Any, limit: int = 40) -> str:
         r = f"<{type(x).__name__}: repr failed: {e}>"
     if callable(x) and hasattr(x, "__name__") and r.startswith("<"):
         r = f"<{type(x).__name__} {x.__name__}>"
+    r = safe(r)  # a repr of file data: no control or bidi characters
     return r if len(r) <= limit else r[: limit - 1] + "…"
 
 
@@ -166,7 +168,7 @@ def inner_type(node: Node, agg: Aggregates | None = None) -> str:
     """`dict`, `list[3]`, `MLP`, `adamw state (ScaleByAdamState)`…"""
     n = node.num_children
     kind = node.node_kind
-    name = node.type_name
+    name = safe(node.type_name)
     if kind in ("dict", "list", "tuple"):
         return f"{name}[{n}]"
     if kind == NAMEDTUPLE:
@@ -180,7 +182,7 @@ def label(node: Node, budget: Budget | None = None) -> NodeLabel:
     """The label of a node; aggregates only while `budget` allows (None: always)."""
     try:
         if node.error is not None:
-            return NodeLabel(key_text(node), node.type_name, error=node.error)
+            return NodeLabel(key_text(node), safe(node.type_name), error=safe(node.error))
         if node.is_leaf:
             info = node.info
             return NodeLabel(
@@ -209,7 +211,9 @@ def label(node: Node, budget: Budget | None = None) -> NodeLabel:
         )
     except Exception as e:  # one broken node never breaks the view
         return NodeLabel(
-            key_text(node), node.type_name, error=node.error or f"{type(e).__name__}: {e}"
+            key_text(node),
+            safe(node.type_name),
+            error=safe(node.error or f"{type(e).__name__}: {e}"),
         )
 
 

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from .._arrays import LazyArray, is_array, leaf_info, stats
 from .._paths import Path
+from .._text import safe, safe_text
 from .labels import fmt_bytes, fmt_count
 
 __all__ = ["LeafReport", "leaf_report", "sparkline"]
@@ -90,14 +91,14 @@ class LeafReport:
         t = Table.grid(padding=(0, 2))
         t.add_column(style="bold")
         t.add_column()
-        t.add_row("path", Text(str(self.path), style="green"))
-        t.add_row("type", info.type_name)
+        t.add_row("path", Text(safe(str(self.path)), style="green"))
+        t.add_row("type", safe_text(info.type_name))
         if info.shape is not None:
-            t.add_row("shape", str(tuple(info.shape)))
-            t.add_row("dtype", str(info.dtype))
+            t.add_row("shape", Text(str(tuple(info.shape))))
+            t.add_row("dtype", safe_text(info.dtype))
             t.add_row("params", fmt_count(info.params))
             t.add_row("bytes", fmt_bytes(info.nbytes))
-            t.add_row("device", str(info.device))
+            t.add_row("device", safe_text(info.device))
             if info.is_key:
                 t.add_row("PRNG key", "yes")
         st = self._stats()
@@ -110,10 +111,12 @@ class LeafReport:
                 v = getattr(st, k)
                 s.add_row(k, "-" if v is None else f"{v:.6g}")
             s.add_row("zeros", fmt_count(st.zeros))
-            s.add_row("nan / inf", f"{st.nan} / {st.inf}", style="red" if st.nan or st.inf else "")
+            s.add_row(
+                "nan / inf", Text(f"{st.nan} / {st.inf}"), style="red" if st.nan or st.inf else ""
+            )
             if st.histogram is not None:
                 counts, edges = st.histogram
-                s.add_row("histogram", f"{edges[0]:.3g} {sparkline(counts)} {edges[-1]:.3g}")
+                s.add_row("histogram", Text(f"{edges[0]:.3g} {sparkline(counts)} {edges[-1]:.3g}"))
             parts += [Text(""), s]
         arr = self._values()
         if arr is not None:
@@ -127,7 +130,7 @@ class LeafReport:
                 text = np.array2string(corners, max_line_width=max(options.max_width, 40))
                 parts += [Text(""), Text(f"first and last {_EDGE} along each axis:"), Text(text)]
         elif info.shape is None:
-            parts += [Text(""), Text(repr(self.value)[:2000])]
+            parts += [Text(""), safe_text(repr(self.value)[:2000])]
         yield Group(*parts)
 
 

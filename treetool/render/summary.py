@@ -8,41 +8,45 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from .._text import safe, safe_text
 from .labels import fmt_bytes, fmt_count
 
 __all__ = ["summary_table"]
 
 
 def _dtypes(c: Any) -> str:
-    return ", ".join(f"{k}×{v}" if v > 1 else k for k, v in c.most_common())
+    return safe(", ".join(f"{k}×{v}" if v > 1 else k for k, v in c.most_common()))
 
 
 def summary_table(s: Any) -> Iterator[Any]:
-    """The rows of a Summary as a table, then a line per tied array."""
+    """The rows of a Summary as a table, then a line per tied array.
+
+    Every cell is a plain `Text` through `safe`: a class named `Y[/]` is shown, not parsed.
+    """
     t = Table(box=None, header_style="bold", pad_edge=False, show_footer=True)
     total = s.total
     t.add_column("path", footer="total", overflow="fold")
-    t.add_column("type", footer=total.type, style="magenta", overflow="fold")
+    t.add_column("type", footer=safe_text(total.type), style="magenta", overflow="fold")
     t.add_column("leaves", justify="right", footer=fmt_count(total.leaves))
     t.add_column("params", justify="right", footer=fmt_count(total.params))
     t.add_column("%", justify="right", footer="100%" if total.params else "")
     t.add_column("bytes", justify="right", footer=fmt_bytes(total.nbytes))
-    t.add_column("dtypes", footer=_dtypes(total.dtypes), style="cyan")
+    t.add_column("dtypes", footer=safe_text(_dtypes(total.dtypes)), style="cyan")
     for r in s.rows:
         pct = f"{100 * r.params / total.params:.1f}%" if total.params else ""
         t.add_row(
-            r.path or "(root)",
-            r.type,
+            safe_text(r.path or "(root)"),
+            safe_text(r.type),
             fmt_count(r.leaves),
             fmt_count(r.params),
             pct,
             fmt_bytes(r.nbytes),
-            _dtypes(r.dtypes),
+            Text(_dtypes(r.dtypes)),
         )
     yield t
     for paths, params in s.tied:
         yield Text(
-            f"tied: one array at {len(paths)} paths ({', '.join(paths)}), "
+            f"tied: one array at {len(paths)} paths ({safe(', '.join(paths))}), "
             f"{fmt_count(params)} params counted once in the total",
             style="yellow",
         )

@@ -15,6 +15,7 @@ from rich.tree import Tree
 
 from .._model import Node, no_gc, view
 from .._paths import SequenceKey
+from .._text import safe
 from .labels import Budget, NodeLabel, dtype_style, label, signature
 
 __all__ = ["Row", "TreeView", "fold_children", "label_text"]
@@ -23,12 +24,16 @@ _MIN_RUN = 3
 
 
 def label_text(lbl: NodeLabel, *, root: bool = False) -> Text:
-    """A label as styled rich Text (the same words as `NodeLabel.plain`)."""
+    """A label as styled rich Text (the same words as `NodeLabel.plain`), never markup.
+
+    `label` already escapes file text; `safe` runs again here (it is idempotent and cheap)
+    for keys a caller set itself, such as a root named after a file.
+    """
     t = Text()
     if lbl.key:
-        t.append(lbl.key, style="bold")
+        t.append(safe(lbl.key), style="bold")
         t.append("  ")
-    t.append(lbl.type, style="bold magenta" if root else dtype_style(lbl.dtype))
+    t.append(safe(lbl.type), style="bold magenta" if root else dtype_style(lbl.dtype))
     stats = lbl.stats_text
     if stats:
         t.append("  ")
@@ -38,7 +43,7 @@ def label_text(lbl: NodeLabel, *, root: bool = False) -> Text:
         t.append(f"[{f}]", style="bold red" if f == "not executed" else "yellow")
     if lbl.error:
         t.append("  ")
-        t.append(f"⚠ {lbl.error}", style="bold red")
+        t.append(f"⚠ {safe(lbl.error)}", style="bold red")
     return t
 
 

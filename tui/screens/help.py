@@ -47,7 +47,7 @@ def bindings_table(groups: list[tuple[str, list[BindingType]]]) -> Table:
             if not isinstance(b, Binding):
                 continue
             keys = ", ".join(key_display(k.strip()) for k in b.key.split(","))
-            t.add_row(keys, b.tooltip or b.description)
+            t.add_row(Text(keys), Text(b.tooltip or b.description))  # `[` is a key, not markup
         t.add_row("", "")
     return t
 

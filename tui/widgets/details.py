@@ -20,6 +20,7 @@ from textual.worker import get_current_worker
 
 from ..._arrays import LazyArray, stats
 from ..._model import Aggregates, Node
+from ..._text import safe, safe_text
 from ...render.labels import Budget, dtype_style, fmt_bytes, fmt_count, label
 from ..leaf_index import expression
 from ..messages import DetailsReady
@@ -43,7 +44,7 @@ def _facts_table(rows: list[tuple[str, Any]]) -> Table:
     t.add_column(style="bold dim", no_wrap=True)
     t.add_column(overflow="fold")
     for k, v in rows:
-        t.add_row(k, v if isinstance(v, Text) else Text(str(v)))
+        t.add_row(Text(k), v if isinstance(v, Text) else safe_text(v))  # plain: Text or safe_text
     return t
 
 
@@ -54,11 +55,11 @@ def leaf_facts(node: Node) -> list[tuple[str, Any]]:
     rows: list[tuple[str, Any]] = [("type", f"{type(obj).__module__}.{type(obj).__qualname__}")]
     if type(obj).__name__ == "Opaque":
         rows.append(
-            ("not executed", Text(str(getattr(obj, "class_path", node.type_name)), "bold red"))
+            ("not executed", safe_text(getattr(obj, "class_path", node.type_name), "bold red"))
         )
     if info.shape is not None:
         rows.append(("shape", str(info.shape)))
-        rows.append(("dtype", Text(str(info.dtype), dtype_style(info.dtype))))
+        rows.append(("dtype", safe_text(info.dtype, dtype_style(info.dtype))))
         rows.append(("params", f"{info.params:,}"))
         rows.append(("bytes", _both(f"{info.nbytes:,}", fmt_bytes(info.nbytes))))
         if info.device:
@@ -78,7 +79,7 @@ def leaf_facts(node: Node) -> list[tuple[str, Any]]:
 
 def _opaque_row(obj: Any) -> tuple[str, Text]:
     """The row that marks a placeholder for a pickled object whose code was not run."""
-    path = str(getattr(obj, "class_path", type(obj).__name__))
+    path = safe(str(getattr(obj, "class_path", type(obj).__name__)))
     return ("not executed", Text(f"{path} (load with trust=True to run it)", "bold red"))
 
 
@@ -168,7 +169,7 @@ class DetailsPane(VerticalScroll):
         reading gigabytes must not start just because the cursor passed by.
         """
         self.node = node
-        keystr = str(node.path)
+        keystr = safe(str(node.path))
         path = Text()
         path.append(expression(self.root_name, keystr), style="bold")
         path.append("\n")
@@ -249,10 +250,11 @@ class DetailsPane(VerticalScroll):
                 blocks.append(Text("histogram", style="bold underline"))
                 blocks.append(histogram_text(counts, edges))
         if "error" in parts:
-            blocks.append(Text(parts["error"], style="bold red"))
+            blocks.append(safe_text(parts["error"], "bold red"))
         stats_w.update(Group(*blocks))
         if "preview" in parts:
-            preview_w.update(Group(Text("values", style="bold underline"), Text(parts["preview"])))
+            preview = Text(safe(parts["preview"], newlines=True))  # array2string's own lines
+            preview_w.update(Group(Text("values", style="bold underline"), preview))
 
     def _inner(self, parts: dict[str, Any]) -> Group:
         agg = parts["aggregates"]
@@ -277,7 +279,7 @@ class DetailsPane(VerticalScroll):
         if agg.dtypes:
             t = Table("dtype", "arrays", box=None, padding=(0, 2), header_style="bold dim")
             for dt, n in agg.dtypes.most_common():
-                t.add_row(Text(dt, dtype_style(dt)), f"{n:,}")
+                t.add_row(safe_text(dt, dtype_style(dt)), f"{n:,}")
             blocks.append(t)
         blocks.append(self._largest(parts))
         return Group(*blocks)
@@ -289,7 +291,7 @@ class DetailsPane(VerticalScroll):
             "largest children", "params", "bytes", box=None, padding=(0, 2), header_style="bold dim"
         )
         for key, p, b in parts["largest"]:
-            t.add_row(key, fmt_count(p), fmt_bytes(b))
+            t.add_row(safe_text(key), fmt_count(p), fmt_bytes(b))
         return t
 
 

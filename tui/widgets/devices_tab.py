@@ -20,6 +20,7 @@ from textual.worker import get_current_worker
 
 from ..._devices import LeafPlacement, Placement, layout_label, placement
 from ..._layout import NAMED, device_name, spec_text
+from ..._text import safe, safe_text
 from ...render.devices import PlacementView, ShardingGrid, bar
 from ...render.labels import fmt_bytes
 from ..messages import LeafChosen
@@ -127,9 +128,9 @@ class DevicesTab(Vertical):
             self.app.call_from_thread(self._set_placement, result)
 
     def _failed(self, error: Exception) -> None:
-        msg = f"placement failed: {type(error).__name__}: {error}"
+        msg = safe(f"placement failed: {type(error).__name__}: {error}")
         self.query_one("#devices-summary", Static).update(Text(msg, style="bold red"))
-        self.app.notify(msg, severity="error", timeout=8)
+        self.app.notify(msg, severity="error", timeout=8, markup=False)
 
     def _set_placement(self, p: Placement) -> None:
         self.placement = p
@@ -157,7 +158,7 @@ class DevicesTab(Vertical):
                 Text(f"{count:,}", justify="right"),
                 key=name,
             )
-        warnings = "\n".join(f"⚠ {w.message}" for w in p.warnings)
+        warnings = Text("\n".join(f"⚠ {safe(w.message)}" for w in p.warnings))
         self.query_one("#devices-warnings", Static).update(warnings)
         self.show_device(self.device)
 
@@ -190,11 +191,11 @@ class DevicesTab(Vertical):
             key = str(lp.path)
             here = lp.bytes_per_device.get(dev, 0) if dev is not None else lp.nbytes
             block = lp.shard_shape if lp.on_device else None
-            table.add_row(
-                key or "<root>",
-                Text(layout_label(lp), style="cyan"),
-                _short_description(lp),
-                "" if block is None else f"[{','.join(map(str, block))}]",
+            table.add_row(  # file-derived cells are plain Text: `[/oops]` is a name, not markup
+                safe_text(key or "<root>"),
+                safe_text(layout_label(lp), "cyan"),
+                safe_text(_short_description(lp)),
+                Text("" if block is None else f"[{','.join(map(str, block))}]"),
                 Text(fmt_bytes(here), justify="right"),
                 key=key,
             )

@@ -11,6 +11,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
+from ..._text import safe_text
+
 __all__ = ["DiffTab"]
 
 
@@ -40,7 +42,7 @@ class DiffTab(VerticalScroll):
         try:
             d = diff(self.before, self.after)
         except Exception as e:  # shown in the tab, the rest of the app keeps working
-            body: Any = Text(f"diff failed: {type(e).__name__}: {e}", style="bold red")
+            body: Any = safe_text(f"diff failed: {type(e).__name__}: {e}", "bold red")
             d = None
         else:
             body = d if d else Text("the two trees are equal", style="bold green")
@@ -49,4 +51,4 @@ class DiffTab(VerticalScroll):
 
     def _show(self, d: Any, body: Any) -> None:
         self.result = d
-        self.query_one("#diff-body", Static).update(body)
+        self.query_one("#diff-body", Static).update(body)  # plain: a TreeDiff or a Text

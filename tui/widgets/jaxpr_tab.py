@@ -18,11 +18,13 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
 from textual.widgets import Input, Static, TabbedContent, TabPane, Tree
 from textual.widgets.tree import TreeNode
 from textual.worker import get_current_worker
 
 from ..._jaxpr import Equation, JaxprView, Scope
+from ..._text import safe
 from ...render.jaxpr import counts_text, eqn_text, scope_text
 from ...render.labels import fmt_bytes, fmt_count
 
@@ -170,8 +172,9 @@ class JaxprTab(Vertical):
             self.app.call_from_thread(self._show_summary)
 
     def _failed(self, msg: str) -> None:
+        msg = safe(msg)
         self.query_one("#jaxpr-summary", Static).update(Text(msg, style="bold red"))
-        self.app.notify(msg, severity="error", timeout=8)
+        self.app.notify(msg, severity="error", timeout=8, markup=False)
 
     # --- building the tree ----------------------------------------------------------------------
 
@@ -188,13 +191,13 @@ class JaxprTab(Vertical):
                 Text(f"inputs ({len(view.inputs)})", style="bold"), (_INPUTS, None)
             )
             for path, var in view.inputs:
-                group.add_leaf(self._var_label(var, str(path)), (_VAR, (path, var)))
+                group.add_leaf(self._var_label(var, safe(str(path))), (_VAR, (path, var)))
         if view.outputs:
             group = tree.root.add(
                 Text(f"outputs ({len(view.outputs)})", style="bold"), (_OUTPUTS, None)
             )
             for path, var in view.outputs:
-                group.add_leaf(self._var_label(var, str(path)), (_VAR, (path, var)))
+                group.add_leaf(self._var_label(var, safe(str(path))), (_VAR, (path, var)))
         n = len(view.top.equations)
         eqns = tree.root.add(
             Text(f"equations ({n:,})", style="bold"), (_EQNS, view.top), expand=True
@@ -383,7 +386,7 @@ class JaxprTab(Vertical):
                     continue
                 path = eq.scope._origin.get(x)
                 if path is not None:
-                    t.append(str(path), style="cyan")
+                    t.append(safe(str(path)), style="cyan")
                     continue
                 prod = eq.scope.producer(x)
                 if prod is not None:
@@ -394,7 +397,7 @@ class JaxprTab(Vertical):
                 t.append(f"\n{s.label}: {s.num_equations()} equations", style="blue")
         elif kind == _VAR:
             path, x = obj
-            t.append(str(path), style="bold cyan")
+            t.append(safe(str(path)), style="bold cyan")
             t.append(f"\n{v.name_of(x)}  {v.type_of(x)}")
             if not hasattr(x, "val"):
                 prod = v.producer(x)
@@ -408,7 +411,7 @@ class JaxprTab(Vertical):
                 p = s._origin.get(x)
                 if p is not None:
                     t.append(f"\n  {v.name_of(x)}  ← ")
-                    t.append(str(p), style="cyan")
+                    t.append(safe(str(p)), style="cyan")
         elif kind == _EQNS:
             t.append(f"{len(v.equations):,} equations in all\n", style="bold")
             t.append(counts_text(v.counts(), limit=40))
@@ -420,12 +423,12 @@ class JaxprTab(Vertical):
         self.matches = found
         self.match_pos = -1
         self.query_one("#jaxpr-count", Static).update(
-            f"{len(found):,} {what}" if found else f"no {what}"
+            Content(safe(f"{len(found):,} {what}" if found else f"no {what}"))
         )
         if found:
             self.action_next_match()
         else:
-            self.app.notify(f"no {what}", severity="warning", timeout=3)
+            self.app.notify(safe(f"no {what}"), severity="warning", timeout=3, markup=False)
 
     def action_search(self) -> None:
         """Open the search bar."""
@@ -494,17 +497,19 @@ class JaxprTab(Vertical):
         else:
             return
         if prod is None:
-            self.app.notify("no producer: an input, a const or a binder", timeout=3)
+            self.app.notify("no producer: an input, a const or a binder", timeout=3, markup=False)
             return
         self.reveal(prod)
 
     def _jump(self, step: int) -> None:
         if not self.matches:
-            self.app.notify("no matches: press / to search or u for uses", timeout=3)
+            self.app.notify("no matches: press / to search or u for uses", timeout=3, markup=False)
             return
         self.match_pos = (self.match_pos + step) % len(self.matches)
         self.reveal(self.matches[self.match_pos])
-        self.query_one("#jaxpr-count", Static).update(f"{self.match_pos + 1}/{len(self.matches):,}")
+        self.query_one("#jaxpr-count", Static).update(
+            Content(f"{self.match_pos + 1}/{len(self.matches):,}")
+        )
 
     def action_next_match(self) -> None:
         """Jump to the next match or use."""

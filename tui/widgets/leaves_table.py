@@ -21,6 +21,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.worker import get_current_worker
 
+from ..._text import safe
 from ..leaf_index import COLUMNS, LeafIndex
 from ..messages import LeafChosen
 
@@ -244,7 +245,8 @@ class LeavesTable(ScrollView, can_focus=True):
         for n, (col, w) in enumerate(widths):
             if n:
                 segs.append(Segment(" ", style))
-            text = self._fit(index.cell(col, i), w, col in _RIGHT, col == "path")
+            # file-derived names go straight into segments: escape their control characters
+            text = self._fit(safe(index.cell(col, i)), w, col in _RIGHT, col == "path")
             segs.append(Segment(text, style + self._cell_style(col, i)))
         return Strip(segs).adjust_cell_length(width, style)
 

@@ -7,7 +7,10 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
+from textual.content import Content
 from textual.widgets import Input, Label
+
+from ..._text import safe
 
 __all__ = ["SearchBar"]
 
@@ -57,4 +60,5 @@ class SearchBar(Horizontal):
 
     def set_count(self, text: str) -> None:
         """Show the match counter (`3/12`, `no match`, `searching…`)."""
-        self.query_one("#search-count", Label).update(text)
+        # plain Content: a glob error quoting `[` or file text is shown, never parsed
+        self.query_one("#search-count", Label).update(Content(safe(text)))

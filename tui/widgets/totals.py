@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ..._model import Aggregates
+from ..._text import safe
 from ...render.labels import dtype_style, fmt_bytes, fmt_count
 
 __all__ = ["TotalsBar", "totals_text"]
@@ -36,7 +37,7 @@ def totals_text(agg: Aggregates | None, devices: dict[str, int] | None) -> Text:
         for n, (dt, c) in enumerate(agg.dtypes.most_common(6)):
             if n:
                 t.append(" ")
-            t.append(f"{short_dtype(dt)}×{c:,}", style=dtype_style(dt))
+            t.append(f"{safe(short_dtype(dt))}×{c:,}", style=dtype_style(dt))
         if len(agg.dtypes) > 6:
             t.append(f" +{len(agg.dtypes) - 6}", style="dim")
     if agg.tied:
@@ -46,7 +47,7 @@ def totals_text(agg: Aggregates | None, devices: dict[str, int] | None) -> Text:
     elif devices:
         t.append(" · ")
         names = sorted(devices)
-        t.append(", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else ""))
+        t.append(safe(", ".join(names[:4])) + (f" +{len(names) - 4}" if len(names) > 4 else ""))
     return t
 
 

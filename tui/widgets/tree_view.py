@@ -19,6 +19,7 @@ from textual.widgets.tree import TreeNode
 from textual.worker import get_current_worker
 
 from ..._model import Aggregates, Node
+from ..._text import safe_text
 from ...render.labels import Budget, label
 from ...render.text import fold_children, label_text
 from ..leaf_index import node_chain
@@ -76,7 +77,7 @@ class PytreeTree(Tree[Entry]):
     """
 
     def __init__(self, root: Node, root_name: str, *, id: str | None = None) -> None:
-        super().__init__(Text(root_name), Entry("node", root), id=id)
+        super().__init__(safe_text(root_name), Entry("node", root), id=id)
         self.model = root
         self.root_name = root_name
         self.matches: frozenset[str] = frozenset()
@@ -211,7 +212,7 @@ class PytreeTree(Tree[Entry]):
             try:
                 self._add_entries(tn, entry.node, 0)
             except Exception as e:
-                tn.add_leaf(Text(f"⚠ cannot open: {type(e).__name__}: {e}", style="bold red"))
+                tn.add_leaf(safe_text(f"⚠ cannot open: {type(e).__name__}: {e}", "bold red"))
         elif entry.kind == "fold":
             parent = entry.node.parent
             budget = Budget(LABEL_BUDGET)

@@ -1,0 +1,90 @@
+"""The one sanitiser for text that came from a file (or any object) on its way to a terminal.
+
+Names, keys, class paths, reprs and error messages built from a file are hostile: an escape
+sequence in a class name can clear the screen, set the window title, plant an OSC 8 link or
+(OSC 52) write the clipboard; a newline forges an `ls` line; a bidi override reorders what is
+shown. `safe()` shows every such character as a visible escape (`\\x1b`, `\\n`, `\\u202e`),
+the way `repr` would, and leaves all other text (printable ASCII, accented letters, CJK,
+emoji, spaces) as it is. Renderers call it on every file-derived string; they never parse
+such text as rich or Textual markup (`safe_text` builds a plain rich `Text`).
+
+This module sits below the renderers and imports nothing heavy: the CLI's error lines and
+`treetool --help` use it without rich.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any
+
+__all__ = ["safe", "safe_text"]
+
+
+_SHORT = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}
+
+
+def _escape(code: int) -> str:
+    if code in _SHORT:
+        return _SHORT[code]
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+class _Escapes(dict):
+    """`str.translate` table, filled on first sight of each code point."""
+
+    def __missing__(self, code: int) -> str:
+        c = chr(code)
+        # printable, or a space that is not a line/paragraph separator (NBSP, ideographic
+        # space...): shown as is. Everything else (C0, DEL, C1, bidi and other format
+        # characters, lone surrogates, line separators, private use, unassigned) is escaped.
+        keep = c.isprintable() or unicodedata.category(c) == "Zs"
+        out = c if keep else _escape(code)
+        if len(self) < 4096:  # a hostile file must not grow the table without bound
+            self[code] = out
+        return out
+
+
+_TABLE = _Escapes()
+
+
+def safe(text: str, *, newlines: bool = False) -> str:
+    """`text` with control, escape, bidi and other invisible format characters escaped.
+
+    C0 controls (newline and tab included), DEL, C1 controls, bidi controls (U+202A-202E,
+    U+2066-2069, U+200E/F, U+061C), the other format characters (zero-width joiners, BOM),
+    line/paragraph separators and lone surrogates come out as `\\x1b`, `\\n`, `\\u202e`,
+    `\\ud800`. Printable text, including non-ASCII letters and spaces, is unchanged. Cheap on
+    the common case: printable text is returned as is after one C-level scan.
+
+    `newlines=True` keeps `\\n` as a line break: for multi-line text whose line breaks are
+    the caller's own (an error message that puts a path on its own line).
+
+    Example:
+        >>> safe("layers.0.weight")
+        'layers.0.weight'
+        >>> safe("evil\\x1b]0;title\\x07\\nname")
+        'evil\\\\x1b]0;title\\\\x07\\\\nname'
+        >>> safe("abc\\u202edef"), safe("poids_été")
+        ('abc\\\\u202edef', 'poids_été')
+    """
+    if text.isprintable():
+        return text
+    if newlines:
+        return "\n".join(line.translate(_TABLE) for line in text.split("\n"))
+    return text.translate(_TABLE)
+
+
+def safe_text(text: Any, style: str = "") -> Any:
+    """A rich `Text` of `safe(str(text))`: never parsed as markup, no control characters.
+
+    Example:
+        >>> safe_text("[bold]x[/]\\x1b[2J").plain
+        '[bold]x[/]\\\\x1b[2J'
+    """
+    from rich.text import Text
+
+    return Text(safe(text if isinstance(text, str) else str(text)), style=style)
