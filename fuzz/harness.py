@@ -1,0 +1,270 @@
+"""Coverage-guided fuzzing of treetool's checkpoint readers (atheris / libFuzzer).
+
+One entry per format; each turns the fuzzer's bytes into a file (or, for orbax, a checkpoint
+directory), reads it with `treetool.io.read` exactly as the CLI does (format detected from the
+content), and, when it loads, renders it every way a user can see it: the rich tree
+(`tt.render`), the `inspect --json` listing, `tt.summary` (rich and `to_dict`) and the HTML
+view. Reading may raise `treetool.LoadError` and nothing else; rendering may raise nothing.
+Anything else is a finding: the harness re-raises it and libFuzzer saves the input as
+`crash-<sha1>` (a hang as `timeout-…`, a memory bomb as `oom-…`).
+
+Usage (see fuzz/README.md):
+
+    python fuzz/harness.py FORMAT [libFuzzer flags] [CORPUS_DIR ...]
+    python fuzz/harness.py pickle -runs=2000 -seed=1 -timeout=10 -rss_limit_mb=2048 \\
+        -max_len=65536 /tmp/work-corpus fuzz/corpus/pickle
+
+    python fuzz/harness.py FORMAT --replay FILE ...   # one input, the exception in full
+
+FORMAT is one of: pickle, npy, npz, safetensors, msgpack, equinox, orbax.
+
+Only treetool is instrumented for coverage (`atheris.instrument_imports(include=["treetool"])`
+around eager imports of the reading and rendering modules); numpy, rich and the standard
+library run uninstrumented.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import sys
+import tempfile
+import traceback
+from typing import Any
+
+FORMATS = ("pickle", "npy", "npz", "safetensors", "msgpack", "equinox", "orbax")
+
+#: the file name each format's input is written to (detection reads content, not names)
+_FILE_NAME = {
+    "pickle": "input.pkl",
+    "npy": "input.npy",
+    "npz": "input.npz",
+    "safetensors": "input.safetensors",
+    "msgpack": "input.msgpack",
+    "equinox": "input.eqx",
+}
+
+#: orbax inputs are a small archive of files: sections split by this marker, each
+#: `RELATIVE/PATH\n` then the file's bytes (see `orbax_files` and make_corpus.py)
+ORBAX_SEP = b"\n\x00--treetool-fuzz-file--\x00\n"
+_MAX_ORBAX_FILES = 64
+
+#: modules imported (and so instrumented) before fuzzing starts: the readers and every
+#: renderer a loaded tree goes through
+_MODULES = (
+    "treetool",
+    "treetool.io",
+    "treetool.io.pickle",
+    "treetool.io.npz",
+    "treetool.io.safetensors",
+    "treetool.io.msgpack",
+    "treetool.io.equinox",
+    "treetool.io.orbax",
+    "treetool.cli",
+    "treetool.render.text",
+    "treetool.render.html",
+    "treetool.render.html_tree",
+    "treetool.render.html_results",
+    "treetool.render.summary",
+    "treetool._summary",
+)
+
+
+def orbax_files(data: bytes) -> list[tuple[str, bytes]]:
+    """The `(relative path, content)` pairs an orbax input describes; unsafe names dropped.
+
+    A name is kept when each of its (at most 4) parts is made of letters, digits, `_`, `-`
+    and `.` and is not `.` or `..`; so the fuzzer can add, drop and rename files (`_METADATA`,
+    `_CHECKPOINT_METADATA`, `_sharding`, `<param>/.zarray`, …) but never write outside the
+    checkpoint directory.
+
+    Example:
+        >>> orbax_files(b"_METADATA\\n{}" + ORBAX_SEP + b"../x\\n1" + ORBAX_SEP + b"a/.zarray\\n{}")
+        [('_METADATA', b'{}'), ('a/.zarray', b'{}')]
+    """
+    out = []
+    for section in data.split(ORBAX_SEP)[:_MAX_ORBAX_FILES]:
+        name, _, content = section.partition(b"\n")
+        try:
+            rel = name.decode("ascii")
+        except UnicodeDecodeError:
+            continue
+        parts = rel.split("/")
+        ok = 0 < len(parts) <= 4 and all(
+            p not in ("", ".", "..") and len(p) <= 64 and all(c.isalnum() or c in "_-." for c in p)
+            for p in parts
+        )
+        if ok:
+            out.append((rel, content))
+    return out
+
+
+_ROOT_PREFIX = "treetool-fuzz-"
+
+
+def _remove_stale_roots() -> None:
+    """Remove the directories of harness processes that have ended.
+
+    libFuzzer ends the process with C `exit()`, so Python's `atexit` never runs: each run
+    clears what earlier, finished runs left in the temporary directory.
+    """
+    base = tempfile.gettempdir()
+    for name in os.listdir(base):
+        pid = name[len(_ROOT_PREFIX) :].partition("-")[0]
+        if not name.startswith(_ROOT_PREFIX) or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+        except PermissionError:
+            pass  # another user's live process
+
+
+class Harness:
+    """Reads and renders one input at a time inside a private temporary directory."""
+
+    def __init__(self, fmt: str) -> None:
+        if fmt not in FORMATS:
+            raise SystemExit(f"harness: unknown format {fmt!r}; formats: {', '.join(FORMATS)}")
+        self.fmt = fmt
+        _remove_stale_roots()
+        self.root = tempfile.mkdtemp(prefix=f"{_ROOT_PREFIX}{os.getpid()}-")
+        # readers that need scratch files (npz members) get them here, not in the shared /tmp
+        self.scratch = os.path.join(self.root, "tmp")
+        os.mkdir(self.scratch)
+        tempfile.tempdir = self.scratch
+        self.target = os.path.join(self.root, "ckpt" if fmt == "orbax" else _FILE_NAME[fmt])
+
+    def write(self, data: bytes) -> None:
+        """Put the input where the reader will find it."""
+        if self.fmt != "orbax":
+            with open(self.target, "wb") as fh:
+                fh.write(data)
+            return
+        if os.path.isdir(self.target):
+            shutil.rmtree(self.target)
+        os.mkdir(self.target)
+        for rel, content in orbax_files(data):
+            path = os.path.join(self.target, *rel.split("/"))
+            if os.path.isdir(path):
+                continue  # a name already used as a directory
+            parent = os.path.dirname(path)
+            try:
+                os.makedirs(parent, exist_ok=True)
+                with open(path, "wb") as fh:
+                    fh.write(content)
+            except (FileExistsError, NotADirectoryError):
+                continue  # a directory wanted where a file already is
+
+    def one(self, data: bytes) -> str:
+        """Read and render one input and say what happened; raise on any finding."""
+        import treetool.io
+        from treetool import LoadError
+
+        self._clear_scratch()
+        self.write(data)
+        try:
+            loaded = treetool.io.read(self.target)
+        except LoadError as e:
+            loaded, said = None, f"LoadError: {e}"
+        if loaded is not None:
+            said = f"loaded as {loaded.format}, rendered"
+            render_all(loaded.tree, loaded.format)
+            del loaded
+        left = self._clear_scratch()
+        if left:
+            raise Finding(f"the reader left {len(left)} temporary file(s) behind: {left[:3]}")
+        return said
+
+    def _clear_scratch(self) -> list[str]:
+        left = sorted(os.listdir(self.scratch))
+        for name in left:
+            p = os.path.join(self.scratch, name)
+            if os.path.isdir(p):
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                os.unlink(p)
+        return left
+
+
+class Finding(Exception):
+    """Something the harness itself checks went wrong (not an exception from treetool)."""
+
+
+def render_all(tree: Any, fmt: str) -> None:
+    """Every view of a loaded tree, written to memory: the rich tree, `--json`, summary, HTML."""
+    from rich.console import Console
+
+    import treetool as tt
+    from treetool import cli
+    from treetool.render.html import to_html
+
+    out = io.StringIO()
+    console = Console(file=out, width=100, color_system=None, force_terminal=False, highlight=False)
+    console.print(tt.render(tree))
+    s = tt.summary(tree)
+    console.print(s)
+    s.to_dict()
+    listing = cli._json_listing(tree, fmt, None)
+    real_stdout, sys.stdout = sys.stdout, io.StringIO()
+    try:
+        cli._print_json(listing)  # exactly what `treetool inspect --json FILE` prints
+    finally:
+        sys.stdout = real_stdout
+    to_html(tree)
+
+
+def _instrument() -> None:
+    import atheris
+
+    with atheris.instrument_imports(include=["treetool"]):
+        import importlib
+
+        for name in _MODULES:
+            importlib.import_module(name)
+
+
+def replay(fmt: str, paths: list[str]) -> int:
+    """Run inputs once each and print what happens; exit 1 if any is a finding."""
+    h = Harness(fmt)
+    bad = 0
+    for p in paths:
+        with open(p, "rb") as fh:
+            data = fh.read()
+        try:
+            said = h.one(data)
+        except Exception:
+            bad += 1
+            print(f"{p}: FINDING")
+            traceback.print_exc()
+        else:
+            print(f"{p}: {said[:200]!a}")
+    shutil.rmtree(h.root, ignore_errors=True)
+    return 1 if bad else 0
+
+
+def main(argv: list[str]) -> int:
+    """`harness.py FORMAT [--replay FILE ... | libFuzzer args]`."""
+    if len(argv) < 2 or argv[1] not in FORMATS:
+        print(__doc__, file=sys.stderr)
+        return 2
+    fmt = argv[1]
+    if len(argv) > 2 and argv[2] == "--replay":
+        return replay(fmt, argv[3:])
+    import atheris
+
+    _instrument()
+    h = Harness(fmt)
+
+    def test_one_input(data: bytes) -> None:
+        h.one(data)
+
+    atheris.Setup([argv[0], *argv[2:]], test_one_input)
+    atheris.Fuzz()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
