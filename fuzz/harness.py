@@ -136,6 +136,8 @@ class Harness:
         os.mkdir(self.scratch)
         tempfile.tempdir = self.scratch
         self.target = os.path.join(self.root, "ckpt" if fmt == "orbax" else _FILE_NAME[fmt])
+        #: signatures of findings not to report again (`TREETOOL_FUZZ_SKIP`, comma-separated)
+        self.skip = frozenset(filter(None, os.environ.get("TREETOOL_FUZZ_SKIP", "").split(",")))
 
     def write(self, data: bytes) -> None:
         """Put the input where the reader will find it."""
@@ -159,7 +161,20 @@ class Harness:
                 continue  # a directory wanted where a file already is
 
     def one(self, data: bytes) -> str:
-        """Read and render one input and say what happened; raise on any finding."""
+        """Read and render one input and say what happened; raise on any finding.
+
+        A finding whose `signature` is in `skip` is not raised (`"skipped: SIGNATURE"`): a
+        long campaign goes on past the classes it has already found.
+        """
+        try:
+            return self._one(data)
+        except Exception as e:
+            sig = signature(e)
+            if sig in self.skip:
+                return f"skipped: {sig}"
+            raise
+
+    def _one(self, data: bytes) -> str:
         import treetool.io
         from treetool import LoadError
 
@@ -187,6 +202,35 @@ class Harness:
             else:
                 os.unlink(p)
         return left
+
+
+def signature(e: BaseException) -> str:
+    """The class of a finding: the exception type and the innermost treetool function.
+
+    Line numbers are left out, so a signature survives edits elsewhere in the reader.
+
+    Example:
+        >>> try:
+        ...     {}["x"]
+        ... except KeyError as e:
+        ...     signature(e)
+        'KeyError@?'
+    """
+    t = type(e)
+    name = t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+    where = "?"
+    tb = e.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
+        if "/treetool/" in filename or "/tui/" in filename:
+            rel = (
+                filename[filename.rindex("/treetool/") + 1 :]
+                if "/treetool/" in filename
+                else filename
+            )
+            where = f"{rel}:{tb.tb_frame.f_code.co_name}"
+        tb = tb.tb_next
+    return f"{name}@{where}"
 
 
 class Finding(Exception):
@@ -227,20 +271,36 @@ def _instrument() -> None:
 
 
 def replay(fmt: str, paths: list[str]) -> int:
-    """Run inputs once each and print what happens; exit 1 if any is a finding."""
+    """Run inputs once each and print what happens; exit 1 if any is a finding.
+
+    Each input gets 20 s and the process 4 GiB of address space: a hang is reported as a
+    `TimeoutError` finding, a memory bomb as whatever the reader makes of a `MemoryError`.
+    """
+    import resource
+    import signal
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    def _timeout(signum: int, frame: Any) -> None:
+        raise TimeoutError("the input took more than 20 s")
+
+    signal.signal(signal.SIGALRM, _timeout)
     h = Harness(fmt)
     bad = 0
     for p in paths:
         with open(p, "rb") as fh:
             data = fh.read()
+        signal.alarm(20)
         try:
             said = h.one(data)
-        except Exception:
+        except Exception as e:
             bad += 1
-            print(f"{p}: FINDING")
+            print(f"{p}: FINDING {signature(e)}")
             traceback.print_exc()
         else:
             print(f"{p}: {said[:200]!a}")
+        finally:
+            signal.alarm(0)
     shutil.rmtree(h.root, ignore_errors=True)
     return 1 if bad else 0
 
