@@ -2,9 +2,9 @@
 
 One entry per format; each turns the fuzzer's bytes into a file (or, for orbax, a checkpoint
 directory), reads it with `treetool.io.read` exactly as the CLI does (format detected from the
-content), and, when it loads, renders it every way a user can see it: the rich tree
-(`tt.render`), the `inspect --json` listing, `tt.summary` (rich and `to_dict`) and the HTML
-view. Reading may raise `treetool.LoadError` and nothing else; rendering may raise nothing.
+content; when that fails, again with `partial=True`, as `--partial` does), and, when it loads,
+renders it every way a user can see it: the rich tree (`tt.render`), the `inspect --json`
+listing, `tt.summary` (rich, `to_dict` and HTML) and the HTML tree. Reading may raise `treetool.LoadError` and nothing else; rendering may raise nothing.
 Anything else is a finding: the harness re-raises it and libFuzzer saves the input as
 `crash-<sha1>` (a hang as `timeout-…`, a memory bomb as `oom-…`).
 
@@ -17,6 +17,9 @@ Usage (see fuzz/README.md):
     python fuzz/harness.py FORMAT --replay FILE ...   # one input, the exception in full
 
 FORMAT is one of: pickle, npy, npz, safetensors, msgpack, equinox, orbax.
+
+Each format's libFuzzer dictionary, `fuzz/dicts/<format>.dict` (opcodes, magic numbers, header
+keys), is passed unless the command line gives `-dict=`.
 
 Only treetool is instrumented for coverage (`atheris.instrument_imports(include=["treetool"])`
 around eager imports of the reading and rendering modules); numpy, rich and the standard
@@ -184,8 +187,15 @@ class Harness:
             loaded = treetool.io.read(self.target)
         except LoadError as e:
             loaded, said = None, f"LoadError: {e}"
+            try:  # what `--partial` shows: the tree read up to the error
+                loaded = treetool.io.read(self.target, partial=True)
+            except LoadError:
+                pass
         if loaded is not None:
-            said = f"loaded as {loaded.format}, rendered"
+            if loaded.error is None:
+                said = f"loaded as {loaded.format}, rendered"
+            else:
+                said += f" (--partial: {loaded.format} tree read up to the error, rendered)"
             render_all(loaded.tree, loaded.format)
             del loaded
         left = self._clear_scratch()
@@ -258,6 +268,7 @@ def render_all(tree: Any, fmt: str) -> None:
     finally:
         sys.stdout = real_stdout
     to_html(tree)
+    to_html(s)
 
 
 def _instrument() -> None:
@@ -321,7 +332,11 @@ def main(argv: list[str]) -> int:
     def test_one_input(data: bytes) -> None:
         h.one(data)
 
-    atheris.Setup([argv[0], *argv[2:]], test_one_input)
+    flags = argv[2:]
+    words = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dicts", f"{fmt}.dict")
+    if os.path.exists(words) and not any(f.startswith("-dict=") for f in flags):
+        flags = [f"-dict={words}", *flags]  # the format's magic numbers, opcodes and keys
+    atheris.Setup([argv[0], *flags], test_one_input)
     atheris.Fuzz()
     return 0
 
