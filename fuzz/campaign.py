@@ -2,7 +2,8 @@
 
 libFuzzer stops at the first finding; this runner records it (the input, the signature from
 `harness.py --replay`), adds the signature to `TREETOOL_FUZZ_SKIP` and starts the format again
-on its grown working corpus, until the format's time is spent. It prints, and writes to
+on its grown working corpus, until the format's time is spent. The classes already listed in
+`fuzz/findings/KNOWN.md` are skipped from the start (`--report-known` to stop on them too). It prints, and writes to
 `OUT/results.json`, the executions and the distinct findings of every format.
 
     nice -n 19 .venv/bin/python fuzz/campaign.py --minutes 3 --out /tmp/treetool-campaign
@@ -54,14 +55,23 @@ def _signature(fmt: str, path: str, env: dict[str, str]) -> str:
     return m.group(1) if m else f"not reproduced (rc={proc.returncode})"
 
 
-def campaign(fmt: str, seconds: float, out: str, seed: int) -> dict:
-    """Fuzz one format for `seconds`; return its executions and findings."""
+def known_signatures() -> list[str]:
+    """The signatures listed in fuzz/findings/KNOWN.md (classes already recorded)."""
+    path = os.path.join(HERE, "findings", "KNOWN.md")
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as fh:
+        return re.findall(r"^- `[^`]+` \[(\S+)\]:", fh.read(), re.MULTILINE)
+
+
+def campaign(fmt: str, seconds: float, out: str, seed: int, skip: list[str]) -> dict:
+    """Fuzz one format for `seconds`, not stopping on `skip`; return executions and findings."""
     work = os.path.join(out, "work", fmt)
     art = os.path.join(out, "artifacts", fmt)
     os.makedirs(work, exist_ok=True)
     os.makedirs(art, exist_ok=True)
     env = dict(os.environ, PYTHONHASHSEED="0", JAX_PLATFORMS="cpu")
-    skip: list[str] = []
+    skip = list(skip)
     findings: dict[str, str] = {}
     executions = 0
     start = time.monotonic()
@@ -118,11 +128,17 @@ def main() -> None:
     p.add_argument("--minutes", type=float, default=3.0, help="per format")
     p.add_argument("--out", required=True, help="working corpus, artifacts, logs, results")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--report-known",
+        action="store_true",
+        help="stop on the classes of fuzz/findings/KNOWN.md too (skipped by default)",
+    )
     args = p.parse_args()
+    skip = [] if args.report_known else known_signatures()
     os.makedirs(args.out, exist_ok=True)
     results = []
     for fmt in args.formats:
-        r = campaign(fmt, args.minutes * 60, os.path.abspath(args.out), args.seed)
+        r = campaign(fmt, args.minutes * 60, os.path.abspath(args.out), args.seed, skip)
         results.append(r)
         with open(os.path.join(args.out, "results.json"), "w") as fh:
             json.dump(results, fh, indent=2)
