@@ -91,7 +91,7 @@ def test_bounded_seeded_run_finds_nothing(fmt, tmp_path):
         shown = {n: base64.b64encode((art / n).read_bytes()[:4096]).decode() for n in found}
         pytest.fail(
             f"{fmt}: finding (rc={proc.returncode}); inputs (base64): {shown}\n"
-            f"{proc.stderr[-6000:]}"
+            f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
         )
     out = proc.stderr
     # every seed was read and loaded, and the run did its executions with coverage feedback
