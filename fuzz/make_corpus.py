@@ -4,7 +4,8 @@ Every seed is a small file written by the library users save with (numpy, safete
 equinox, pickle/cloudpickle, orbax), a few KB at most, so that the fuzzer starts from the
 structures treetool really meets. Run it from the repository root; it replaces the corpus:
 
-    .venv/bin/python fuzz/make_corpus.py
+    .venv/bin/python fuzz/make_corpus.py            # every format
+    .venv/bin/python fuzz/make_corpus.py pickle npz # only these
 
 The orbax seeds are checkpoints written by orbax (without OCDBT, so that the zarr metadata are
 plain files), packed into the harness's orbax input form: the checkpoint's metadata files
@@ -96,6 +97,19 @@ def pickles() -> dict[str, bytes]:
         {"model": model, "opt_state": _optax_state(model), "step": 3}
     )
     out["optax-state-p5.pkl"] = pickle.dumps(_optax_state(model), protocol=5)
+    # shapes hostile files take, small: tuples nested as dict keys, a list shared at every level
+    # (each level multiplies the leaves a walk meets), a self-referencing list
+    key: Any = ("k",)
+    for _ in range(4):
+        key = (key, 1)
+    out["tuple-keys-p4.pkl"] = pickle.dumps({key: 1, (2, (3,)): [key]}, protocol=4)
+    shared: Any = [np.zeros(1, np.float32)]
+    for _ in range(4):
+        shared = [shared] * 4
+    out["shared-refs-p4.pkl"] = pickle.dumps({"w": shared}, protocol=4)
+    loop: list[Any] = [1]
+    loop.append(loop)
+    out["self-reference-p2.pkl"] = pickle.dumps(loop, protocol=2)
     return out
 
 
@@ -281,10 +295,12 @@ MAKERS = {
 }
 
 
-def main() -> None:
-    """Replace `fuzz/corpus/` with freshly written seeds and print their sizes."""
+def main(formats: list[str]) -> None:
+    """Replace `fuzz/corpus/<format>/` (every format by default) and print the sizes."""
     total = 0
     for fmt, make in MAKERS.items():
+        if formats and fmt not in formats:
+            continue
         seeds = make()
         d = os.path.join(CORPUS, fmt)
         shutil.rmtree(d, ignore_errors=True)
@@ -299,4 +315,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
