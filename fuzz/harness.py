@@ -16,6 +16,9 @@ Usage (see fuzz/README.md):
 
     python fuzz/harness.py FORMAT --replay FILE ...   # one input, the exception in full
 
+With `TREETOOL_FUZZ_TERMSAFE=1`, text bound for a terminal (the rich views and LoadError
+messages) holding a control, DEL, C1 or bidi-override character is a finding too.
+
 FORMAT is one of: pickle, npy, npz, safetensors, msgpack, equinox, orbax.
 
 Each format's libFuzzer dictionary, `fuzz/dicts/<format>.dict` (opcodes, magic numbers, header
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -187,6 +191,8 @@ class Harness:
             loaded = treetool.io.read(self.target)
         except LoadError as e:
             loaded, said = None, f"LoadError: {e}"
+            if _TERMSAFE:
+                check_terminal_text(str(e), "LoadError message")
             try:  # what `--partial` shows: the tree read up to the error
                 loaded = treetool.io.read(self.target, partial=True)
             except LoadError:
@@ -247,6 +253,28 @@ class Finding(Exception):
     """Something the harness itself checks went wrong (not an exception from treetool)."""
 
 
+#: with TREETOOL_FUZZ_TERMSAFE=1, terminal text (the rich views, LoadError messages) must hold
+#: no control character but a newline, no DEL, no C1 control and no bidi override
+_TERMSAFE = os.environ.get("TREETOOL_FUZZ_TERMSAFE") == "1"
+_UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def check_terminal_text(text: str, what: str) -> None:
+    r"""Raise `Finding` if `text` would reach a terminal with an unsafe character.
+
+    Example:
+        >>> check_terminal_text("['a']  f32[2]\n", "tree")
+        >>> check_terminal_text("['\x1b[2J']", "tree")
+        Traceback (most recent call last):
+        ...
+        harness.Finding: tree: unsafe character '\x1b' at 2: "['\x1b[2J']"
+    """
+    m = _UNSAFE.search(text)
+    if m:
+        near = text[max(0, m.start() - 30) : m.start() + 30]
+        raise Finding(f"{what}: unsafe character {m.group()!r} at {m.start()}: {near!r}")
+
+
 def render_all(tree: Any, fmt: str) -> None:
     """Every view of a loaded tree, written to memory: the rich tree, `--json`, summary, HTML."""
     from rich.console import Console
@@ -269,6 +297,8 @@ def render_all(tree: Any, fmt: str) -> None:
         sys.stdout = real_stdout
     to_html(tree)
     to_html(s)
+    if _TERMSAFE:
+        check_terminal_text(out.getvalue(), "rich views")
 
 
 def _instrument() -> None:

@@ -53,6 +53,19 @@ def _seeds(fmt: str) -> list[str]:
     return sorted(os.listdir(d))
 
 
+def test_harness_helpers():
+    """The orbax archive form, the finding signatures, the terminal-text check (doctests)."""
+    import doctest
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("harness", HARNESS)
+    harness = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(harness)
+    result = doctest.testmod(harness)
+    assert result.failed == 0
+    assert result.attempted >= 4
+
+
 def test_corpus_is_small_and_covers_every_format():
     sizes = {}
     for fmt in RUNS:
