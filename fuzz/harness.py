@@ -21,6 +21,11 @@ messages) holding a control, DEL, C1 or bidi-override character is a finding too
 
 FORMAT is one of: pickle, npy, npz, safetensors, msgpack, equinox, orbax.
 
+Resource guards: unless the command line says otherwise, `-timeout=10 -rss_limit_mb=2048
+-max_len=65536`, and the process's address space is capped at 4 GiB; a `LoadError` raised
+because of a `MemoryError` is a finding too (on inputs of at most 64 KB, a reader whose
+budgets work never gets that far).
+
 Each format's libFuzzer dictionary, `fuzz/dicts/<format>.dict` (opcodes, magic numbers, header
 keys), is passed unless the command line gives `-dict=`.
 
@@ -190,6 +195,8 @@ class Harness:
         try:
             loaded = treetool.io.read(self.target)
         except LoadError as e:
+            if isinstance(e.__context__, MemoryError):  # no budget tripped before the allocation
+                raise Finding(f"out of memory on a {len(data)}-byte input: {e}") from e
             loaded, said = None, f"LoadError: {e}"
             if _TERMSAFE:
                 check_terminal_text(str(e), "LoadError message")
@@ -311,16 +318,31 @@ def _instrument() -> None:
             importlib.import_module(name)
 
 
+#: the address space of a harness process: an allocation past it fails at once (a MemoryError,
+#: reported as a finding) instead of taking the machine down before `-rss_limit_mb` looks
+ADDRESS_SPACE = 4 << 30
+#: libFuzzer flags the harness adds when the command line does not give them
+DEFAULT_FLAGS = {"-timeout": "10", "-rss_limit_mb": "2048", "-max_len": "65536"}
+
+
+def _limit_memory() -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY or soft > ADDRESS_SPACE:
+        limit = ADDRESS_SPACE if hard == resource.RLIM_INFINITY else min(ADDRESS_SPACE, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
 def replay(fmt: str, paths: list[str]) -> int:
     """Run inputs once each and print what happens; exit 1 if any is a finding.
 
-    Each input gets 20 s and the process 4 GiB of address space: a hang is reported as a
-    `TimeoutError` finding, a memory bomb as whatever the reader makes of a `MemoryError`.
+    Each input gets 20 s and the process `ADDRESS_SPACE`: a hang is reported as a
+    `TimeoutError` finding, a memory bomb as a `MemoryError` or an out-of-memory finding.
     """
-    import resource
     import signal
 
-    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+    _limit_memory()
 
     def _timeout(signum: int, frame: Any) -> None:
         raise TimeoutError("the input took more than 20 s")
@@ -362,7 +384,10 @@ def main(argv: list[str]) -> int:
     def test_one_input(data: bytes) -> None:
         h.one(data)
 
+    _limit_memory()
     flags = argv[2:]
+    given = {f.partition("=")[0] for f in flags}
+    flags = [f"{k}={v}" for k, v in DEFAULT_FLAGS.items() if k not in given] + flags
     words = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dicts", f"{fmt}.dict")
     if os.path.exists(words) and not any(f.startswith("-dict=") for f in flags):
         flags = [f"-dict={words}", *flags]  # the format's magic numbers, opcodes and keys
