@@ -15,10 +15,13 @@ listed there (and only those), so they fail on any other finding.
 from __future__ import annotations
 
 import base64
+import doctest
+import importlib.util
 import os
 import re
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -53,14 +56,19 @@ def _seeds(fmt: str) -> list[str]:
     return sorted(os.listdir(d))
 
 
+def _module(name: str, path: str) -> types.ModuleType:
+    """The module at `path`, imported under `name` (fuzz/ and tests/hostile/ are not packages)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 def test_harness_helpers():
     """The orbax archive form, the finding signatures, the terminal-text check (doctests)."""
-    import doctest
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("harness", HARNESS)
-    harness = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(harness)
+    harness = _module("fuzz_harness", HARNESS)
     result = doctest.testmod(harness)
     assert result.failed == 0
     assert result.attempted >= 4
@@ -206,3 +214,27 @@ def test_reproducer_is_contained(fmt, name, tmp_path_factory):
     assert not what.startswith(("FINDING", "no result")), f"{fmt}/{name}: {what}\n{stderr[-4000:]}"
     # contained: it either loaded and rendered every view, or was refused with a LoadError
     assert what.startswith(("'loaded as", "'LoadError: "))
+
+
+@pytest.mark.parametrize(("fmt", "name"), _params())
+def test_reproducer_through_the_cli(fmt, name, tmp_path):
+    """`treetool inspect --json` on each reproducer: it lists the tree or says one line that
+    names the file, exit 2, within the hostile-file bounds (tests/hostile/harness.py)."""
+    hostile = _module("hostile_harness", os.path.join(ROOT, "tests", "hostile", "harness.py"))
+    src = os.path.join(FINDINGS, fmt, name)
+    target = tmp_path / "input"
+    if fmt == "orbax":  # the harness's archive form: unpack it into a checkpoint directory
+        fuzz_harness = _module("fuzz_harness", HARNESS)
+        with open(src, "rb") as fh:
+            files = fuzz_harness.orbax_files(fh.read())
+        for rel, content in files:
+            path = target.joinpath(*rel.split("/"))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+    else:
+        with open(src, "rb") as fh:
+            target.write_bytes(fh.read())
+    run = hostile.run_cli("inspect", "--json", "input", cwd=tmp_path, allow_writes=["input"])
+    hostile.assert_contained(run, rc=(0, 2))
+    if run.rc == 2:
+        assert run.stderr.startswith("treetool: error: input: "), run.stderr
