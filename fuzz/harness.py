@@ -4,15 +4,15 @@ One entry per format; each turns the fuzzer's bytes into a file (or, for orbax, 
 directory), reads it with `treetool.io.read` exactly as the CLI does (format detected from the
 content; when that fails, again with `partial=True`, as `--partial` does), and, when it loads,
 renders it every way a user can see it: the rich tree (`tt.render`), the `inspect --json`
-listing, `tt.summary` (rich, `to_dict` and HTML) and the HTML tree. Reading may raise `treetool.LoadError` and nothing else; rendering may raise nothing.
-Anything else is a finding: the harness re-raises it and libFuzzer saves the input as
-`crash-<sha1>` (a hang as `timeout-…`, a memory bomb as `oom-…`).
+listing, `tt.summary` (rich, `to_dict` and HTML) and the HTML tree. Reading may raise
+`treetool.LoadError` and nothing else; rendering may raise nothing; no temporary file may be
+left behind. Anything else is a finding: the harness raises it and libFuzzer saves the input
+as `crash-<sha1>` (a hang as `timeout-…`, a memory bomb as `oom-…`).
 
 Usage (see fuzz/README.md):
 
     python fuzz/harness.py FORMAT [libFuzzer flags] [CORPUS_DIR ...]
-    python fuzz/harness.py pickle -runs=2000 -seed=1 -timeout=10 -rss_limit_mb=2048 \\
-        -max_len=65536 /tmp/work-corpus fuzz/corpus/pickle
+    python fuzz/harness.py pickle -runs=2000 -seed=1 /tmp/work-corpus fuzz/corpus/pickle
 
     python fuzz/harness.py FORMAT --replay FILE ...   # one input, the exception in full
 
@@ -196,7 +196,7 @@ class Harness:
             loaded = treetool.io.read(self.target)
         except LoadError as e:
             if isinstance(e.__context__, MemoryError):  # no budget tripped before the allocation
-                raise Finding(f"out of memory on a {len(data)}-byte input: {e}") from e
+                raise Finding("out-of-memory", f"on a {len(data)}-byte input: {e}") from e
             loaded, said = None, f"LoadError: {e}"
             if _TERMSAFE:
                 check_terminal_text(str(e), "LoadError message")
@@ -213,7 +213,7 @@ class Harness:
             del loaded
         left = self._clear_scratch()
         if left:
-            raise Finding(f"the reader left {len(left)} temporary file(s) behind: {left[:3]}")
+            raise Finding("temp-files", f"the reader left {len(left)} behind: {left[:3]}")
         return said
 
     def _clear_scratch(self) -> list[str]:
@@ -238,9 +238,14 @@ def signature(e: BaseException) -> str:
         ... except KeyError as e:
         ...     signature(e)
         'KeyError@?'
+        >>> signature(Finding("temp-files", "the reader left 1 behind: ['tmpx.pkl']"))
+        'Finding[temp-files]@?'
     """
     t = type(e)
     name = t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+    if isinstance(e, Finding):
+        name = f"Finding[{e.kind}]"
+        e = e.__cause__ or e  # where the memory error came from
     where = "?"
     tb = e.__traceback__
     while tb is not None:
@@ -257,7 +262,15 @@ def signature(e: BaseException) -> str:
 
 
 class Finding(Exception):
-    """Something the harness itself checks went wrong (not an exception from treetool)."""
+    """Something the harness itself checks went wrong (not an exception from treetool).
+
+    `kind` names the check (`out-of-memory`, `temp-files`, `unsafe-text`); it is part of the
+    finding's `signature`.
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 #: with TREETOOL_FUZZ_TERMSAFE=1, terminal text (the rich views, LoadError messages) must hold
@@ -280,7 +293,9 @@ def check_terminal_text(text: str, what: str) -> None:
     m = _UNSAFE.search(text)
     if m:
         near = text[max(0, m.start() - 30) : m.start() + 30]
-        raise Finding(f"{what}: unsafe character {m.group()!r} at {m.start()}: {near!r}")
+        raise Finding(
+            "unsafe-text", f"{what}: unsafe character {m.group()!r} at {m.start()}: {near!r}"
+        )
 
 
 def render_all(tree: Any, fmt: str) -> None:
