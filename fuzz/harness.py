@@ -4,7 +4,8 @@ One entry per format; each turns the fuzzer's bytes into a file (or, for orbax, 
 directory), reads it with `treetool.io.read` exactly as the CLI does (format detected from the
 content; when that fails, again with `partial=True`, as `--partial` does), and, when it loads,
 renders it every way a user can see it: the rich tree (`tt.render`), the `inspect --json`
-listing, `tt.summary` (rich, `to_dict` and HTML) and the HTML tree. Reading may raise
+listing, `tt.summary` (rich, `to_dict` and HTML), the HTML tree, and `treetool get` on its
+first leaves (facts, stats, values: the array data is read from the file). Reading may raise
 `treetool.LoadError` and nothing else; rendering may raise nothing; no temporary file may be
 left behind. Anything else is a finding: the harness raises it and libFuzzer saves the input
 as `crash-<sha1>` (a hang as `timeout-…`, a memory bomb as `oom-…`).
@@ -79,6 +80,7 @@ _MODULES = (
     "treetool.render.html_tree",
     "treetool.render.html_results",
     "treetool.render.summary",
+    "treetool.render.leaf",
     "treetool._summary",
 )
 
@@ -299,7 +301,8 @@ def check_terminal_text(text: str, what: str) -> None:
 
 
 def render_all(tree: Any, fmt: str) -> None:
-    """Every view of a loaded tree, written to memory: the rich tree, `--json`, summary, HTML."""
+    """Every view of a loaded tree, written to memory: the rich tree, `--json`, summary, HTML,
+    and `treetool get` on the first leaves."""
     from rich.console import Console
 
     import treetool as tt
@@ -320,8 +323,34 @@ def render_all(tree: Any, fmt: str) -> None:
         sys.stdout = real_stdout
     to_html(tree)
     to_html(s)
+    _get_leaves(tree, console)
     if _TERMSAFE:
         check_terminal_text(out.getvalue(), "rich views")
+
+
+#: leaves whose data `treetool get` is made to read, per input
+_GET_LEAVES = 8
+
+
+def _get_leaves(tree: Any, console: Any) -> None:
+    """`treetool get` on the first leaves: facts, stats, histogram, values (the data is read).
+
+    Reading an array's data from the file may raise `LoadError` (a truncated payload), and
+    nothing else.
+    """
+    import itertools
+
+    import treetool as tt
+    from treetool import LoadError
+    from treetool.render.leaf import leaf_report
+
+    for path, value in itertools.islice(tt.leaves_with_paths(tree), _GET_LEAVES):
+        report = leaf_report(path, value)
+        try:
+            report.to_dict()
+            console.print(report)
+        except LoadError:
+            continue
 
 
 def _instrument() -> None:
