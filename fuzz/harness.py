@@ -232,7 +232,8 @@ class Harness:
 def signature(e: BaseException) -> str:
     """The class of a finding: the exception type and the innermost treetool function.
 
-    Line numbers are left out, so a signature survives edits elsewhere in the reader.
+    Line numbers are left out, so a signature survives edits elsewhere in the reader. When no
+    treetool frame is left (rich rendering a str lazily), the innermost library function.
 
     Example:
         >>> try:
@@ -248,10 +249,12 @@ def signature(e: BaseException) -> str:
     if isinstance(e, Finding):
         name = f"Finding[{e.kind}]"
         e = e.__cause__ or e  # where the memory error came from
-    where = "?"
+    where = last = "?"
     tb = e.__traceback__
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
+        if "site-packages/" in filename:
+            last = f"{filename.rpartition('site-packages/')[2]}:{tb.tb_frame.f_code.co_name}"
         if "/treetool/" in filename or "/tui/" in filename:
             rel = (
                 filename[filename.rindex("/treetool/") + 1 :]
@@ -260,6 +263,8 @@ def signature(e: BaseException) -> str:
             )
             where = f"{rel}:{tb.tb_frame.f_code.co_name}"
         tb = tb.tb_next
+    if where == "?":  # raised in a library (rich) that treetool called lazily: its
+        where = last  # generator frames are gone
     return f"{name}@{where}"
 
 
