@@ -219,9 +219,9 @@ def test_reproducer_is_contained(fmt, name, tmp_path_factory):
 
 @pytest.mark.parametrize(("fmt", "name"), _params())
 def test_reproducer_through_the_cli(fmt, name, tmp_path):
-    """`treetool inspect --json` on each reproducer, then `treetool get` on its first leaf: each
-    succeeds or says one line that names the file, exit 2, within the hostile-file bounds
-    (tests/hostile/harness.py)."""
+    """`treetool inspect --json` on each reproducer, then `summary`, and `get` on its first
+    leaf: each succeeds or says one line that names the file, exit 2, within the hostile-file
+    bounds (tests/hostile/harness.py)."""
     hostile = _module("hostile_harness", os.path.join(ROOT, "tests", "hostile", "harness.py"))
     src = os.path.join(FINDINGS, fmt, name)
     target = tmp_path / "input"
@@ -242,10 +242,11 @@ def test_reproducer_through_the_cli(fmt, name, tmp_path):
         assert run.stderr.startswith("treetool: error: input: "), run.stderr
         return
     leaves = json.loads(run.stdout)["leaves"]
-    if leaves:  # and `treetool get` on its first leaf, which reads the array data
-        run = hostile.run_cli(
-            "get", "input", leaves[0]["path"], cwd=tmp_path, allow_writes=["input"]
-        )
+    more = [("summary", "input")]
+    if leaves:  # `treetool get` on the first leaf reads the array data
+        more.append(("get", "input", leaves[0]["path"]))
+    for args in more:
+        run = hostile.run_cli(*args, cwd=tmp_path, allow_writes=["input"])
         hostile.assert_contained(run, rc=(0, 2))
         if run.rc == 2:
             assert run.stderr.startswith("treetool: error: input: "), run.stderr
