@@ -16,13 +16,14 @@ from typing import Any
 import numpy as np
 
 from ._arrays import LazyArray, dtype_name, is_key, short_dtype
+from ._prng import KeyArray
 
 __all__ = ["LeafComparer", "leaf_label", "sharding_text"]
 
 _CHUNK_BYTES = 1 << 20
 
 # leaf classes: what kind of leaf a type is, cached per type
-_OBJECT, _NUMPY, _JAX, _LAZY, _ABSTRACT = range(5)
+_OBJECT, _NUMPY, _JAX, _LAZY, _ABSTRACT, _KEYS = range(6)
 _class_cache: dict[type, int] = {}
 
 
@@ -40,6 +41,8 @@ def _classify(t: type, x: Any) -> int:
         return _NUMPY
     if issubclass(t, LazyArray):
         return _LAZY
+    if t is KeyArray:
+        return _KEYS
     jax = sys.modules.get("jax")
     if jax is not None and isinstance(x, jax.Array):
         return _JAX
@@ -74,11 +77,22 @@ def _host(x: Any, cls: int, dtype: Any) -> Any:
     """An object with numpy semantics: the array itself, or a LazyArray (streamed)."""
     if cls == _LAZY:
         return x
+    if cls == _KEYS:  # a typed key loaded from a file: its key data (in memory or lazy)
+        data = x.data
+        return data if isinstance(data, LazyArray) else np.asarray(data)
     if cls == _JAX and not isinstance(dtype, np.dtype) and is_key(x):
         import jax  # a typed PRNG key array: compare its raw key data
 
         return np.asarray(jax.random.key_data(x))
     return np.asarray(x)
+
+
+def _same_key_dtype(da: Any, db: Any) -> bool:
+    """Two typed key dtypes of one implementation (a loaded `key<fry>` and jax's)."""
+    if isinstance(da, np.dtype) or isinstance(db, np.dtype):
+        return False
+    name = dtype_name(da)
+    return name.startswith("key<") and name == dtype_name(db)
 
 
 def _chunks(x: Any, size: int, step: int) -> Iterator[np.ndarray]:
@@ -230,7 +244,7 @@ class LeafComparer:
                 {"labels": [leaf_label(a), leaf_label(b)]},
             )
         da, db = a.dtype, b.dtype
-        if da != db:
+        if da != db and not _same_key_dtype(da, db):
             return (
                 "dtype",
                 dtype_name(da),
@@ -287,7 +301,8 @@ class LeafComparer:
         dtype = xa.dtype
         fast = _vector_eq(dtype)
         progress = self.progress
-        if ca != _LAZY and cb != _LAZY and xa.nbytes <= _CHUNK_BYTES:
+        in_memory = not isinstance(xa, LazyArray) and not isinstance(xb, LazyArray)
+        if in_memory and xa.nbytes <= _CHUNK_BYTES:
             if progress is not None:
                 progress(xa.nbytes)
             # one chunk: the common case of many small leaves
