@@ -9,6 +9,7 @@ difference, count, first index).
 from __future__ import annotations
 
 import math
+import re
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ._arrays import LazyArray, dtype_name, is_key, short_dtype
+from ._callables import callable_identity, same_callable
 from ._prng import KeyArray
 
 __all__ = ["LeafComparer", "leaf_label", "sharding_text"]
@@ -268,6 +270,11 @@ class LeafComparer:
         return shard
 
     def _objects(self, a: Any, b: Any, ca: int, cb: int) -> tuple[str, Any, Any, dict] | None:
+        fa = callable_identity(a)
+        if fa is not None:
+            fb = callable_identity(b)
+            if fb is not None:
+                return self._callables(fa, fb)
         ta, tb = type(a), type(b)
         if ca != cb or ta is not tb:
             from ._align import type_key
@@ -284,6 +291,15 @@ class LeafComparer:
         if not self.values or _same_object_value(a, b):
             return None
         return ("value", _plain(a), _plain(b), {"count": 1, "size": 1, "first_index": []})
+
+    def _callables(self, fa: tuple, fb: tuple) -> tuple[str, Any, Any, dict] | None:
+        """Two functions: equal when they name one function (module, qualname, code)."""
+        if same_callable(fa, fb):
+            return None
+        if not self.values and (fa[0], fa[1]) == (fb[0], fb[1]):
+            return None  # only the code differs, and values are not compared
+        detail = {"callable": True, "code_changed": (fa[0], fa[1]) == (fb[0], fb[1])}
+        return ("value", fa[3], fb[3], detail)
 
     @staticmethod
     def _sharding(sa: Any, sb: Any, ndim: int) -> tuple[str, Any, Any, dict] | None:
@@ -356,8 +372,16 @@ def _same_object_value(a: Any, b: Any) -> bool:
         return False
 
 
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def no_address(text: str) -> str:
+    """A repr without memory addresses (`<Foo object at 0x7f..>` -> `<Foo object>`)."""
+    return _ADDRESS.sub("", text) if " at 0x" in text else text
+
+
 def _plain(x: Any) -> Any:
     if x is None or isinstance(x, (bool, int, float, str)):
         return x
-    r = repr(x)
+    r = no_address(repr(x))
     return r if len(r) <= 80 else r[:79] + "…"

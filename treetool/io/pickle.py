@@ -37,6 +37,7 @@ import numpy as np
 from .._arrays import LazyArray
 from .._errors import LoadError, UnsafeError
 from . import _numpy_rebuild as nr
+from ._functions import collapse_functions, needs_collapse
 from ._opaque import GlobalRef, Opaque
 from ._pickle_ops import (
     ALLOWED,
@@ -140,6 +141,8 @@ def read_pickle(
     finally:
         mm.close()
     blocked = walk_check(tree, path, max_visits=max(1_000_000, 4 * size))
+    if needs_collapse(blocked):  # functions become one leaf each, named, never opened
+        tree, blocked = collapse_functions(tree)
     return ParseResult(tree, blocked, error)
 
 
