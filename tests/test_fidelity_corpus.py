@@ -303,7 +303,7 @@ def test_function_diffs_name_functions_never_addresses(corpus, mod, mod_dir):
     a = {"f": lambda x: x + 1}
     b = {"f": lambda x: x + 2}
     (c,) = tt.diff(a, b).changes
-    label = f"<lambda> in {__name__}"
+    label = f"{a['f'].__qualname__} in {__name__}"  # a local lambda: `f.<locals>.<lambda> in mod`
     assert (c.kind, c.before, c.after) == ("value", label, label)
     assert c.detail == {"callable": True, "code_changed": True}
     assert "same name, different code" in diff_text(tt.diff(a, b))
