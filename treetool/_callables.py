@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import types
 from typing import Any
 
 __all__ = ["OpaqueFunction", "callable_identity", "code_key", "function_label"]
@@ -40,7 +41,8 @@ def function_label(module: str | None, qualname: str) -> str:
     """
     if not module:
         return qualname
-    if qualname.startswith("<") or "<locals>" in qualname or ".<" in qualname:
+    head = qualname.split("(", 1)[0]  # `partial(<lambda> in m)` names a partial, not a lambda
+    if head.startswith("<") or ".<" in head:
         return f"{qualname} in {module}"
     return f"{module}.{qualname}"
 
@@ -156,6 +158,9 @@ def callable_identity(x: Any) -> tuple[str | None, str, str | None, str] | None:
             return None
         q = f"partial({inner[3]})"
         return "functools", q, inner[2], f"functools.{q}"
+    if t is types.CodeType:  # a code object: named like the one a file holds
+        qual = getattr(x, "co_qualname", x.co_name)
+        return None, qual, code_key(x.co_code, x.co_names, x.co_consts), qual
     if not callable(x):
         return None
     try:

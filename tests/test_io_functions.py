@@ -1,0 +1,98 @@
+"""Functions in safely read pickles: one `OpaqueFunction` leaf each, wherever they sit."""
+
+from __future__ import annotations
+
+import functools
+import os
+import pickle
+
+import cloudpickle
+import jax
+import numpy as np
+
+import treetool as tt
+from treetool import OpaqueFunction
+from treetool.io._functions import needs_collapse
+from treetool.io._opaque import GlobalRef, Opaque
+
+
+@jax.custom_vjp
+def clip_grad(x):
+    return x
+
+
+clip_grad.defvjp(lambda x: (x, None), lambda _, g: (g,))
+
+
+def load(tmp_path, obj, name="f.pkl", dumps=cloudpickle.dumps):
+    p = tmp_path / name
+    p.write_bytes(dumps(obj))
+    return tt.load(str(p))
+
+
+def test_functions_anywhere_become_one_leaf_each(tmp_path):
+    def local(x):
+        return x * 3
+
+    shared = lambda x: x + 1  # noqa: E731
+    tree = {
+        "in_tuple": (shared, np.ones(2, np.float32)),
+        "in_list": [shared, local],
+        "partial": functools.partial(local, 2),
+        "vjp": clip_grad,
+        "code": local.__code__,
+        "w": np.zeros(3, np.float32),
+    }
+    t = load(tmp_path, tree)
+    a, b = t["in_tuple"][0], t["in_list"][0]
+    assert type(a) is OpaqueFunction and a is b  # a shared function stays one object
+    assert (
+        a.label == f"test_functions_anywhere_become_one_leaf_each.<locals>.<lambda> in {__name__}"
+    )
+    assert type(t["in_tuple"]) is tuple and t["in_tuple"][1].shape == (2,)
+    assert (t["partial"].kind, t["partial"].label) == (
+        "partial",
+        f"functools.partial(test_functions_anywhere_become_one_leaf_each.<locals>.local in "
+        f"{__name__})",
+    )
+    assert (t["vjp"].kind, t["vjp"].label) == ("custom_vjp", f"{__name__}.clip_grad")
+    assert (t["code"].kind, t["code"].module) == ("code", None)
+    assert t["code"].qualname.endswith("<locals>.local")
+    paths = [str(p) for p, _ in tt.leaves_with_paths(t)]
+    assert paths == [str(p) for p, _ in tt.leaves_with_paths(tree)]
+    assert paths == [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(t)]
+    # compared with the live tree: the same functions (by name and code), the same arrays
+    assert not tt.diff(t, tree).changes
+
+
+def test_a_function_at_the_root_and_code_identity(tmp_path):
+    f = load(tmp_path, lambda x: x - 1)
+    assert type(f) is OpaqueFunction and f.kind == "function" and f.code
+    other = lambda x: x - 2  # noqa: E731
+    (c,) = tt.diff({"f": f}, {"f": other}).changes
+    assert (c.kind, c.detail["code_changed"]) == ("value", True)
+    assert not tt.diff({"f": f}, {"f": f}, values=True).changes
+    # only names are compared when values are not
+    assert not tt.diff({"f": f}, {"f": other}, values=False).changes
+
+
+def test_by_reference_globals_compare_by_qualified_name(tmp_path):
+    t = load(tmp_path, {"join": os.path.join}, dumps=pickle.dumps)
+    assert type(t["join"]) is GlobalRef
+    assert not tt.diff(t, {"join": os.path.join}).changes
+    (c,) = tt.diff(t, {"join": os.path.split}).changes
+    assert (c.kind, c.before, c.after) == ("value", "posixpath.join", "posixpath.split")
+
+
+def test_classes_are_not_functions_and_forged_makers_stay_opaque(tmp_path):
+    # a `_make_function` call with no code object in it: recorded, never collapsed or run
+    forged = (
+        b"\x80\x04\x95\x00\x00\x00\x00\x00\x00\x00\x00"
+        b"\x8c\x17cloudpickle.cloudpickle\x8c\x0e_make_function\x93K\x01K\x02\x86R."
+    )
+    p = tmp_path / "forged.pkl"
+    p.write_bytes(forged)
+    t = tt.load(str(p))
+    assert type(t) is Opaque and t.args == (1, 2)
+    assert needs_collapse(["cloudpickle.cloudpickle._make_function"])
+    assert not needs_collapse(["equinox.nn._linear.Linear", "collections.Counter"])
