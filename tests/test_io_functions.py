@@ -5,10 +5,12 @@ from __future__ import annotations
 import functools
 import os
 import pickle
+import re
 
 import cloudpickle
 import jax
 import numpy as np
+import pytest
 
 import treetool as tt
 from treetool import OpaqueFunction
@@ -96,3 +98,20 @@ def test_classes_are_not_functions_and_forged_makers_stay_opaque(tmp_path):
     assert type(t) is Opaque and t.args == (1, 2)
     assert needs_collapse(["cloudpickle.cloudpickle._make_function"])
     assert not needs_collapse(["equinox.nn._linear.Linear", "collections.Counter"])
+
+
+def test_saving_loaded_keys_and_functions(tmp_path):
+    key = jax.random.split(jax.random.key(3, impl="rbg"), 4)
+    t = load(tmp_path, {"k": key, "f": lambda x: x}, dumps=cloudpickle.dumps)
+    with pytest.raises(
+        tt.LoadError, match=re.escape("['k'] is a typed PRNG key array (key<rbg>[4])")
+    ):
+        tt.save({"k": t["k"]}, str(tmp_path / "k.npz"))
+    with pytest.raises(
+        tt.LoadError, match=re.escape("cannot save ['f']: it is the function test_saving")
+    ):
+        tt.save(t, str(tmp_path / "all.pkl"))
+    tt.save({"k": t["k"]}, str(tmp_path / "k.pkl"))  # as the live jax key
+    again = tt.load(str(tmp_path / "k.pkl"))["k"]
+    assert str(again.dtype) == "key<rbg>" and again.shape == (4,)
+    assert np.array_equal(again.key_data(), jax.random.key_data(key))
