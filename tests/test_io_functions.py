@@ -115,3 +115,13 @@ def test_saving_loaded_keys_and_functions(tmp_path):
     again = tt.load(str(tmp_path / "k.pkl"))["k"]
     assert str(again.dtype) == "key<rbg>" and again.shape == (4,)
     assert np.array_equal(again.key_data(), jax.random.key_data(key))
+
+
+def test_get_on_a_loaded_key_shows_its_key_data(tmp_path):
+    from treetool.render.leaf import leaf_report
+
+    key = jax.random.split(jax.random.key(4), 3)
+    t = load(tmp_path, {"k": key}, dumps=pickle.dumps)
+    d = leaf_report(tt.Path.parse("['k']"), t["k"]).to_dict()
+    assert (d["dtype"], d["shape"], d["is_key"], d["stats"]) == ("key<fry>", [3], True, None)
+    assert d["values"] == np.asarray(jax.random.key_data(key)).tolist()

@@ -73,6 +73,8 @@ class LeafReport:
             return None
         info = leaf_info(self.value)
         if info.is_key and info.dtype and info.dtype.startswith("key<"):
+            if hasattr(self.value, "key_data"):  # a key loaded from a file (no jax needed)
+                return self.value.key_data()
             import jax
 
             return np.asarray(jax.random.key_data(self.value))
