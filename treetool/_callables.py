@@ -151,7 +151,8 @@ def callable_identity(x: Any) -> tuple[str | None, str, str | None, str] | None:
     if t is OpaqueFunction:
         return x.module, x.qualname, x.code, x.label
     if t.__name__ == "GlobalRef" and t.__module__ == "treetool.io._opaque":
-        return x.module, x.name, None, function_label(x.module, x.name)
+        module, name = printable_name(x.module), printable_name(x.name) or "?"  # from a file
+        return module, name, None, function_label(module, name)
     if t is functools.partial:
         inner = callable_identity(x.func)
         if inner is None:
