@@ -21,7 +21,8 @@ from typing import Any
 
 __all__ = ["OpaqueFunction", "callable_identity", "code_key", "function_label"]
 
-_NOT_CALLABLE = frozenset({int, float, str, bool, bytes, complex, type(None), list, dict, tuple})
+#: leaf types that are never functions (checked first, on the hot path of diff)
+NOT_CALLABLE = frozenset({int, float, str, bool, bytes, complex, type(None), list, dict, tuple})
 _MAX_NAME = 256
 
 
@@ -146,7 +147,7 @@ def callable_identity(x: Any) -> tuple[str | None, str, str | None, str] | None:
         ('math', 'sqrt', None, 'math.sqrt')
     """
     t = type(x)
-    if t in _NOT_CALLABLE:
+    if t in NOT_CALLABLE:
         return None
     if t is OpaqueFunction:
         return x.module, x.qualname, x.code, x.label

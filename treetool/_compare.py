@@ -17,14 +17,14 @@ from typing import Any
 import numpy as np
 
 from ._arrays import LazyArray, dtype_name, is_key, short_dtype
-from ._callables import callable_identity, same_callable
+from ._callables import NOT_CALLABLE, callable_identity, same_callable
 from ._prng import KeyArray
 
 __all__ = ["LeafComparer", "leaf_label", "sharding_text"]
 
 _CHUNK_BYTES = 1 << 20
 
-# leaf classes: what kind of leaf a type is, cached per type
+# leaf classes: what kind of leaf a type is, cached per type (in-memory classes below _LAZY)
 _OBJECT, _NUMPY, _JAX, _LAZY, _ABSTRACT, _KEYS = range(6)
 _class_cache: dict[type, int] = {}
 
@@ -270,11 +270,12 @@ class LeafComparer:
         return shard
 
     def _objects(self, a: Any, b: Any, ca: int, cb: int) -> tuple[str, Any, Any, dict] | None:
-        fa = callable_identity(a)
-        if fa is not None:
-            fb = callable_identity(b)
-            if fb is not None:
-                return self._callables(fa, fb)
+        if type(a) not in NOT_CALLABLE:  # numbers and strings: no function lookup
+            fa = callable_identity(a)
+            if fa is not None:
+                fb = callable_identity(b)
+                if fb is not None:
+                    return self._callables(fa, fb)
         ta, tb = type(a), type(b)
         if ca != cb or ta is not tb:
             from ._align import type_key
@@ -317,8 +318,8 @@ class LeafComparer:
         dtype = xa.dtype
         fast = _vector_eq(dtype)
         progress = self.progress
-        in_memory = not isinstance(xa, LazyArray) and not isinstance(xb, LazyArray)
-        if in_memory and xa.nbytes <= _CHUNK_BYTES:
+        # file-backed data (a LazyArray, a loaded key's data) is streamed in chunks
+        if ca < _LAZY and cb < _LAZY and xa.nbytes <= _CHUNK_BYTES:
             if progress is not None:
                 progress(xa.nbytes)
             # one chunk: the common case of many small leaves
