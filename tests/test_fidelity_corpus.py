@@ -61,6 +61,21 @@ SOURCE = textwrap.dedent(
         return {"step": 0, "params": params, "opt_state": optax.adam(1e-3).init(params)}
 
 
+    def linen_train_state():
+        import flax.linen as nn
+        import optax
+        from flax.training import train_state
+
+        class Net(nn.Module):
+            @nn.compact
+            def __call__(self, x):
+                return nn.Dense(2)(nn.relu(nn.Dense(4)(x)))
+
+        net = Net()
+        params = net.init(jax.random.key(4), jnp.ones((1, 3)))["params"]
+        return train_state.TrainState.create(apply_fn=net.apply, params=params, tx=optax.adamw(1e-3))
+
+
     def haiku_state():
         import haiku as hk
 
@@ -99,19 +114,21 @@ SOURCE = textwrap.dedent(
         import importlib.util
 
         out = {"eqx_state": eqx_state(), "linen_state": linen_state()}
+        out["linen_train_state"] = linen_train_state()
         out["nnx_state"], out["keys"] = nnx_state(), keys()
         if importlib.util.find_spec("haiku") is not None:
             out["haiku_state"] = haiku_state()
         return out
 
 
-    def plain():
-        return {k: v for k, v in corpus().items() if k != "eqx_state"}
+    def plain():  # what plain pickle can save (no functions held as leaves or static fields)
+        return {k: v for k, v in corpus().items() if k not in ("eqx_state", "linen_train_state")}
     '''
 )
 
 HAS_HAIKU = importlib.util.find_spec("haiku") is not None
-BUILDERS = ["eqx_state", "linen_state", "nnx_state", "keys"] + (
+CLOUD = ("eqx_state", "linen_train_state")  # hold functions: cloudpickle only
+BUILDERS = ["eqx_state", "linen_state", "linen_train_state", "nnx_state", "keys"] + (
     ["haiku_state"] if HAS_HAIKU else []
 )
 
@@ -200,7 +217,7 @@ def corpus(mod, mod_dir):
     files = {
         "all-p4": (live, "cloudpickle", 4, "corpus"),
         "eqx-p5": (live["eqx_state"], "cloudpickle", 5, "eqx_state"),
-        "plain-p5": ({k: v for k, v in live.items() if k != "eqx_state"}, "pickle", 5, "plain"),
+        "plain-p5": ({k: v for k, v in live.items() if k not in CLOUD}, "pickle", 5, "plain"),
     }
     out = {}
     for name, (tree, pickler, protocol, attr) in files.items():
