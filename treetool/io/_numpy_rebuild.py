@@ -8,6 +8,7 @@ plain data.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -192,9 +193,12 @@ def is_ml_dtype(name: str) -> bool:
 _KEY_TAGS = {"threefry2x32": "fry", "rbg": "rbg", "unsafe_rbg": "urbg"}
 
 
+_KEY_NAME = re.compile(r"[A-Za-z0-9_.\-?]{1,64}")
+
+
 def _key_text(x: Any) -> str | None:
-    """A short printable name from a file (an impl name or tag), or None."""
-    if type(x) is str and 0 < len(x) <= 64 and x.isprintable():
+    """An impl name or tag from a file when it looks like one (`threefry2x32`, `fry`), or None."""
+    if type(x) is str and _KEY_NAME.fullmatch(x):
         return x
     return None
 
