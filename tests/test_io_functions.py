@@ -125,3 +125,23 @@ def test_get_on_a_loaded_key_shows_its_key_data(tmp_path):
     d = leaf_report(tt.Path.parse("['k']"), t["k"]).to_dict()
     assert (d["dtype"], d["shape"], d["is_key"], d["stats"]) == ("key<fry>", [3], True, None)
     assert d["values"] == np.asarray(jax.random.key_data(key)).tolist()
+
+
+def double(x):
+    return x * 2
+
+
+def test_jit_functions_are_named_by_the_function_they_wrap(tmp_path):
+    import jax.numpy as jnp
+
+    tree = {"jit": jax.jit(double), "tanh": jnp.tanh, "gelu": jax.nn.gelu}
+    t = load(tmp_path, tree)
+    assert (t["jit"].kind, t["jit"].label) == ("PjitFunction", f"{__name__}.double")
+    assert t["tanh"].label == "jax._src.numpy.ufuncs.tanh"  # jnp.tanh's own module is renamed
+    assert not tt.diff(t, tree).changes
+    (c,) = tt.diff(t, dict(tree, jit=jax.jit(abs))).changes
+    assert (c.path, c.before, c.after) == (
+        "['jit']",
+        f"{__name__}.double",
+        "builtins.abs",
+    )

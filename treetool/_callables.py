@@ -165,6 +165,12 @@ def callable_identity(x: Any) -> tuple[str | None, str, str | None, str] | None:
         return None, qual, code_key(x.co_code, x.co_names, x.co_consts), qual
     if not callable(x):
         return None
+    if t.__name__ == "PjitFunction":
+        # jax renames some public jit wrappers (`jnp.tanh.__module__ == "jax.numpy"`), which a
+        # file does not record: a jit function is named by the function it wraps, as when loaded
+        inner = getattr(x, "__wrapped__", None)
+        if inner is not None and inner is not x:
+            return callable_identity(inner)
     try:
         qualname = getattr(x, "__qualname__", None)
         module = getattr(x, "__module__", None)
