@@ -110,9 +110,11 @@ def test_jax_arrays_and_keys(tmp_path):
         np.array_equal(t["w"], np.arange(6.0).reshape(2, 3)) and t["bf"].dtype == ml_dtypes.bfloat16
     )
     assert isinstance(t["big"], LazyArray) and t["big"].shape == (64, 64)
-    # a typed key becomes its key data
-    assert np.array_equal(t["key"], jax.random.key_data(tree["key"]))
-    assert tt.leaf_info(t["key"]).is_key
+    # a typed key keeps its type (key<fry>[]) and its key data
+    assert t["key"].shape == () and str(t["key"].dtype) == str(tree["key"].dtype) == "key<fry>"
+    assert np.array_equal(t["key"].key_data(), jax.random.key_data(tree["key"]))
+    assert tt.leaf_info(t["key"]).is_key and tt.leaf_info(t["key"]).params == 0
+    assert not tt.leaf_info(t["legacy_key"]).is_key
 
 
 def test_cloudpickle_dynamic_class(tmp_path):

@@ -63,8 +63,8 @@ def test_flax_params_keys_and_nones():
     )
     assert _text(corpus()["keys"]) == textwrap.dedent(
         """\
-        dict[2]  32 B
-        ├── ['legacy']  u32[2]  8 B  [key]
+        dict[2]  2 params · 32 B
+        ├── ['legacy']  u32[2]  2 params · 8 B
         └── ['typed']  key<fry>[3]  24 B  [key]
         """
     )

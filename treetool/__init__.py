@@ -67,6 +67,7 @@ _LAZY: dict[str, str] = {
     "Stats": "treetool._arrays",
     "LazyArray": "treetool._arrays",
     "is_key": "treetool._arrays",
+    "KeyArray": "treetool._prng",
     "placement": "treetool._devices",
     "Placement": "treetool._devices",
     "LeafPlacement": "treetool._devices",
@@ -77,6 +78,7 @@ _LAZY: dict[str, str] = {
     "load": "treetool.io",
     "save": "treetool.io",
     "Opaque": "treetool.io",
+    "OpaqueFunction": "treetool._callables",
     # display
     "show": "treetool.show",
     "render": "treetool.render",

@@ -16,6 +16,8 @@ from typing import IO, Any
 
 import numpy as np
 
+from ._prng import KeyArray
+
 __all__ = [
     "LazyArray",
     "LeafInfo",
@@ -25,6 +27,7 @@ __all__ = [
     "is_array",
     "is_key",
     "leaf_info",
+    "may_be_raw_key",
     "short_dtype",
     "stats",
 ]
@@ -316,7 +319,7 @@ def _jax_array_type() -> type | None:
 
 def is_array(x: Any) -> bool:
     """Whether `x` is an array leaf (numpy, jax, LazyArray or a ShapeDtypeStruct)."""
-    if isinstance(x, (np.ndarray, np.generic, LazyArray)):
+    if isinstance(x, (np.ndarray, np.generic, LazyArray, KeyArray)):
         return True
     jarr = _jax_array_type()
     if jarr is not None and isinstance(x, jarr):
@@ -329,14 +332,32 @@ def _is_typed_key_dtype(dtype: Any) -> bool:
 
 
 def is_key(x: Any) -> bool:
-    """Whether `x` is a PRNG key: a typed key array, or a legacy `uint32[..., 2]` key."""
+    """Whether `x` is a typed PRNG key array (a `key<...>` dtype: live jax or loaded).
+
+    The answer comes from the type, never from a shape: a legacy raw key
+    (`jax.random.PRNGKey(0)`, `uint32[2]`) is a uint32 array like an edge list of pairs.
+
+    Example:
+        >>> import numpy as np
+        >>> is_key(KeyArray(np.zeros(2, np.uint32), "threefry2x32", "fry"))
+        True
+        >>> is_key(np.zeros((1000, 2), np.uint32))
+        False
+    """
     dtype = getattr(x, "dtype", None)
-    if dtype is None:
-        return False
-    if _is_typed_key_dtype(dtype):
-        return True
+    return dtype is not None and _is_typed_key_dtype(dtype)
+
+
+def may_be_raw_key(x: Any) -> bool:
+    """A hint only: `x` has the shape and dtype of legacy raw keys (`uint32[..., 2]`).
+
+    Such an array may as well be an edge list; nothing counts it as a key.
+    """
+    dtype = getattr(x, "dtype", None)
     shape = getattr(x, "shape", ())
-    return dtype_name(dtype) == "uint32" and len(shape) >= 1 and shape[-1] == 2
+    return (
+        dtype is not None and dtype_name(dtype) == "uint32" and len(shape) >= 1 and shape[-1] == 2
+    )
 
 
 @dataclass(slots=True)
@@ -390,6 +411,11 @@ def leaf_info(x: Any) -> LeafInfo:
         return LeafInfo("none", "None")
     if isinstance(x, LazyArray):
         return _array_info("lazy", tname, x.shape, x.dtype, device="file")
+    if t is KeyArray:
+        lazy = isinstance(x.data, LazyArray)
+        return _array_info(
+            "lazy" if lazy else "array", tname, x.shape, x.dtype, "file" if lazy else "host"
+        )
     if isinstance(x, np.ndarray):
         return _array_info("array", tname, x.shape, x.dtype, device="host")
     if isinstance(x, np.generic):
@@ -429,17 +455,21 @@ def _array_info(kind: str, tname: str, shape: tuple, dtype: Any, device: str | N
         shape = tuple(map(int, shape))
     name, bits, typed_key = _dtype_facts(dtype)
     size = math.prod(shape)
-    key = typed_key or (name == "uint32" and len(shape) >= 1 and shape[-1] == 2)
     return LeafInfo(
-        kind, tname, shape, name, (size * bits + 7) // 8, 0 if key else size, key, device
+        kind,
+        tname,
+        shape,
+        name,
+        (size * bits + 7) // 8,
+        0 if typed_key else size,
+        typed_key,
+        device,
     )
 
 
 def is_key_meta(shape: tuple[int, ...], dtype: Any) -> bool:
-    """`is_key` from a shape and a dtype."""
-    if _is_typed_key_dtype(dtype):
-        return True
-    return dtype_name(dtype) == "uint32" and len(shape) >= 1 and shape[-1] == 2
+    """`is_key` from a shape and a dtype: only the dtype decides (`key<...>`)."""
+    return _is_typed_key_dtype(dtype)
 
 
 def _jax_info(x: Any, tname: str) -> LeafInfo:

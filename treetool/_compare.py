@@ -9,6 +9,7 @@ difference, count, first index).
 from __future__ import annotations
 
 import math
+import re
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,13 +17,15 @@ from typing import Any
 import numpy as np
 
 from ._arrays import LazyArray, dtype_name, is_key, short_dtype
+from ._callables import NOT_CALLABLE, callable_identity, same_callable
+from ._prng import KeyArray
 
 __all__ = ["LeafComparer", "leaf_label", "sharding_text"]
 
 _CHUNK_BYTES = 1 << 20
 
-# leaf classes: what kind of leaf a type is, cached per type
-_OBJECT, _NUMPY, _JAX, _LAZY, _ABSTRACT = range(5)
+# leaf classes: what kind of leaf a type is, cached per type (in-memory classes below _LAZY)
+_OBJECT, _NUMPY, _JAX, _LAZY, _ABSTRACT, _KEYS = range(6)
 _class_cache: dict[type, int] = {}
 
 
@@ -40,6 +43,8 @@ def _classify(t: type, x: Any) -> int:
         return _NUMPY
     if issubclass(t, LazyArray):
         return _LAZY
+    if t is KeyArray:
+        return _KEYS
     jax = sys.modules.get("jax")
     if jax is not None and isinstance(x, jax.Array):
         return _JAX
@@ -74,11 +79,22 @@ def _host(x: Any, cls: int, dtype: Any) -> Any:
     """An object with numpy semantics: the array itself, or a LazyArray (streamed)."""
     if cls == _LAZY:
         return x
+    if cls == _KEYS:  # a typed key loaded from a file: its key data (in memory or lazy)
+        data = x.data
+        return data if isinstance(data, LazyArray) else np.asarray(data)
     if cls == _JAX and not isinstance(dtype, np.dtype) and is_key(x):
         import jax  # a typed PRNG key array: compare its raw key data
 
         return np.asarray(jax.random.key_data(x))
     return np.asarray(x)
+
+
+def _same_key_dtype(da: Any, db: Any) -> bool:
+    """Two typed key dtypes of one implementation (a loaded `key<fry>` and jax's)."""
+    if isinstance(da, np.dtype) or isinstance(db, np.dtype):
+        return False
+    name = dtype_name(da)
+    return name.startswith("key<") and name == dtype_name(db)
 
 
 def _chunks(x: Any, size: int, step: int) -> Iterator[np.ndarray]:
@@ -230,7 +246,7 @@ class LeafComparer:
                 {"labels": [leaf_label(a), leaf_label(b)]},
             )
         da, db = a.dtype, b.dtype
-        if da != db:
+        if da != db and not _same_key_dtype(da, db):
             return (
                 "dtype",
                 dtype_name(da),
@@ -254,6 +270,12 @@ class LeafComparer:
         return shard
 
     def _objects(self, a: Any, b: Any, ca: int, cb: int) -> tuple[str, Any, Any, dict] | None:
+        if type(a) not in NOT_CALLABLE:  # numbers and strings: no function lookup
+            fa = callable_identity(a)
+            if fa is not None:
+                fb = callable_identity(b)
+                if fb is not None:
+                    return self._callables(fa, fb)
         ta, tb = type(a), type(b)
         if ca != cb or ta is not tb:
             from ._align import type_key
@@ -271,6 +293,15 @@ class LeafComparer:
             return None
         return ("value", _plain(a), _plain(b), {"count": 1, "size": 1, "first_index": []})
 
+    def _callables(self, fa: tuple, fb: tuple) -> tuple[str, Any, Any, dict] | None:
+        """Two functions: equal when they name one function (module, qualname, code)."""
+        if same_callable(fa, fb):
+            return None
+        if not self.values and (fa[0], fa[1]) == (fb[0], fb[1]):
+            return None  # only the code differs, and values are not compared
+        detail = {"callable": True, "code_changed": (fa[0], fa[1]) == (fb[0], fb[1])}
+        return ("value", fa[3], fb[3], detail)
+
     @staticmethod
     def _sharding(sa: Any, sb: Any, ndim: int) -> tuple[str, Any, Any, dict] | None:
         try:
@@ -287,7 +318,8 @@ class LeafComparer:
         dtype = xa.dtype
         fast = _vector_eq(dtype)
         progress = self.progress
-        if ca != _LAZY and cb != _LAZY and xa.nbytes <= _CHUNK_BYTES:
+        # file-backed data (a LazyArray, a loaded key's data) is streamed in chunks
+        if ca < _LAZY and cb < _LAZY and xa.nbytes <= _CHUNK_BYTES:
             if progress is not None:
                 progress(xa.nbytes)
             # one chunk: the common case of many small leaves
@@ -341,8 +373,16 @@ def _same_object_value(a: Any, b: Any) -> bool:
         return False
 
 
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def no_address(text: str) -> str:
+    """A repr without memory addresses (`<Foo object at 0x7f..>` -> `<Foo object>`)."""
+    return _ADDRESS.sub("", text) if " at 0x" in text else text
+
+
 def _plain(x: Any) -> Any:
     if x is None or isinstance(x, (bool, int, float, str)):
         return x
-    r = repr(x)
+    r = no_address(repr(x))
     return r if len(r) <= 80 else r[:79] + "…"

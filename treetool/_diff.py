@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._align import align, signature, type_key
-from ._compare import LeafComparer, leaf_label
+from ._callables import callable_identity, same_callable
+from ._compare import LeafComparer, leaf_label, no_address
 from ._explain import explain, explain_mismatch
 from ._model import CUSTOM, LEAF, LIST, TUPLE, IsLeaf, aggregate, children, no_gc, node_data
 from ._paths import GetAttrKey, Key, Path
@@ -489,16 +490,30 @@ def _static_change(a: Any, b: Any, kids_a: list) -> tuple[str, Any, Any, dict] |
     for n in _static_names(a, kids_a):
         va, vb = getattr(a, n, None), getattr(b, n, None)
         if not _equal(va, vb):
-            before[n], after[n] = va, vb
+            before[n], after[n] = _static_value(va), _static_value(vb)
     name = _node_label(a, CUSTOM, [])
     if not before:
-        return "static", repr(da[1]), repr(db[1]), {"fields": [], "type": name}
+        ra, rb = no_address(repr(da[1])), no_address(repr(db[1]))
+        if ra == rb:  # aux data that differ only by identity (functions held as static)
+            return None
+        return "static", ra, rb, {"fields": [], "type": name}
     return "static", before, after, {"fields": list(before), "type": name}
+
+
+def _static_value(x: Any) -> Any:
+    """A static field's value as a change shows it: a function by its label."""
+    f = callable_identity(x)
+    return f[3] if f is not None else x
 
 
 def _equal(x: Any, y: Any) -> bool:
     if x is y:
         return True
+    fx = callable_identity(x)
+    if fx is not None:
+        fy = callable_identity(y)
+        if fy is not None:
+            return same_callable(fx, fy)
     try:
         return bool(x == y)
     except Exception:  # arrays as static data, or == that raises

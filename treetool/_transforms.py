@@ -14,11 +14,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._arrays import is_array, is_key, leaf_info
+from ._arrays import is_array, is_key, leaf_info, may_be_raw_key
 from ._autojit import AutoJit, CacheInfo, autojit
 from ._errors import PathError, TreetoolError
 from ._model import IsLeaf
 from ._paths import Path, suggest
+from ._prng import KeyArray
 
 __all__ = [
     "AutoJit",
@@ -398,7 +399,10 @@ def split_keys(key: Any, tree: Any, is_leaf: IsLeaf = None) -> Any:
     import jax
     import jax.tree_util as jtu
 
-    if not is_key(key) or tuple(getattr(key, "shape", ())) not in ((), (2,)):
+    if type(key) is KeyArray:
+        key = key.to_jax()  # a typed key loaded from a file
+    raw = may_be_raw_key(key) and tuple(key.shape) == (2,)
+    if not (raw or (is_key(key) and tuple(key.shape) == ())):
         got = leaf_info(key).label if is_array(key) else type(key).__name__
         raise TypeError(
             "split_keys: key must be one PRNG key (jax.random.key(seed) or "

@@ -197,6 +197,7 @@ class _Records(list):
 def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
     """The `inspect --json` / `ls --json` object; one pass over the leaves without a filter."""
     from ._arrays import LazyArray, leaf_info
+    from ._callables import callable_identity
     from ._model import aggregate, no_gc
 
     with no_gc():
@@ -246,9 +247,11 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
                 info = leaf_info(x)
                 shape = info.shape
                 if shape is None:
+                    fn = callable_identity(x)  # a function leaf: its label (jax.nn.relu)
+                    named = f', "function": {q(fn[3])}' if fn is not None else ""
                     append(
                         f'{{"path": {q(text)}, "shape": null, "dtype": null, "nbytes": 0, '
-                        f'"device": null, "type": {q(info.type_name)}}}'
+                        f'"device": null, "type": {q(info.type_name)}{named}}}'
                     )
                     continue
                 dims = ", ".join(map(str, shape))

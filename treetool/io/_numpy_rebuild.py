@@ -8,6 +8,7 @@ plain data.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -236,3 +237,42 @@ def scalar(args: Any) -> Any:
 def is_ml_dtype(name: str) -> bool:
     """Whether `ml_dtypes.<name>` is a dtype type the unpickler may name."""
     return name in _ML_DTYPES
+
+
+# --- typed PRNG keys ------------------------------------------------------------------------
+
+#: the tag jax names each known implementation's dtype with (`key<fry>`)
+_KEY_TAGS = {"threefry2x32": "fry", "rbg": "rbg", "unsafe_rbg": "urbg"}
+
+
+_KEY_NAME = re.compile(r"[A-Za-z0-9_.\-?]{1,64}")
+
+
+def _key_text(x: Any) -> str | None:
+    """An impl name or tag from a file when it looks like one (`threefry2x32`, `fry`), or None."""
+    if type(x) is str and _KEY_NAME.fullmatch(x):
+        return x
+    return None
+
+
+def key_array(base: Any, impl_args: tuple) -> Any:
+    """A `KeyArray` from a pickled key's data and its `PRNGImpl(...)` arguments, or None.
+
+    `PRNGImpl(key_shape, seed, split, random_bits, fold_in, name, tag)`: the functions are
+    never looked at; the name, tag and key shape give the dtype jax shows (`key<fry>`).
+    """
+    from .._prng import KeyArray
+
+    if not isinstance(base, np.ndarray | LazyArray) or base.dtype != np.uint32:
+        return None
+    if len(impl_args) < 7:
+        return None
+    key_shape, name, tag = impl_args[0], _key_text(impl_args[5]), _key_text(impl_args[6])
+    if type(key_shape) is not tuple or not all(type(d) is int and d > 0 for d in key_shape):
+        return None
+    if name is None or (tag is None and name not in _KEY_TAGS):
+        return None
+    try:
+        return KeyArray(base, name, tag or _KEY_TAGS[name], key_shape)
+    except ValueError:  # the data does not end with the key shape
+        return None

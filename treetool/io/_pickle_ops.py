@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import LazyArray
 from .._errors import LoadError
 from . import _numpy_rebuild as nr
 from ._budget import MAX_DEPTH, MAX_KEY_DEPTH, Budget
@@ -395,16 +394,13 @@ def _dynamic_class_path(cls: Opaque) -> str:
 
 
 def _prng_key(state: Any) -> Any:
-    """A typed PRNG key array becomes its key data (uint32[..., 2] for threefry)."""
+    """A typed PRNG key array becomes a `KeyArray` (`key<fry>[4]`, its data `uint32[4, 2]`)."""
     if isinstance(state, dict):
-        base = state.get("_base_array")
         impl = state.get("_impl")
-        if (
-            isinstance(base, np.ndarray | LazyArray)
-            and type(impl) is Opaque
-            and impl.class_path.endswith("prng.PRNGImpl")
-        ):
-            return base
+        if type(impl) is Opaque and impl.class_path.endswith("prng.PRNGImpl"):
+            key = nr.key_array(state.get("_base_array"), impl.args)
+            if key is not None:
+                return key
     return Opaque("jax._src.prng.PRNGKeyArray", (), None, state)
 
 

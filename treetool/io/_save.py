@@ -8,8 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import LazyArray, is_array
+from .._arrays import LazyArray, is_array, is_key, leaf_info
+from .._callables import OpaqueFunction
 from .._errors import LoadError
+from .._prng import KeyArray
 from ._opaque import GlobalRef, Opaque
 
 __all__ = ["save"]
@@ -39,6 +41,11 @@ def _flat(tree: Any, path: str, arrays_only: bool) -> dict[str, Any]:
     _check_no_opaque(tree, path)
     out: dict[str, Any] = {}
     for p, leaf in iter_leaves_with_paths(tree):
+        if is_key(leaf):
+            raise LoadError(
+                f"{path}: {p} is a typed PRNG key array ({leaf_info(leaf).label}); save its key "
+                "data (jax.random.key_data) or use format='pickle'"
+            )
         if arrays_only and not (is_array(leaf) or isinstance(leaf, bool | int | float | complex)):
             raise LoadError(
                 f"{path}: {p} is a {type(leaf).__name__}; only arrays and numbers can be saved here"
@@ -71,6 +78,14 @@ def _materialize(tree: Any, path: str) -> Any:
             _refuse(path, where, x)
         if isinstance(x, LazyArray):
             return np.asarray(x)
+        if type(x) is KeyArray:  # a key loaded from a file is saved as the live jax key
+            return x.to_jax()
+        if type(x) is OpaqueFunction:
+            raise LoadError(
+                f"{path}: cannot save {where or 'the tree'}: it is the function {x.label}, loaded "
+                "without running its code; replace it (tt.tree_at) or load the source with "
+                "trust=True"
+            )
         kind, kids = children(x)
         if kind == "dict":
             return (

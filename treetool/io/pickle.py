@@ -46,6 +46,7 @@ from .._arrays import LazyArray
 from .._errors import LoadError, UnsafeError
 from . import _numpy_rebuild as nr
 from ._budget import Budget, BudgetError
+from ._functions import collapse_functions, needs_collapse
 from ._opaque import GlobalRef, Opaque
 from ._pickle_ops import (
     ALLOWED,
@@ -167,7 +168,10 @@ def read_pickle(
         tree = _what_fits(tree, budget)
         checked = walk_check(tree, budget)
         error = str(e).split("; `--partial`")[0]
-    return ParseResult(tree, checked.blocked, error)
+    blocked = checked.blocked
+    if needs_collapse(blocked):  # functions become one leaf each, named, never opened
+        tree, blocked = collapse_functions(tree)
+    return ParseResult(tree, blocked, error)
 
 
 def _what_fits(tree: Any, budget: Budget) -> Any:

@@ -68,7 +68,11 @@ def change_text(c: Any) -> str:
         la, lb = d.get("labels", (c.before, c.after))
         text = f"{la} → {lb}"
     elif k == "value":
-        if "max_abs" not in d:
+        if d.get("callable"):  # functions, by their labels (text from a file: no repr)
+            text = f"{c.before} → {c.after}"
+            if d.get("code_changed"):
+                text += " · same name, different code"
+        elif "max_abs" not in d:
             text = f"{_val(c.before)} → {_val(c.after)}"
         else:
             n, size = d["count"], d["size"]

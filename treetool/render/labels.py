@@ -154,7 +154,7 @@ class NodeLabel:
 def _flags(node: Node) -> tuple[str, ...]:
     flags = []
     tn = type(node.obj).__name__
-    if tn == "Opaque":
+    if tn in ("Opaque", "OpaqueFunction"):
         flags.append("not executed")
     info = node.info
     if info.kind == "lazy":

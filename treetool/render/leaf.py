@@ -79,6 +79,8 @@ class LeafReport:
             return None  # too big to print whole: `_corners` reads what is shown
         info = leaf_info(self.value)
         if info.is_key and info.dtype and info.dtype.startswith("key<"):
+            if hasattr(self.value, "key_data"):  # a key loaded from a file (no jax needed)
+                return self.value.key_data()
             import jax
 
             return np.asarray(jax.random.key_data(self.value))

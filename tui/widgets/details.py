@@ -57,6 +57,8 @@ def leaf_facts(node: Node) -> list[tuple[str, Any]]:
         rows.append(
             ("not executed", safe_text(getattr(obj, "class_path", node.type_name), "bold red"))
         )
+    elif type(obj).__name__ == "OpaqueFunction":  # a function from a file, named, not run
+        rows.append(("not executed", Text(f"{obj.kind} {obj.label}", "bold red")))
     if info.shape is not None:
         rows.append(("shape", str(info.shape)))
         rows.append(("dtype", safe_text(info.dtype, dtype_style(info.dtype))))
