@@ -85,15 +85,19 @@ def _header(path: str, n: int = 64) -> bytes:
         return fh.read(n)
 
 
+def _ends_with_stop(path: str) -> bool:
+    with open(path, "rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) == b"."
+
+
 def _looks_like_old_pickle(path: str, head: bytes) -> bool:
     """Protocol 0/1 pickles have no header: an opcode first and STOP last."""
     import pickletools
 
     if head[:1].decode("latin1") not in {op.code for op in pickletools.opcodes}:
         return False
-    with open(path, "rb") as fh:
-        fh.seek(-1, os.SEEK_END)
-        return fh.read(1) == b"."
+    return _ends_with_stop(path)
 
 
 def detect(path: str | os.PathLike) -> str:
@@ -129,12 +133,15 @@ def detect(path: str | os.PathLike) -> str:
         return "equinox" if is_npy_sequence(path) else "npy"
     if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
         return "npz"
-    if head[0] == 0x80 and len(head) > 1 and head[1] <= 5:
-        return "pickle"
+    # safetensors before pickle: a header length whose low byte is 0x80 (e.g. 1,408) starts
+    # like a protocol-5 pickle; the safetensors check (length fits the file, `{`...`}`) and the
+    # pickle check (PROTO 2-5, STOP last) each look at the file's own consistency
     from .safetensors import looks_like_safetensors
 
     if looks_like_safetensors(path, head):
         return "safetensors"
+    if head[0] == 0x80 and len(head) > 2 and 2 <= head[1] <= 5 and _ends_with_stop(path):
+        return "pickle"
     from .msgpack import looks_like_flax_msgpack
 
     if looks_like_flax_msgpack(head):

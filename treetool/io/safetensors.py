@@ -55,11 +55,20 @@ def _np_dtype(name: str) -> np.dtype:
 
 
 def looks_like_safetensors(path: str, head: bytes) -> bool:
-    """Header length that fits the file, followed by a JSON object."""
-    if len(head) < 10:
+    """A header length that fits the file, and a header that starts with `{` and ends with `}`.
+
+    The three checks together cannot be met by the other formats' first bytes (a pickle's
+    `0x80 PROTO`, a msgpack map), whatever byte the header length starts with.
+    """
+    if len(head) < 10 or head[8:9] != b"{":
         return False
     n = struct.unpack("<Q", head[:8])[0]
-    return 2 <= n <= min(_MAX_HEADER, os.path.getsize(path) - 8) and head[8:9] == b"{"
+    if not 2 <= n <= min(_MAX_HEADER, os.path.getsize(path) - 8):
+        return False
+    with open(path, "rb") as fh:  # the header's last bytes: `}` then optional space padding
+        fh.seek(8 + max(n - 4096, 0))
+        tail = fh.read(min(n, 4096)).rstrip(b" ")
+    return tail.endswith(b"}")
 
 
 def read(
