@@ -76,6 +76,7 @@ _LAZY: dict[str, str] = {
     # files
     "load": "treetool.io",
     "save": "treetool.io",
+    "materialize": "treetool.io",
     "Opaque": "treetool.io",
     # display
     "show": "treetool.show",

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ._arrays import LazyArray, dtype_name, is_key, short_dtype
+from ._arrays import LazyArray, dtype_name, is_key, scalar_value, short_dtype
 
 __all__ = ["LeafComparer", "leaf_label", "sharding_text"]
 
@@ -181,7 +181,7 @@ class _ValueStats:
 
 def _item(x: Any) -> Any:
     try:
-        v = x.item()
+        v = scalar_value(x) if getattr(x, "size", None) == 1 else x.item()
     except Exception:
         return repr(x)
     if isinstance(v, complex):

@@ -154,7 +154,10 @@ def _select(tree: Any, pattern: str | None) -> list[tuple[Any, Any]] | None:
 def _console(stderr: bool = False) -> Any:
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    from .render.plain import output_width
+
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=output_width(stream))
 
 
 def _leaf_record(path: Any, info: Any) -> dict[str, Any]:

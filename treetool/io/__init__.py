@@ -37,7 +37,17 @@ from typing import Any
 from .._errors import LoadError
 from ._opaque import GlobalRef, Opaque, ensure_jax_registration
 
-__all__ = ["FORMATS", "GlobalRef", "Loaded", "Opaque", "detect", "load", "read", "save"]
+__all__ = [
+    "FORMATS",
+    "GlobalRef",
+    "Loaded",
+    "Opaque",
+    "detect",
+    "load",
+    "materialize",
+    "read",
+    "save",
+]
 
 #: format name -> module that reads it
 FORMATS: dict[str, str] = {
@@ -83,6 +93,12 @@ class Loaded:
 def _header(path: str, n: int = 64) -> bytes:
     with open(path, "rb") as fh:
         return fh.read(n)
+
+
+def _is_opcode(byte: int) -> bool:
+    import pickletools
+
+    return chr(byte) in {op.code for op in pickletools.opcodes}
 
 
 def _ends_with_stop(path: str) -> bool:
@@ -135,13 +151,13 @@ def detect(path: str | os.PathLike) -> str:
         return "npz"
     # safetensors before pickle: a header length whose low byte is 0x80 (e.g. 1,408) starts
     # like a protocol-5 pickle; the safetensors check (length fits the file, `{`...`}`) and the
-    # pickle check (PROTO 2-5, STOP last) each look at the file's own consistency
+    # pickle check (PROTO 2-5, then an opcode) each look at the file's own consistency
     from .safetensors import looks_like_safetensors
 
     if looks_like_safetensors(path, head):
         return "safetensors"
-    if head[0] == 0x80 and len(head) > 2 and 2 <= head[1] <= 5 and _ends_with_stop(path):
-        return "pickle"
+    if head[0] == 0x80 and len(head) > 2 and 2 <= head[1] <= 5 and _is_opcode(head[2]):
+        return "pickle"  # PROTO n, then an opcode (a truncated pickle still reads as one)
     from .msgpack import looks_like_flax_msgpack
 
     if looks_like_flax_msgpack(head):
@@ -224,6 +240,12 @@ def load(
     objects of classes that were not run are `Opaque` nodes with the same key paths as the live
     objects. `read` also tells which classes were not run.
 
+    A `LazyArray` reads itself where numpy, `jax.numpy` or an operator (`w @ x`, `w + b`) needs
+    its data, so an equinox model loaded with `like=` runs as is. jax's own entry points (`jit`
+    arguments, `lax` primitives such as flax's `Dense`) accept only real arrays: load with
+    `lazy=False` (numpy arrays, read now) or call `materialize(tree)` before
+    `model.apply(params, x)`.
+
     Example:
         >>> import numpy as np, pickle, tempfile, os, treetool as tt
         >>> p = os.path.join(tempfile.mkdtemp(), "ckpt.pkl")
@@ -234,6 +256,24 @@ def load(
         [("['params']['w']", array(...)), ("['step']", 10)]
     """
     return read(path, trust=trust, lazy=lazy, format=format, like=like).tree
+
+
+def materialize(tree: Any) -> Any:
+    """The tree with every `LazyArray` leaf read into a numpy array; everything else kept.
+
+    What `load(..., lazy=False)` gives, for a tree already loaded lazily: use it before
+    handing loaded params to jax (`jit`, flax's `model.apply`). The input is not changed.
+
+    Example:
+        >>> import numpy as np, tempfile, os, treetool as tt
+        >>> p = os.path.join(tempfile.mkdtemp(), "w.npz")
+        >>> tt.save({"w": np.ones((2, 2), np.float32)}, p)
+        >>> type(tt.materialize(tt.load(p))["w"]).__name__
+        'ndarray'
+    """
+    from ._save import _materialize
+
+    return _materialize(tree, "", refuse_opaque=False)
 
 
 def save(tree: Any, path: str | os.PathLike, format: str | None = None) -> None:

@@ -62,12 +62,14 @@ def _refuse(path: str, where: str, obj: Any) -> None:
     )
 
 
-def _materialize(tree: Any, path: str) -> Any:
-    """The tree with LazyArray leaves read; refuses Opaque nodes."""
+def _materialize(tree: Any, path: str, refuse_opaque: bool = True) -> Any:
+    """The tree with LazyArray leaves read; refuses Opaque nodes (or keeps them as they are)."""
     from .._model import children
 
     def conv(x: Any, where: str) -> Any:
         if isinstance(x, Opaque | GlobalRef):
+            if not refuse_opaque:
+                return x
             _refuse(path, where, x)
         if isinstance(x, LazyArray):
             return np.asarray(x)
