@@ -25,7 +25,9 @@ class CliError(Exception):
 # --- targets ------------------------------------------------------------------------------
 
 
-def load_target(spec: str, *, trust: bool = False, partial: bool = False) -> tuple[Any, str]:
+def load_target(
+    spec: str, *, trust: bool = False, partial: bool = False, like: Any = None
+) -> tuple[Any, str]:
     """Turn `FILE`, `DIR` or `module:attr` into `(pytree, format name)`.
 
     A file or directory is read by `treetool.io.read` (safe by default). When objects were not
@@ -33,11 +35,18 @@ def load_target(spec: str, *, trust: bool = False, partial: bool = False) -> tup
     file gives the tree read up to the error, and the error as a warning on stderr.
     `module:attr` imports the module (the current directory is on the import path) and follows
     the dotted attribute; a function or a class found there is called with no arguments.
+    `like` is the skeleton of a structure-less file (equinox `tree_serialise_leaves`): its
+    records take the skeleton's paths; without one, a note on stderr says why the paths are
+    positional.
     """
     if os.path.exists(spec):
         import treetool.io as io
 
+        if like is not None and io.detect(spec) == "equinox":
+            return _load_eqx_like(spec, like), "equinox"
         loaded = io.read(spec, trust=trust, partial=partial)
+        if loaded.format == "equinox":
+            _note_positional(spec)
         if loaded.error:
             print(
                 f"treetool: warning: {loaded.error}; showing what was read before it",
@@ -52,6 +61,32 @@ def load_target(spec: str, *, trust: bool = False, partial: bool = False) -> tup
     if ":" in spec and not spec.startswith(("/", ".")):
         return _import_target(spec), "python"
     raise CliError(f"{spec}: no such file or directory (and not a module:attr object)")
+
+
+def _load_eqx_like(spec: str, like: Any) -> Any:
+    """An equinox leaves file read into `like`'s structure (shapes may differ: diff shows them)."""
+    from .io.equinox import fill_like, read_records
+
+    return fill_like(spec, like, read_records(spec), check_shapes=False)
+
+
+def _note_positional(spec: str) -> None:
+    print(
+        f"treetool: note: {spec}: an equinox tree_serialise_leaves file stores no structure, "
+        "only its arrays in order: paths are positional ([0], [1], ...); pass --like "
+        "module:attr (e.g. the function that builds the model) to read it into the model's paths",
+        file=sys.stderr,
+    )
+
+
+def _like(args: argparse.Namespace) -> Any:
+    """The `--like module:attr` skeleton, or None."""
+    spec = getattr(args, "like", None)
+    if not spec:
+        return None
+    if ":" not in spec or spec.startswith(("/", ".")):
+        raise CliError(f"--like {spec}: expected module:attr, e.g. mypkg.models:make_model")
+    return _import_target(spec)
 
 
 def _import_target(spec: str, *, call: bool = True) -> Any:
@@ -337,7 +372,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.args is not None:
         tree, fmt = _trace_target(args.target, args.args, trust=args.trust), "python"
     else:
-        tree, fmt = load_target(args.target, trust=args.trust, partial=args.partial)
+        tree, fmt = load_target(
+            args.target, trust=args.trust, partial=args.partial, like=_like(args)
+        )
     result = _result_object(tree)
     if result is not None and (args.json or args.no_tui or not sys.stdout.isatty()):
         # `treetool inspect mymod:make_jaxpr_view` and the like: the object's own rendering
@@ -384,7 +421,7 @@ def _show(tree: Any, args: argparse.Namespace, title: str) -> None:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    tree, fmt = load_target(args.target, trust=args.trust, partial=args.partial)
+    tree, fmt = load_target(args.target, trust=args.trust, partial=args.partial, like=_like(args))
     if args.json:
         _print_json(_json_listing(tree, fmt, args.glob))
         return EXIT_OK
@@ -413,7 +450,7 @@ def cmd_get(args: argparse.Namespace) -> int:
     from ._errors import PathError
     from ._views import resolve
 
-    tree, _ = load_target(args.target, trust=args.trust, partial=args.partial)
+    tree, _ = load_target(args.target, trust=args.trust, partial=args.partial, like=_like(args))
     try:
         path = resolve(tree, args.path)
     except PathError as e:
@@ -434,7 +471,7 @@ def cmd_get(args: argparse.Namespace) -> int:
 def cmd_summary(args: argparse.Namespace) -> int:
     from ._summary import summary
 
-    tree, _ = load_target(args.target, trust=args.trust, partial=args.partial)
+    tree, _ = load_target(args.target, trust=args.trust, partial=args.partial, like=_like(args))
     s = summary(tree, depth=args.depth)
     if args.json:
         _print_json(s.to_dict())
@@ -446,8 +483,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     if not (args.rtol >= 0 and args.atol >= 0):
         raise CliError(f"--rtol and --atol must be >= 0, got {args.rtol:g} and {args.atol:g}")
-    a, _ = load_target(args.a, trust=args.trust, partial=args.partial)
-    b, _ = load_target(args.b, trust=args.trust, partial=args.partial)
+    a, b = _diff_sides(args)
     from ._diff import diff_with_progress
     from ._model import aggregate
 
@@ -475,6 +511,28 @@ def cmd_diff(args: argparse.Namespace) -> int:
     else:
         _console().print(d)
     return EXIT_DIFFERENT if d else EXIT_OK
+
+
+def _diff_sides(args: argparse.Namespace) -> tuple[Any, Any]:
+    """Both sides of a diff; a live side (`module:attr`) is the skeleton of an `.eqx` side."""
+    import treetool.io as io
+
+    like = _like(args)
+    opts = {"trust": args.trust, "partial": args.partial}
+
+    def structureless(spec: str) -> bool:
+        return os.path.isfile(spec) and io.detect(spec) == "equinox"
+
+    a_eqx, b_eqx = structureless(args.a), structureless(args.b)
+    if like is None and a_eqx != b_eqx:
+        live_spec = args.b if a_eqx else args.a
+        if not os.path.exists(live_spec) and ":" in live_spec:
+            live, _ = load_target(live_spec, **opts)
+            eqx_side = load_target(args.a if a_eqx else args.b, like=live, **opts)[0]
+            return (eqx_side, live) if a_eqx else (live, eqx_side)
+    a, _ = load_target(args.a, like=like, **opts)
+    b, _ = load_target(args.b, like=like, **opts)
+    return a, b
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -514,6 +572,12 @@ def _parser() -> argparse.ArgumentParser:
         )
         if json:
             sp.add_argument("--json", action="store_true", help="machine-readable output")
+        sp.add_argument(
+            "--like",
+            metavar="MODULE:ATTR",
+            help="skeleton for a file that stores no structure (equinox tree_serialise_leaves): "
+            "e.g. mypkg.models:make_model; in diff, a module:attr side is used automatically",
+        )
 
     sp = sub.add_parser("inspect", help="show a tree (TUI on a terminal, printed otherwise)")
     sp.add_argument("target", metavar="TARGET")
