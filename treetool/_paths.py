@@ -572,7 +572,22 @@ def start_states(query: tuple[Key, ...]) -> frozenset[int]:
 
 
 def step_states(query: tuple[Key, ...], states: frozenset[int], key: Key) -> frozenset[int]:
-    """The positions of `query` reachable after consuming `key`; empty means no match below."""
+    """The positions of `query` reachable after consuming `key`; empty means no match below.
+
+    A flat dotted dict key (`['encoder.layer.0.weight']`, as HF safetensors files name
+    tensors) is matched whole, and also as its dotted steps, so `**.weight` and
+    `encoder.layer.*.weight` find it.
+    """
+    if type(key) is DictKey and type(key.key) is str and "." in key.key:
+        whole = _step(query, states, key)
+        parts = states
+        for part in key.key.split("."):
+            parts = _step(query, parts, DictKey(part)) if parts else parts
+        return whole | parts
+    return _step(query, states, key)
+
+
+def _step(query: tuple[Key, ...], states: frozenset[int], key: Key) -> frozenset[int]:
     nxt: set[int] = set()
     for q in states:
         if q >= len(query):

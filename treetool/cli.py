@@ -39,14 +39,17 @@ def load_target(
     records take the skeleton's paths; without one, a note on stderr says why the paths are
     positional.
     """
-    if os.path.exists(spec):
+    if os.path.exists(spec) or _is_run_step(spec):
         import treetool.io as io
 
-        if like is not None and io.detect(spec) == "equinox":
+        if like is not None and os.path.isfile(spec) and io.detect(spec) == "equinox":
             return _load_eqx_like(spec, like), "equinox"
         loaded = io.read(spec, trust=trust, partial=partial)
+        _LOADED[id(loaded.tree)] = loaded
         if loaded.format == "equinox":
             _note_positional(spec)
+        if loaded.steps and spec == io.split_step(spec)[0]:
+            _note_steps(spec, loaded)
         if loaded.error:
             print(
                 f"treetool: warning: {loaded.error}; showing what was read before it",
@@ -61,6 +64,70 @@ def load_target(
     if ":" in spec and not spec.startswith(("/", ".")):
         return _import_target(spec), "python"
     raise CliError(f"{spec}: no such file or directory (and not a module:attr object)")
+
+
+def _is_run_step(spec: str) -> bool:
+    """`run@1200` naming a step of an existing directory."""
+    from .io import split_step
+
+    base, step = split_step(spec)
+    return step is not None and os.path.isdir(base)
+
+
+def _note_steps(spec: str, loaded: Any) -> None:
+    steps = loaded.steps
+    shown = ", ".join(map(str, steps[:12])) + (
+        f", … ({len(steps)} in all)" if len(steps) > 12 else ""
+    )
+    word = "steps" if len(steps) != 1 else "step"
+    print(
+        f"treetool: note: {spec}: an orbax run with {word} {shown}; showing step {loaded.step} "
+        f"(pick one: {spec}@{steps[0]} or --step {steps[0]})",
+        file=sys.stderr,
+    )
+
+
+#: what load_target read, by id of the tree: its metadata and steps go into the output
+_LOADED: dict[int, Any] = {}
+
+
+def _file_facts(tree: Any) -> dict[str, Any]:
+    """`metadata` (safetensors `__metadata__`) and `step`/`steps` (orbax runs) of a loaded tree."""
+    loaded = _LOADED.get(id(tree))
+    out: dict[str, Any] = {}
+    if loaded is None:
+        return out
+    if loaded.metadata is not None:
+        out["metadata"] = loaded.metadata
+    if loaded.steps:
+        out["step"], out["steps"] = loaded.step, loaded.steps
+    return out
+
+
+def _print_facts(facts: dict[str, Any]) -> None:
+    """The file's metadata and step as header lines; file text goes out JSON-escaped."""
+    import json
+
+    from rich.text import Text
+
+    console = _console()
+    if "metadata" in facts:
+        console.print(Text("metadata: " + json.dumps(facts["metadata"], ensure_ascii=True)))
+    if "steps" in facts:
+        steps = facts["steps"]
+        console.print(Text(f"step {facts['step']}; steps: {', '.join(map(str, steps))}"))
+
+
+def _target(args: argparse.Namespace, spec: str) -> str:
+    """`spec`, with `@STEP` added when `--step` was given."""
+    step = getattr(args, "step", None)
+    if step is None:
+        return spec
+    from .io import split_step
+
+    if split_step(spec)[1] is not None:
+        raise CliError(f"{spec}: give the step either as @STEP or with --step, not both")
+    return f"{spec}@{step}"
 
 
 def _load_eqx_like(spec: str, like: Any) -> Any:
@@ -235,12 +302,28 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
         # record and their counts: their facts depend on nothing else
         tails: dict[tuple[Any, Any, Any], tuple[str, int, int]] = {}
         same_facts = {np.ndarray}
+        sharded: set[type] = set()  # lazy leaf types that carry a recorded sharding (orbax)
+        shard_texts: dict[int, str] = {}
         for chunk in chunks:
             leaves += len(chunk)
             for text, x in chunk:
                 t = type(x)
                 if t not in same_facts and issubclass(t, LazyArray):
                     same_facts.add(t)
+                    if "sharding" in getattr(t, "__slots__", ()):
+                        sharded.add(t)
+                if t in sharded and x.sharding is not None:
+                    st = shard_texts.get(id(x.sharding))
+                    if st is None:
+                        st = shard_texts[id(x.sharding)] = _json_text(x.sharding)
+                    key = (t, x.shape, x.dtype)
+                    facts = tails.get(key) or _lazy_tail(tails, key, x)
+                    append(f'{{"path": {q(text)}, "sharding": {st}, {facts[0]}')
+                    if id(x) not in seen:
+                        add(id(x))
+                        params += facts[1]
+                        nbytes += facts[2]
+                    continue
                 if t in same_facts:
                     key = (t, x.shape, x.dtype)
                     facts = tails.get(key)
@@ -281,7 +364,30 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
         if pattern:
             agg = aggregate(tree)
             totals = {"leaves": agg.leaves, "params": agg.params, "bytes": agg.nbytes}
-    return {"format": fmt, "totals": totals, "leaves": records}
+    return {"format": fmt, **_file_facts(tree), "totals": totals, "leaves": records}
+
+
+def _lazy_tail(tails: dict, key: tuple, x: Any) -> tuple[str, int, int]:
+    """The shared end of a numpy/lazy leaf's JSON record, and its params and bytes."""
+    from json.encoder import encode_basestring as q
+
+    from ._arrays import leaf_info
+
+    info = leaf_info(x)
+    dims = ", ".join(map(str, info.shape))
+    tail = (
+        f'"shape": [{dims}], "dtype": {q(info.dtype)}, '
+        f'"nbytes": {info.nbytes}, "device": {q(info.device)}, '
+        f'"type": {q(info.type_name)}}}'
+    )
+    facts = tails[key] = (tail, info.params, info.nbytes)
+    return facts
+
+
+def _json_text(x: Any) -> str:
+    import json
+
+    return json.dumps(x, default=_json_default, separators=(", ", ": "))
 
 
 def _print_json(data: Any) -> None:
@@ -373,7 +479,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         tree, fmt = _trace_target(args.target, args.args, trust=args.trust), "python"
     else:
         tree, fmt = load_target(
-            args.target, trust=args.trust, partial=args.partial, like=_like(args)
+            _target(args, args.target), trust=args.trust, partial=args.partial, like=_like(args)
         )
     result = _result_object(tree)
     if result is not None and (args.json or args.no_tui or not sys.stdout.isatty()):
@@ -389,6 +495,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         _print_json(_json_listing(tree, fmt, args.filter))
         _note_opaque(tree)
         return EXIT_OK
+    facts = _file_facts(tree)
+    if facts and (args.no_tui or not sys.stdout.isatty()):
+        _print_facts(facts)
     _show(tree, args, title=args.target)
     _note_opaque(tree)
     return EXIT_OK
@@ -421,7 +530,8 @@ def _show(tree: Any, args: argparse.Namespace, title: str) -> None:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    tree, fmt = load_target(args.target, trust=args.trust, partial=args.partial, like=_like(args))
+    target = _target(args, args.target)
+    tree, fmt = load_target(target, trust=args.trust, partial=args.partial, like=_like(args))
     if args.json:
         _print_json(_json_listing(tree, fmt, args.glob))
         return EXIT_OK
@@ -450,7 +560,8 @@ def cmd_get(args: argparse.Namespace) -> int:
     from ._errors import PathError
     from ._views import resolve
 
-    tree, _ = load_target(args.target, trust=args.trust, partial=args.partial, like=_like(args))
+    target = _target(args, args.target)
+    tree, _ = load_target(target, trust=args.trust, partial=args.partial, like=_like(args))
     try:
         path = resolve(tree, args.path)
     except PathError as e:
@@ -471,7 +582,8 @@ def cmd_get(args: argparse.Namespace) -> int:
 def cmd_summary(args: argparse.Namespace) -> int:
     from ._summary import summary
 
-    tree, _ = load_target(args.target, trust=args.trust, partial=args.partial, like=_like(args))
+    target = _target(args, args.target)
+    tree, _ = load_target(target, trust=args.trust, partial=args.partial, like=_like(args))
     s = summary(tree, depth=args.depth)
     if args.json:
         _print_json(s.to_dict())
@@ -523,6 +635,8 @@ def _diff_sides(args: argparse.Namespace) -> tuple[Any, Any]:
     def structureless(spec: str) -> bool:
         return os.path.isfile(spec) and io.detect(spec) == "equinox"
 
+    if getattr(args, "step", None) is not None:
+        raise CliError("diff: give each side its step as RUN@STEP (e.g. run@1000 run@2000)")
     a_eqx, b_eqx = structureless(args.a), structureless(args.b)
     if like is None and a_eqx != b_eqx:
         live_spec = args.b if a_eqx else args.a
@@ -572,6 +686,13 @@ def _parser() -> argparse.ArgumentParser:
         )
         if json:
             sp.add_argument("--json", action="store_true", help="machine-readable output")
+        sp.add_argument(
+            "--step",
+            type=int,
+            metavar="STEP",
+            help="the step of an orbax CheckpointManager run (default: the latest); "
+            "the same as TARGET@STEP",
+        )
         sp.add_argument(
             "--like",
             metavar="MODULE:ATTR",

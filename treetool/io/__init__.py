@@ -47,6 +47,7 @@ __all__ = [
     "materialize",
     "read",
     "save",
+    "split_step",
 ]
 
 #: format name -> module that reads it
@@ -82,12 +83,19 @@ class Loaded:
         blocked: sorted class paths of the objects that were not executed (`Opaque` nodes).
         error: with `partial=True`, the error that stopped reading (the tree is what was read
             up to that point); None when the file was read to the end.
+        metadata: the file's own metadata where the format has some (safetensors
+            `__metadata__`: a dict of strings), else None.
+        step: for an orbax CheckpointManager run, the step that was read; else None.
+        steps: for an orbax run, all its steps in increasing order; else None.
     """
 
     tree: Any
     format: str
     blocked: list[str] = field(default_factory=list)
     error: str | None = None
+    metadata: dict[str, Any] | None = None
+    step: int | None = None
+    steps: list[int] | None = None
 
 
 def _header(path: str, n: int = 64) -> bytes:
@@ -170,6 +178,19 @@ def detect(path: str | os.PathLike) -> str:
     )
 
 
+def split_step(path: str) -> tuple[str, int | None]:
+    """`run@1200` -> `("run", 1200)` when `run@1200` itself does not exist; else `(path, None)`.
+
+    Example:
+        >>> split_step("/no/such/run@1200")
+        ('/no/such/run', 1200)
+    """
+    base, at, step = path.rpartition("@")
+    if not at or not step.isdigit() or not base or os.path.exists(path):
+        return path, None
+    return base, int(step)
+
+
 def read(
     path: str | os.PathLike,
     *,
@@ -182,7 +203,8 @@ def read(
     """Load a checkpoint and report what was not executed; `load` returns just the tree.
 
     Args:
-        path: a file, or an orbax checkpoint directory.
+        path: a file, or an orbax checkpoint directory; `run@1200` reads step 1200 of an
+            orbax CheckpointManager run (the latest step without it).
         trust: run the file's code (pickle only: the plain `pickle.load`).
         lazy: keep array payloads in the file as `LazyArray` leaves.
         format: skip detection (one of `FORMATS`).
@@ -201,7 +223,14 @@ def read(
     """
     path = os.fspath(path)
     ensure_jax_registration()
+    path, step = split_step(path)
+    if step is not None and format not in (None, "orbax"):
+        raise LoadError(
+            f"{path}@{step}: @STEP picks a step of an orbax run, not of a {format} file"
+        )
     fmt = format if format is not None else detect(path)
+    if step is not None and fmt != "orbax":
+        raise LoadError(f"{path}@{step}: @STEP picks a step of an orbax run; this is a {fmt} file")
     if fmt not in FORMATS:
         from .._paths import suggest
 
@@ -213,9 +242,12 @@ def read(
     module = importlib.import_module(FORMATS[fmt])
     from .._model import no_gc
 
+    extra = {"step": step} if step is not None else {}
     try:
         with no_gc():  # readers make many small objects: collection passes cost ~40%
-            out = module.read(path, trust=trust, lazy=lazy, like=like, partial=partial, format=fmt)
+            out = module.read(
+                path, trust=trust, lazy=lazy, like=like, partial=partial, format=fmt, **extra
+            )
     except LoadError:
         raise
     except MemoryError:
