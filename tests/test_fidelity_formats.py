@@ -58,6 +58,13 @@ def mlp_edited():
     return tt.tree_at(lambda m: m.layers[1].bias, mlp(), jnp.ones(4))
 
 
+def mlp_wide():
+    import equinox as eqx
+    import jax
+
+    return eqx.nn.MLP(in_size=3, out_size=2, width_size=8, depth=2, key=jax.random.key(0))
+
+
 def step(k):
     t = tree()
     t["params"]["dense"]["kernel"] = t["params"]["dense"]["kernel"] * k
@@ -190,6 +197,21 @@ def test_eqx_without_skeleton_says_why_paths_are_positional(corpus):
     assert r.returncode == 0
     assert [line.split("\t")[0] for line in r.stdout.splitlines()] == [f"[{i}]" for i in range(6)]
     assert "stores no structure" in r.stderr and "--like module:attr" in r.stderr
+
+
+def test_eqx_against_a_model_of_another_width_shows_the_shapes(corpus):
+    d, _ = corpus
+    r = cli("diff", "mlp.eqx", "fidelity_live:mlp_wide", "--json", cwd=d)
+    assert r.returncode == 1, r.stderr
+    changes = {c["path"]: c["kind"] for c in json.loads(r.stdout)["changes"]}
+    assert changes == {
+        ".layers[0].weight": "shape",
+        ".layers[0].bias": "shape",
+        ".layers[1].weight": "shape",
+        ".layers[1].bias": "shape",
+        ".layers[2].weight": "shape",
+        ".layers[2].bias": "value",
+    }
 
 
 def test_orbax_run_says_its_steps_and_diffs_two_of_them(corpus):
