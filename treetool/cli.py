@@ -180,7 +180,14 @@ def _import_target(spec: str, *, call: bool = True) -> Any:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise CliError(f"{spec}: {module_name} has no attribute {part!r}{hint}") from None
     if call and (inspect.isroutine(obj) or inspect.isclass(obj)):
-        obj = obj()
+        try:
+            obj = obj()
+        except Exception as e:  # the user's factory failed: say which target (--debug: both)
+            text = " ".join(s.strip() for s in str(e).splitlines()[:4] if s.strip())
+            raise CliError(
+                f"{spec}: calling {attr}() failed: {type(e).__name__}"
+                + (f": {text}" if text else "")
+            ) from e
     return obj
 
 
