@@ -26,6 +26,7 @@ __all__ = [
     "is_key",
     "leaf_info",
     "scalar_value",
+    "values_list",
     "short_dtype",
     "stats",
 ]
@@ -327,6 +328,26 @@ def scalar_value(x: Any) -> Any:
     if isinstance(item, float) and v.dtype.itemsize < 8:
         return float(str(v))
     return item
+
+
+def values_list(arr: np.ndarray) -> Any:
+    """`arr.tolist()`, with float16/32 (and bfloat16) values in their own shortest digits.
+
+    Example:
+        >>> values_list(np.array([0.1, -0.0797477], np.float32))
+        [0.1, -0.0797477]
+    """
+    name = arr.dtype.name
+    if arr.dtype.itemsize >= 8 or not (
+        arr.dtype.kind == "f" or name.startswith(("bfloat", "float"))
+    ):
+        return arr.tolist()
+    short = [float(str(v)) for v in arr.flat]  # numpy scalars: str() is their shortest form
+    if arr.ndim == 0:
+        return short[0]
+    out = np.empty(len(short), dtype=object)
+    out[:] = short
+    return out.reshape(arr.shape).tolist()
 
 
 def _skip(fh: IO[bytes], n: int) -> None:
