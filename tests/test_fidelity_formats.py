@@ -402,3 +402,22 @@ def test_lazy_array_in_numpy_and_jax_numpy(tmp_path):
     assert type(got).__module__.startswith("jax") and np.allclose(got, w.sum(1))
     assert np.array_equal(jnp.asarray(lw), w)
     assert lw == lw and lw != tt.load(tmp_path / "w.safetensors")["w"]  # identity, as before
+
+
+def test_orbax_values_are_read_in_chunks_of_rows(tmp_path):
+    import orbax.checkpoint as ocp
+
+    x = np.arange(64 * 16, dtype=np.float32).reshape(64, 16)
+    ckpt = ocp.StandardCheckpointer()
+    ckpt.save(tmp_path / "c", {"x": x})
+    ckpt.wait_until_finished()
+    leaf = tt.load(tmp_path / "c")["x"]
+    chunks = list(leaf.iter_chunks(128))  # 8 rows of 16 per read
+    assert [c.shape for c in chunks] == [(128,)] * 8
+    assert np.array_equal(np.concatenate(chunks), x.reshape(-1))
+    y = x.copy()
+    y[63, 15] = -1
+    d = tt.diff({"x": leaf}, {"x": y})
+    assert [(c.path, c.kind, c.detail["first_index"]) for c in d.changes] == [
+        ("['x']", "value", [63, 15])
+    ]

@@ -18,7 +18,9 @@ from __future__ import annotations
 import base64
 import io
 import json
+import math
 import os
+from collections.abc import Iterator
 from typing import IO, Any
 
 import numpy as np
@@ -77,6 +79,25 @@ class OrbaxArray(LazyArray):
 
         arr = ts.open(self.spec(), open=True, read=True).result().read().result()
         return io.BytesIO(np.ascontiguousarray(arr).tobytes())
+
+    def iter_chunks(self, max_elems: int = 1 << 20) -> Iterator[np.ndarray]:
+        """The elements in C order, 1-D chunks of whole rows, each read on its own.
+
+        Diffs and stats of big arrays (two steps of a run) hold one chunk at a time, not the
+        array. A row bigger than `max_elems` is read whole.
+        """
+        if not self.shape or self.size == 0:
+            if self.size:
+                yield np.asarray(self.read()).reshape(-1)
+            return
+        import tensorstore as ts
+
+        store = ts.open(self.spec(), open=True, read=True).result()
+        row = math.prod(self.shape[1:])
+        rows = max(1, max_elems // max(row, 1))
+        for start in range(0, self.shape[0], rows):
+            part = store[start : min(start + rows, self.shape[0])].read().result()
+            yield np.ascontiguousarray(part, dtype=self.dtype).reshape(-1)
 
 
 def _is_item(path: str) -> bool:
