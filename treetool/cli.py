@@ -518,7 +518,8 @@ def _show(tree: Any, args: argparse.Namespace, title: str) -> None:
         except ImportError:
             run = None
         if run is not None:
-            run(tree, title=title)
+            facts = _file_facts(tree)
+            run(tree, title=title, **({"file_facts": facts} if facts else {}))
             return
     from .render.text import TreeView
 
