@@ -198,15 +198,19 @@ class LazyArray:
         arr = self.read()
         return arr if dtype is None else arr.astype(dtype)
 
-    # --- use in computations: numpy reads the data; jax.numpy converts through __jax_array__;
-    # operators read the data and give a numpy array, or a jax array when the other operand is
-    # one (`==` stays identity: leaves are looked up in lists and dicts). jax's own entry points (jit arguments, lax primitives) accept only real arrays:
-    # load with `lazy=False` or call `treetool.materialize(tree)` for those.
+    # --- use in computations: numpy and jnp.asarray read the data through __array__ (so do
+    # flax layers, which convert their params with jnp.asarray); operators read it and give a
+    # numpy array, or a jax array when the other operand is one (`==` stays identity: leaves
+    # are looked up in lists and dicts). jax's own entry points (jit arguments, lax
+    # primitives) accept only real arrays; their error shows str(leaf), which names the fix.
+    # (No __jax_array__: jax 0.10 refuses it in abstractification with a message naming
+    # neither the type nor the fix.)
 
-    def __jax_array__(self) -> Any:
-        import jax.numpy as jnp
-
-        return jnp.asarray(self.read())
+    def __str__(self) -> str:
+        return (
+            f"{self!r}: its data is still in the file; load with lazy=False or call "
+            "treetool.materialize(tree) to get arrays"
+        )
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         inputs = tuple(x.read() if isinstance(x, LazyArray) else x for x in inputs)
@@ -221,7 +225,7 @@ class LazyArray:
             import jax
 
             if isinstance(other, jax.Array):
-                return self.__jax_array__()
+                return jax.numpy.asarray(self.read())
         return self.read()
 
     def __add__(self, o: Any) -> Any:

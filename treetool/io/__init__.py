@@ -272,11 +272,11 @@ def load(
     objects of classes that were not run are `Opaque` nodes with the same key paths as the live
     objects. `read` also tells which classes were not run.
 
-    A `LazyArray` reads itself where numpy, `jax.numpy` or an operator (`w @ x`, `w + b`) needs
-    its data, so an equinox model loaded with `like=` runs as is. jax's own entry points (`jit`
-    arguments, `lax` primitives such as flax's `Dense`) accept only real arrays: load with
-    `lazy=False` (numpy arrays, read now) or call `materialize(tree)` before
-    `model.apply(params, x)`.
+    A `LazyArray` reads itself where numpy, `jnp.asarray` (so flax layers) or an operator
+    (`w @ x`, `w + b`) needs its data: `model.apply(tt.load(p), x)` runs, and so does an
+    equinox model loaded with `like=`. `jax.jit` arguments, `lax` primitives and other `jnp`
+    functions accept only real arrays: load with `lazy=False` (numpy arrays, read now) or call
+    `materialize(tree)`.
 
     Example:
         >>> import numpy as np, pickle, tempfile, os, treetool as tt
@@ -294,7 +294,7 @@ def materialize(tree: Any) -> Any:
     """The tree with every `LazyArray` leaf read into a numpy array; everything else kept.
 
     What `load(..., lazy=False)` gives, for a tree already loaded lazily: use it before
-    handing loaded params to jax (`jit`, flax's `model.apply`). The input is not changed.
+    handing loaded params to `jax.jit` or `lax` primitives. The input is not changed.
 
     Example:
         >>> import numpy as np, tempfile, os, treetool as tt
