@@ -67,11 +67,11 @@ def load_target(
 
 
 def _is_run_step(spec: str) -> bool:
-    """`run@1200` naming a step of an existing directory."""
+    """`run@1200` naming a step of an existing path (a file gets the error that says why not)."""
     from .io import split_step
 
     base, step = split_step(spec)
-    return step is not None and os.path.isdir(base)
+    return step is not None and os.path.exists(base)
 
 
 def _note_steps(spec: str, loaded: Any) -> None:
