@@ -12,10 +12,12 @@ format          what it reads                                module
 ==============  ===========================================  =================================
 pickle          protocols 0-5, cloudpickle; restricted       `treetool.io.pickle`
 npy / npz       `np.save`, `np.savez[_compressed]`           `treetool.io.npz`
-safetensors     header only; payloads stay on disk           `treetool.io.safetensors`
+safetensors     header only (+ `__metadata__`); payloads on  `treetool.io.safetensors`
+                disk
 msgpack         `flax.serialization.to_bytes`                `treetool.io.msgpack`
 equinox         `eqx.tree_serialise_leaves` (+ `like=`)      `treetool.io.equinox`
-orbax           checkpoint directories, from metadata only   `treetool.io.orbax`
+orbax           checkpoints, runs (`run@STEP`), composites:  `treetool.io.orbax`
+                structure from metadata, values on demand
 ==============  ===========================================  =================================
 
 Example:
@@ -311,8 +313,11 @@ def materialize(tree: Any) -> Any:
 def save(tree: Any, path: str | os.PathLike, format: str | None = None) -> None:
     """Write a pytree of arrays to safetensors, npz or pickle (`format` or the file extension).
 
-    Leaves are written under their key paths (`['params']['w']`); `load` rebuilds nested
-    dicts and lists from them. `LazyArray` leaves are read; `Opaque` nodes are refused.
+    npz names each leaf by its key path (`['params']['w']`). safetensors names it by its
+    dotted path (`params.w`, `layers.0.weight`: the names Hugging Face and `safetensors.flax`
+    use) and keeps the key paths in `__metadata__["treetool_paths"]`; when two paths would get
+    one dotted name, the key paths are the names. Either way `load` gives back the nested dicts
+    and lists. `LazyArray` leaves are read; `Opaque` nodes are refused.
 
     Example:
         >>> import numpy as np, tempfile, os, treetool as tt
