@@ -13,6 +13,8 @@ import re
 import sys
 from typing import Any
 
+from . import _cli_files as _files
+
 __all__ = ["load_target", "main"]
 
 EXIT_OK, EXIT_DIFFERENT, EXIT_ERROR = 0, 1, 2
@@ -39,17 +41,17 @@ def load_target(
     records take the skeleton's paths; without one, a note on stderr says why the paths are
     positional.
     """
-    if os.path.exists(spec) or _is_run_step(spec):
+    if os.path.exists(spec) or _files.is_run_step(spec):
         import treetool.io as io
 
         if like is not None and os.path.isfile(spec) and io.detect(spec) == "equinox":
-            return _load_eqx_like(spec, like), "equinox"
+            return _files.load_eqx_like(spec, like), "equinox"
         loaded = io.read(spec, trust=trust, partial=partial)
-        _LOADED[id(loaded.tree)] = loaded
+        _files.remember(loaded)
         if loaded.format == "equinox":
-            _note_positional(spec)
+            _files.note_positional(spec)
         if loaded.steps and spec == io.split_step(spec)[0]:
-            _note_steps(spec, loaded)
+            _files.note_steps(spec, loaded)
         if loaded.error:
             print(
                 f"treetool: warning: {loaded.error}; showing what was read before it",
@@ -64,96 +66,6 @@ def load_target(
     if ":" in spec and not spec.startswith(("/", ".")):
         return _import_target(spec), "python"
     raise CliError(f"{spec}: no such file or directory (and not a module:attr object)")
-
-
-def _is_run_step(spec: str) -> bool:
-    """`run@1200` naming a step of an existing path (a file gets the error that says why not)."""
-    from .io import split_step
-
-    base, step = split_step(spec)
-    return step is not None and os.path.exists(base)
-
-
-def _note_steps(spec: str, loaded: Any) -> None:
-    steps = loaded.steps
-    shown = ", ".join(map(str, steps[:12])) + (
-        f", … ({len(steps)} in all)" if len(steps) > 12 else ""
-    )
-    word = "steps" if len(steps) != 1 else "step"
-    print(
-        f"treetool: note: {spec}: an orbax run with {word} {shown}; showing step {loaded.step} "
-        f"(pick one: {spec}@{steps[0]} or --step {steps[0]})",
-        file=sys.stderr,
-    )
-
-
-#: what load_target read, by id of the tree: its metadata and steps go into the output
-_LOADED: dict[int, Any] = {}
-
-
-def _file_facts(tree: Any) -> dict[str, Any]:
-    """`metadata` (safetensors `__metadata__`) and `step`/`steps` (orbax runs) of a loaded tree."""
-    loaded = _LOADED.get(id(tree))
-    out: dict[str, Any] = {}
-    if loaded is None:
-        return out
-    if loaded.metadata is not None:
-        out["metadata"] = loaded.metadata
-    if loaded.steps:
-        out["step"], out["steps"] = loaded.step, loaded.steps
-    return out
-
-
-def _print_facts(facts: dict[str, Any]) -> None:
-    """The file's metadata and step as header lines; file text goes out JSON-escaped."""
-    import json
-
-    from rich.text import Text
-
-    console = _console()
-    if "metadata" in facts:
-        console.print(Text("metadata: " + json.dumps(facts["metadata"], ensure_ascii=True)))
-    if "steps" in facts:
-        steps = facts["steps"]
-        console.print(Text(f"step {facts['step']}; steps: {', '.join(map(str, steps))}"))
-
-
-def _target(args: argparse.Namespace, spec: str) -> str:
-    """`spec`, with `@STEP` added when `--step` was given."""
-    step = getattr(args, "step", None)
-    if step is None:
-        return spec
-    from .io import split_step
-
-    if split_step(spec)[1] is not None:
-        raise CliError(f"{spec}: give the step either as @STEP or with --step, not both")
-    return f"{spec}@{step}"
-
-
-def _load_eqx_like(spec: str, like: Any) -> Any:
-    """An equinox leaves file read into `like`'s structure (shapes may differ: diff shows them)."""
-    from .io.equinox import fill_like, read_records
-
-    return fill_like(spec, like, read_records(spec), check_shapes=False)
-
-
-def _note_positional(spec: str) -> None:
-    print(
-        f"treetool: note: {spec}: an equinox tree_serialise_leaves file stores no structure, "
-        "only its arrays in order: paths are positional ([0], [1], ...); pass --like "
-        "module:attr (e.g. the function that builds the model) to read it into the model's paths",
-        file=sys.stderr,
-    )
-
-
-def _like(args: argparse.Namespace) -> Any:
-    """The `--like module:attr` skeleton, or None."""
-    spec = getattr(args, "like", None)
-    if not spec:
-        return None
-    if ":" not in spec or spec.startswith(("/", ".")):
-        raise CliError(f"--like {spec}: expected module:attr, e.g. mypkg.models:make_model")
-    return _import_target(spec)
 
 
 def _import_target(spec: str, *, call: bool = True) -> Any:
@@ -371,7 +283,7 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
         if pattern:
             agg = aggregate(tree)
             totals = {"leaves": agg.leaves, "params": agg.params, "bytes": agg.nbytes}
-    return {"format": fmt, **_file_facts(tree), "totals": totals, "leaves": records}
+    return {"format": fmt, **_files.file_facts(tree), "totals": totals, "leaves": records}
 
 
 def _lazy_tail(tails: dict, key: tuple, x: Any) -> tuple[str, int, int]:
@@ -486,7 +398,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         tree, fmt = _trace_target(args.target, args.args, trust=args.trust), "python"
     else:
         tree, fmt = load_target(
-            _target(args, args.target), trust=args.trust, partial=args.partial, like=_like(args)
+            _files.target_spec(args, args.target),
+            trust=args.trust,
+            partial=args.partial,
+            like=_files.like_skeleton(args),
         )
     result = _result_object(tree)
     if result is not None and (args.json or args.no_tui or not sys.stdout.isatty()):
@@ -502,9 +417,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         _print_json(_json_listing(tree, fmt, args.filter))
         _note_opaque(tree)
         return EXIT_OK
-    facts = _file_facts(tree)
+    facts = _files.file_facts(tree)
     if facts and (args.no_tui or not sys.stdout.isatty()):
-        _print_facts(facts)
+        _files.print_facts(_console(), facts)
     _show(tree, args, title=args.target)
     _note_opaque(tree)
     return EXIT_OK
@@ -518,7 +433,7 @@ def _show(tree: Any, args: argparse.Namespace, title: str) -> None:
         except ImportError:
             run = None
         if run is not None:
-            facts = _file_facts(tree)
+            facts = _files.file_facts(tree)
             run(tree, title=title, **({"file_facts": facts} if facts else {}))
             return
     from .render.text import TreeView
@@ -538,8 +453,10 @@ def _show(tree: Any, args: argparse.Namespace, title: str) -> None:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    target = _target(args, args.target)
-    tree, fmt = load_target(target, trust=args.trust, partial=args.partial, like=_like(args))
+    target = _files.target_spec(args, args.target)
+    tree, fmt = load_target(
+        target, trust=args.trust, partial=args.partial, like=_files.like_skeleton(args)
+    )
     if args.json:
         _print_json(_json_listing(tree, fmt, args.glob))
         return EXIT_OK
@@ -568,8 +485,10 @@ def cmd_get(args: argparse.Namespace) -> int:
     from ._errors import PathError
     from ._views import resolve
 
-    target = _target(args, args.target)
-    tree, _ = load_target(target, trust=args.trust, partial=args.partial, like=_like(args))
+    target = _files.target_spec(args, args.target)
+    tree, _ = load_target(
+        target, trust=args.trust, partial=args.partial, like=_files.like_skeleton(args)
+    )
     try:
         path = resolve(tree, args.path)
     except PathError as e:
@@ -590,8 +509,10 @@ def cmd_get(args: argparse.Namespace) -> int:
 def cmd_summary(args: argparse.Namespace) -> int:
     from ._summary import summary
 
-    target = _target(args, args.target)
-    tree, _ = load_target(target, trust=args.trust, partial=args.partial, like=_like(args))
+    target = _files.target_spec(args, args.target)
+    tree, _ = load_target(
+        target, trust=args.trust, partial=args.partial, like=_files.like_skeleton(args)
+    )
     s = summary(tree, depth=args.depth)
     if args.json:
         _print_json(s.to_dict())
@@ -603,7 +524,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     if not (args.rtol >= 0 and args.atol >= 0):
         raise CliError(f"--rtol and --atol must be >= 0, got {args.rtol:g} and {args.atol:g}")
-    a, b = _diff_sides(args)
+    a, b = _files.diff_sides(args)
     from ._diff import diff_with_progress
     from ._model import aggregate
 
@@ -631,30 +552,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
     else:
         _console().print(d)
     return EXIT_DIFFERENT if d else EXIT_OK
-
-
-def _diff_sides(args: argparse.Namespace) -> tuple[Any, Any]:
-    """Both sides of a diff; a live side (`module:attr`) is the skeleton of an `.eqx` side."""
-    import treetool.io as io
-
-    like = _like(args)
-    opts = {"trust": args.trust, "partial": args.partial}
-
-    def structureless(spec: str) -> bool:
-        return os.path.isfile(spec) and io.detect(spec) == "equinox"
-
-    if getattr(args, "step", None) is not None:
-        raise CliError("diff: give each side its step as RUN@STEP (e.g. run@1000 run@2000)")
-    a_eqx, b_eqx = structureless(args.a), structureless(args.b)
-    if like is None and a_eqx != b_eqx:
-        live_spec = args.b if a_eqx else args.a
-        if not os.path.exists(live_spec) and ":" in live_spec:
-            live, _ = load_target(live_spec, **opts)
-            eqx_side = load_target(args.a if a_eqx else args.b, like=live, **opts)[0]
-            return (eqx_side, live) if a_eqx else (live, eqx_side)
-    a, _ = load_target(args.a, like=like, **opts)
-    b, _ = load_target(args.b, like=like, **opts)
-    return a, b
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
