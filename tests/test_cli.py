@@ -140,7 +140,8 @@ def test_summary_table():
         ),
         (
             ("inspect", "cli_targets:broken"),
-            "treetool: error: RuntimeError: the factory failed with a second line",
+            "treetool: error: cli_targets:broken: calling broken() failed: "
+            "RuntimeError: the factory failed with a second line",
         ),
         (
             ("inspect", "missing.pkl"),

@@ -50,7 +50,10 @@ def test_like_with_wrong_shape(tmp_path, model):
     other = eqx.nn.Sequential(
         [eqx.nn.Linear(3, 5, key=jax.random.key(0)), eqx.nn.Linear(5, 2, key=jax.random.key(0))]
     )
-    with pytest.raises(LoadError, match=r"record 0 has shape \(4, 3\), `like` leaf 0 has \(5, 3\)"):
+    with pytest.raises(
+        LoadError,
+        match=r"\.layers\[0\]\.weight: record 0 has shape \(4, 3\), the skeleton \(`like`\) expects \(5, 3\)",
+    ):
         tio.load(f, like=other)
 
 

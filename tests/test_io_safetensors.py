@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import struct
 
 import ml_dtypes
@@ -40,7 +41,71 @@ def test_roundtrip_nested(tmp_path):
     assert np.array_equal(out["layers"][0], np.arange(3)) and out["params"]["w"].shape == (2, 3)
     from safetensors.numpy import load_file
 
-    assert sorted(load_file(str(f))) == ["['layers'][0]", "['params']['w']"]
+    assert sorted(load_file(str(f))) == ["layers.0", "params.w"]  # the names other tools use
+
+
+def test_save_names_are_dotted_and_round_trip(tmp_path):
+    f = tmp_path / "t.safetensors"
+    tree = {
+        "encoder": {"layer": [{"weight": np.ones((2, 2), np.float32)}]},
+        "0": {"x": np.zeros(1, np.int8)},  # a string key "0", not a list index
+        "step": np.int32(7),  # a 0-d array stays 0-d
+    }
+    tt.save(tree, f)
+    from safetensors import safe_open
+
+    with safe_open(str(f), "np") as fh:
+        assert sorted(fh.keys()) == ["0.x", "encoder.layer.0.weight", "step"]
+        assert fh.metadata()["format"] == "treetool"
+    out = tio.load(f)
+    assert not tt.diff(tree, out)
+    assert type(out["0"]) is dict and type(out["encoder"]["layer"]) is list
+    assert out["step"].shape == () and tio.read(f).metadata["format"] == "treetool"
+
+
+def test_save_falls_back_to_key_paths_when_dotted_names_collide(tmp_path):
+    f = tmp_path / "t.safetensors"
+    tree = {"a.b": np.ones(1, np.float32), "a": {"b": np.zeros(1, np.float32)}}
+    tt.save(tree, f)
+    from safetensors.numpy import load_file
+
+    assert sorted(load_file(str(f))) == ["['a']['b']", "['a.b']"]
+    assert not tt.diff(tree, tio.load(f))
+
+
+def test_hf_flat_names_get_glob_and_suggestions(tmp_path):
+    from safetensors.numpy import save_file
+
+    f = tmp_path / "model.safetensors"
+    w = np.arange(4, dtype=np.float32).reshape(2, 2)
+    save_file(
+        {"encoder.layer.0.weight": w, "encoder.layer.0.bias": w[0], "encoder.layer.1.weight": w},
+        str(f),
+        metadata={"format": "pt"},
+    )
+    tree = tio.load(f)
+    assert sorted(tree) == [
+        "encoder.layer.0.bias",
+        "encoder.layer.0.weight",
+        "encoder.layer.1.weight",
+    ]
+    assert tt.get(tree, "encoder.layer.0.weight") is tree["encoder.layer.0.weight"]
+    assert [str(p) for p, _ in tt.select(tree, "**.weight")] == [
+        "['encoder.layer.0.weight']",
+        "['encoder.layer.1.weight']",
+    ]
+    assert [str(p) for p, _ in tt.select(tree, "encoder.layer.*.bias")] == [
+        "['encoder.layer.0.bias']"
+    ]
+    with pytest.raises(KeyError) as e:
+        tt.get(tree, "encoder.layer.2.weight")
+    close = re.findall(r'"(\[[^"]*)"', str(e.value))
+    assert close and all(
+        c
+        in {"['encoder.layer.0.weight']", "['encoder.layer.1.weight']", "['encoder.layer.0.bias']"}
+        for c in close
+    )
+    assert tio.read(f).metadata == {"format": "pt"}
 
 
 def _raw(tmp_path, header: dict, data: bytes = b"") -> str:

@@ -77,6 +77,7 @@ _LAZY: dict[str, str] = {
     # files
     "load": "treetool.io",
     "save": "treetool.io",
+    "materialize": "treetool.io",
     "Opaque": "treetool.io",
     "OpaqueFunction": "treetool._callables",
     # display

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ._arrays import LazyArray, dtype_name, is_key, short_dtype
+from ._arrays import LazyArray, dtype_name, is_key, scalar_value, short_dtype
 from ._callables import NOT_CALLABLE, callable_identity, same_callable
 from ._prng import KeyArray
 
@@ -197,7 +197,7 @@ class _ValueStats:
 
 def _item(x: Any) -> Any:
     try:
-        v = x.item()
+        v = scalar_value(x) if getattr(x, "size", None) == 1 else x.item()
     except Exception:
         return repr(x)
     if isinstance(v, complex):

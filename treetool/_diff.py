@@ -163,7 +163,8 @@ class TreeDiff(ReprMixin):
         if not self.changes:
             return "TreeDiff(equal)"
         kinds = ", ".join(f"{n} {k}" for k, n in self.by_kind.items())
-        return f"TreeDiff({len(self.changes)} changes: {kinds})"
+        n = len(self.changes)
+        return f"TreeDiff({n} change{'s' if n != 1 else ''}: {kinds})"
 
     def __str__(self) -> str:
         from .render.diff import diff_text

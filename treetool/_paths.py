@@ -572,7 +572,27 @@ def start_states(query: tuple[Key, ...]) -> frozenset[int]:
 
 
 def step_states(query: tuple[Key, ...], states: frozenset[int], key: Key) -> frozenset[int]:
-    """The positions of `query` reachable after consuming `key`; empty means no match below."""
+    """The positions of `query` reachable after consuming `key`; empty means no match below.
+
+    A flat dotted dict key (`['encoder.layer.0.weight']`, as HF safetensors files name
+    tensors) is matched whole, and also as its dotted steps, so `**.weight` and
+    `encoder.layer.*.weight` find it.
+    """
+    if type(key) is DictKey and type(key.key) is str and "." in key.key:
+        return _step_dotted(query, states, key)
+    nxt: set[int] = set()  # the common case inline (a hot loop of `find`); as `_advance`
+    for q in states:
+        if q >= len(query):
+            continue
+        qk = query[q]
+        if type(qk) is DeepWildcard:
+            nxt.add(q)  # ** consumes this key and stays
+        elif key_matches(qk, key):
+            nxt.add(q + 1)
+    return frozenset(_closure(nxt, query)) if nxt else frozenset()
+
+
+def _advance(query: tuple[Key, ...], states: frozenset[int], key: Key) -> frozenset[int]:
     nxt: set[int] = set()
     for q in states:
         if q >= len(query):
@@ -583,6 +603,17 @@ def step_states(query: tuple[Key, ...], states: frozenset[int], key: Key) -> fro
         elif key_matches(qk, key):
             nxt.add(q + 1)
     return frozenset(_closure(nxt, query)) if nxt else frozenset()
+
+
+def _step_dotted(query: tuple[Key, ...], states: frozenset[int], key: DictKey) -> frozenset[int]:
+    """`key` consumed whole, or as its dotted parts one after the other."""
+    whole = _advance(query, states, key)
+    parts = states
+    for part in key.key.split("."):
+        if not parts:
+            break
+        parts = _advance(query, parts, DictKey(part))
+    return whole | parts
 
 
 def _closure(states: set[int], query: tuple[Key, ...]) -> set[int]:

@@ -63,6 +63,11 @@ class Summary(ReprMixin):
             "tied": [{"paths": p, "params": n} for p, n in self.tied],
         }
 
+    def __str__(self) -> str:
+        from .render.plain import to_text
+
+        return to_text(self)
+
     def __rich_console__(self, console: Any, options: Any) -> Any:
         from .render.summary import summary_table
 

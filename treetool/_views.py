@@ -396,13 +396,35 @@ def _resolve(tree: Any, path: str | Path, is_leaf: IsLeaf) -> tuple[Path, Any]:
             f"{str(query)!r} is a glob: use tt.select(tree, {str(path)!r}) to get every match"
         )
     obj, keys = tree, []
-    for i, q in enumerate(query):
-        hit = _step(obj, q, is_leaf)
+    qkeys = query.keys
+    i = 0
+    while i < len(qkeys):
+        hit = _step(obj, qkeys[i], is_leaf)
+        used = 1
+        if hit is None:  # `encoder.layer.0.weight` naming the flat key of an HF file
+            hit, used = _flat_step(obj, qkeys, i, is_leaf)
         if hit is None:
             raise PathError(_miss_message(tree, query, i, obj, Path(keys), is_leaf))
         keys.append(hit[0])
         obj = hit[1]
+        i += used
     return Path(keys), obj
+
+
+def _flat_step(obj: Any, qkeys: tuple, i: int, is_leaf: IsLeaf) -> tuple[Any, int]:
+    """The dict entry whose string key is the dotted join of the most query steps from `i`."""
+    kind, kids = children(obj, is_leaf)
+    if kind != "dict" or len(qkeys) - i < 2:
+        return None, 0
+    flat = {k.key: (k, c) for k, c in kids if type(k) is DictKey and type(k.key) is str}
+    if not flat:
+        return None, 0
+    texts = [q.text for q in qkeys[i:]]
+    for j in range(len(texts), 1, -1):
+        hit = flat.get(".".join(texts[:j]))
+        if hit is not None:
+            return hit, j
+    return None, 0
 
 
 def _miss_message(tree: Any, query: Path, i: int, obj: Any, prefix: Path, is_leaf: IsLeaf) -> str:
@@ -421,25 +443,38 @@ def _miss_message(tree: Any, query: Path, i: int, obj: Any, prefix: Path, is_lea
     if kind != LEAF and kids:
         rest = Path._make(query.keys[i + 1 :])
         by_text = {k.text: k for k, _ in kids}
-        close = [str(prefix + by_text[t]) + str(rest) for t in suggest(query[i].text, by_text)]
+        for t in suggest(query[i].text, by_text):  # only paths that exist are suggested
+            cand = prefix + by_text[t] + rest
+            try:
+                close.append(str(_resolve(tree, cand, is_leaf)[0]))
+            except PathError:
+                pass
     if not close:
-        close = suggest(str(query), _candidate_paths(tree, is_leaf))
+        # compared in the dotted form (how flat names are typed), shown as the real paths
+        dotted: dict[str, str] = {}
+        for text, keys in _candidate_paths(tree, is_leaf):
+            dotted.setdefault(".".join(keys), text)
+        want = ".".join(k.text for k in query)
+        close = [dotted[d] for d in suggest(want, dotted)]
     msg = f"no path {str(query)!r} in the tree: {has}"
     if close:
         msg += ". Did you mean " + " or ".join(repr(c) for c in close) + "?"
     return msg
 
 
-def _candidate_paths(tree: Any, is_leaf: IsLeaf, limit: int = 20000) -> list[str]:
-    out: list[str] = []
-    stack: list[tuple[Any, str]] = [(tree, "")]
+def _candidate_paths(
+    tree: Any, is_leaf: IsLeaf, limit: int = 20000
+) -> list[tuple[str, tuple[str, ...]]]:
+    """Real paths of the tree: `(keystr, the texts of its steps)`."""
+    out: list[tuple[str, tuple[str, ...]]] = []
+    stack: list[tuple[Any, str, tuple[str, ...]]] = [(tree, "", ())]
     while stack and len(out) < limit:
-        x, text = stack.pop()
+        x, text, steps = stack.pop()
         _, kids = children(x, is_leaf)
         for k, c in reversed(kids):
-            t = text + str(k)
-            out.append(t)
-            stack.append((c, t))
+            t, s = text + str(k), (*steps, k.text)
+            out.append((t, s))
+            stack.append((c, t, s))
     return out
 
 

@@ -13,6 +13,7 @@ import re
 import sys
 from typing import Any
 
+from . import _cli_files as _files
 from ._text import safe
 
 __all__ = ["load_target", "main"]
@@ -27,7 +28,9 @@ class CliError(Exception):
 # --- targets ------------------------------------------------------------------------------
 
 
-def load_target(spec: str, *, trust: bool = False, partial: bool = False) -> tuple[Any, str]:
+def load_target(
+    spec: str, *, trust: bool = False, partial: bool = False, like: Any = None
+) -> tuple[Any, str]:
     """Turn `FILE`, `DIR` or `module:attr` into `(pytree, format name)`.
 
     A file or directory is read by `treetool.io.read` (safe by default). When objects were not
@@ -35,11 +38,21 @@ def load_target(spec: str, *, trust: bool = False, partial: bool = False) -> tup
     file gives the tree read up to the error, and the error as a warning on stderr.
     `module:attr` imports the module (the current directory is on the import path) and follows
     the dotted attribute; a function or a class found there is called with no arguments.
+    `like` is the skeleton of a structure-less file (equinox `tree_serialise_leaves`): its
+    records take the skeleton's paths; without one, a note on stderr says why the paths are
+    positional.
     """
-    if os.path.exists(spec):
+    if os.path.exists(spec) or _files.is_run_step(spec):
         import treetool.io as io
 
+        if like is not None and os.path.isfile(spec) and io.detect(spec) == "equinox":
+            return _files.load_eqx_like(spec, like), "equinox"
         loaded = io.read(spec, trust=trust, partial=partial)
+        _files.remember(loaded)
+        if loaded.format == "equinox":
+            _files.note_positional(spec)
+        if loaded.steps and spec == io.split_step(spec)[0]:
+            _files.note_steps(spec, loaded)
         if loaded.error:
             print(
                 safe(f"treetool: warning: {loaded.error}; showing what was read before it"),
@@ -99,7 +112,14 @@ def _import_target(spec: str, *, call: bool = True) -> Any:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise CliError(f"{spec}: {module_name} has no attribute {part!r}{hint}") from None
     if call and (inspect.isroutine(obj) or inspect.isclass(obj)):
-        obj = obj()
+        try:
+            obj = obj()
+        except Exception as e:  # the user's factory failed: say which target (--debug: both)
+            text = " ".join(s.strip() for s in str(e).splitlines()[:4] if s.strip())
+            raise CliError(
+                f"{spec}: calling {attr}() failed: {type(e).__name__}"
+                + (f": {text}" if text else "")
+            ) from e
     return obj
 
 
@@ -175,8 +195,18 @@ def _select(tree: Any, pattern: str | None) -> list[tuple[Any, Any]] | None:
 def _console(stderr: bool = False) -> Any:
     from rich.console import Console
 
+    from .render.plain import output_width
+
+    stream = sys.stderr if stderr else sys.stdout
     # no markup and no :emoji: codes in plain strings either: file text is never parsed
-    return Console(stderr=stderr, highlight=False, soft_wrap=False, markup=False, emoji=False)
+    return Console(
+        stderr=stderr,
+        highlight=False,
+        soft_wrap=False,
+        markup=False,
+        emoji=False,
+        width=output_width(stream),
+    )
 
 
 def _leaf_record(path: Any, info: Any) -> dict[str, Any]:
@@ -220,12 +250,28 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
         # record and their counts: their facts depend on nothing else
         tails: dict[tuple[Any, Any, Any], tuple[str, int, int]] = {}
         same_facts = {np.ndarray}
+        sharded: set[type] = set()  # lazy leaf types that carry a recorded sharding (orbax)
+        shard_texts: dict[int, str] = {}
         for chunk in chunks:
             leaves += len(chunk)
             for text, x in chunk:
                 t = type(x)
                 if t not in same_facts and issubclass(t, LazyArray):
                     same_facts.add(t)
+                    if "sharding" in getattr(t, "__slots__", ()):
+                        sharded.add(t)
+                if t in sharded and x.sharding is not None:
+                    st = shard_texts.get(id(x.sharding))
+                    if st is None:
+                        st = shard_texts[id(x.sharding)] = _json_text(x.sharding)
+                    key = (t, x.shape, x.dtype)
+                    facts = tails.get(key) or _lazy_tail(tails, key, x)
+                    append(f'{{"path": {q(text)}, "sharding": {st}, {facts[0]}')
+                    if id(x) not in seen:
+                        add(id(x))
+                        params += facts[1]
+                        nbytes += facts[2]
+                    continue
                 if t in same_facts:
                     key = (t, x.shape, x.dtype)
                     facts = tails.get(key)
@@ -268,7 +314,30 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
         if pattern:
             agg = aggregate(tree)
             totals = {"leaves": agg.leaves, "params": agg.params, "bytes": agg.nbytes}
-    return {"format": fmt, "totals": totals, "leaves": records}
+    return {"format": fmt, **_files.file_facts(tree), "totals": totals, "leaves": records}
+
+
+def _lazy_tail(tails: dict, key: tuple, x: Any) -> tuple[str, int, int]:
+    """The shared end of a numpy/lazy leaf's JSON record, and its params and bytes."""
+    from json.encoder import encode_basestring as q
+
+    from ._arrays import leaf_info
+
+    info = leaf_info(x)
+    dims = ", ".join(map(str, info.shape))
+    tail = (
+        f'"shape": [{dims}], "dtype": {q(info.dtype)}, '
+        f'"nbytes": {info.nbytes}, "device": {q(info.device)}, '
+        f'"type": {q(info.type_name)}}}'
+    )
+    facts = tails[key] = (tail, info.params, info.nbytes)
+    return facts
+
+
+def _json_text(x: Any) -> str:
+    import json
+
+    return json.dumps(x, default=_json_default, separators=(", ", ": "))
 
 
 def _print_json(data: Any) -> None:
@@ -363,7 +432,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.args is not None:
         tree, fmt = _trace_target(args.target, args.args, trust=args.trust), "python"
     else:
-        tree, fmt = load_target(args.target, trust=args.trust, partial=args.partial)
+        tree, fmt = load_target(
+            _files.target_spec(args, args.target),
+            trust=args.trust,
+            partial=args.partial,
+            like=_files.like_skeleton(args),
+        )
     result = _result_object(tree)
     if result is not None and (args.json or args.no_tui or not sys.stdout.isatty()):
         # `treetool inspect mymod:make_jaxpr_view` and the like: the object's own rendering
@@ -378,6 +452,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         _print_json(_json_listing(tree, fmt, args.filter))
         _note_opaque(tree)
         return EXIT_OK
+    facts = _files.file_facts(tree)
+    if facts and (args.no_tui or not sys.stdout.isatty()):
+        _files.print_facts(_console(), facts)
     _show(tree, args, title=args.target)
     _note_opaque(tree)
     return EXIT_OK
@@ -391,7 +468,8 @@ def _show(tree: Any, args: argparse.Namespace, title: str) -> None:
         except ImportError:
             run = None
         if run is not None:
-            run(tree, title=title)
+            facts = _files.file_facts(tree)
+            run(tree, title=title, **({"file_facts": facts} if facts else {}))
             return
     from .render.text import TreeView
 
@@ -410,7 +488,10 @@ def _show(tree: Any, args: argparse.Namespace, title: str) -> None:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    tree, fmt = load_target(args.target, trust=args.trust, partial=args.partial)
+    target = _files.target_spec(args, args.target)
+    tree, fmt = load_target(
+        target, trust=args.trust, partial=args.partial, like=_files.like_skeleton(args)
+    )
     if args.json:
         _print_json(_json_listing(tree, fmt, args.glob))
         return EXIT_OK
@@ -447,7 +528,10 @@ def cmd_get(args: argparse.Namespace) -> int:
     from ._errors import PathError
     from ._views import resolve
 
-    tree, _ = load_target(args.target, trust=args.trust, partial=args.partial)
+    target = _files.target_spec(args, args.target)
+    tree, _ = load_target(
+        target, trust=args.trust, partial=args.partial, like=_files.like_skeleton(args)
+    )
     try:
         path = resolve(tree, args.path)
     except PathError as e:
@@ -468,7 +552,10 @@ def cmd_get(args: argparse.Namespace) -> int:
 def cmd_summary(args: argparse.Namespace) -> int:
     from ._summary import summary
 
-    tree, _ = load_target(args.target, trust=args.trust, partial=args.partial)
+    target = _files.target_spec(args, args.target)
+    tree, _ = load_target(
+        target, trust=args.trust, partial=args.partial, like=_files.like_skeleton(args)
+    )
     s = summary(tree, depth=args.depth)
     if args.json:
         _print_json(s.to_dict())
@@ -480,8 +567,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     if not (args.rtol >= 0 and args.atol >= 0):
         raise CliError(f"--rtol and --atol must be >= 0, got {args.rtol:g} and {args.atol:g}")
-    a, _ = load_target(args.a, trust=args.trust, partial=args.partial)
-    b, _ = load_target(args.b, trust=args.trust, partial=args.partial)
+    a, b = _files.diff_sides(args)
     from ._diff import diff_with_progress
     from ._model import aggregate
 
@@ -554,6 +640,19 @@ def _parser() -> argparse.ArgumentParser:
         )
         if json:
             sp.add_argument("--json", action="store_true", help="machine-readable output")
+        sp.add_argument(
+            "--step",
+            type=int,
+            metavar="STEP",
+            help="the step of an orbax CheckpointManager run (default: the latest); "
+            "the same as TARGET@STEP",
+        )
+        sp.add_argument(
+            "--like",
+            metavar="MODULE:ATTR",
+            help="skeleton for a file that stores no structure (equinox tree_serialise_leaves): "
+            "e.g. mypkg.models:make_model; in diff, a module:attr side is used automatically",
+        )
 
     sp = sub.add_parser("inspect", help="show a tree (TUI on a terminal, printed otherwise)")
     sp.add_argument("target", metavar="TARGET")

@@ -17,7 +17,13 @@ if TYPE_CHECKING:
 __all__ = ["TreetoolApp", "run"]
 
 
-def run(obj: Any, *, title: str | None = None, other: object | None = None) -> None:
+def run(
+    obj: Any,
+    *,
+    title: str | None = None,
+    other: object | None = None,
+    file_facts: dict[str, Any] | None = None,
+) -> None:
     """Open the terminal UI on `obj` and return when the user quits.
 
     Args:
@@ -25,6 +31,8 @@ def run(obj: Any, *, title: str | None = None, other: object | None = None) -> N
         title: shown in the header; an identifier (`"model"`) is also the root name of the
             copied path expressions (`model.layers[0].weight`).
         other: a second tree; when given, a Diff tab shows `treetool.diff(obj, other)`.
+        file_facts: what the file says about itself (`metadata`: safetensors `__metadata__`;
+            `step`/`steps`: an orbax run), shown in the root's details.
 
     Example:
         >>> import treetool.tui
@@ -33,7 +41,7 @@ def run(obj: Any, *, title: str | None = None, other: object | None = None) -> N
     """
     from .app import TreetoolApp
 
-    TreetoolApp(obj, title=title, other=other).run()
+    TreetoolApp(obj, title=title, other=other, file_facts=file_facts).run()
 
 
 def __getattr__(name: str) -> Any:

@@ -153,9 +153,11 @@ class TreetoolApp(App[None]):
         title: str | None = None,
         other: object | None = None,
         is_leaf: Any = None,
+        file_facts: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.obj = obj
+        self.file_facts = file_facts
         self.other = other
         self.is_leaf = is_leaf
         self.root_name = root_name_for(title)
@@ -190,7 +192,7 @@ class TreetoolApp(App[None]):
                 for spec in self.extra_tabs:
                     with TabPane(spec.title, id=spec.id):
                         yield spec.make(self.obj)
-            yield DetailsPane(self.root_name, self.model, id="details")
+            yield DetailsPane(self.root_name, self.model, id="details", file_facts=self.file_facts)
         yield SearchBar(id="search")
         yield Footer()
 

@@ -12,10 +12,12 @@ format          what it reads                                module
 ==============  ===========================================  =================================
 pickle          protocols 0-5, cloudpickle; restricted       `treetool.io.pickle`
 npy / npz       `np.save`, `np.savez[_compressed]`           `treetool.io.npz`
-safetensors     header only; payloads stay on disk           `treetool.io.safetensors`
+safetensors     header only (+ `__metadata__`); payloads on  `treetool.io.safetensors`
+                disk
 msgpack         `flax.serialization.to_bytes`                `treetool.io.msgpack`
 equinox         `eqx.tree_serialise_leaves` (+ `like=`)      `treetool.io.equinox`
-orbax           checkpoint directories, from metadata only   `treetool.io.orbax`
+orbax           checkpoints, runs (`run@STEP`), composites:  `treetool.io.orbax`
+                structure from metadata, values on demand
 ==============  ===========================================  =================================
 
 Example:
@@ -37,7 +39,18 @@ from typing import Any
 from .._errors import LoadError
 from ._opaque import GlobalRef, Opaque, ensure_jax_registration
 
-__all__ = ["FORMATS", "GlobalRef", "Loaded", "Opaque", "detect", "load", "read", "save"]
+__all__ = [
+    "FORMATS",
+    "GlobalRef",
+    "Loaded",
+    "Opaque",
+    "detect",
+    "load",
+    "materialize",
+    "read",
+    "save",
+    "split_step",
+]
 
 #: format name -> module that reads it
 FORMATS: dict[str, str] = {
@@ -72,17 +85,36 @@ class Loaded:
         blocked: sorted class paths of the objects that were not executed (`Opaque` nodes).
         error: with `partial=True`, the error that stopped reading (the tree is what was read
             up to that point); None when the file was read to the end.
+        metadata: the file's own metadata where the format has some (safetensors
+            `__metadata__`: a dict of strings), else None.
+        step: for an orbax CheckpointManager run, the step that was read; else None.
+        steps: for an orbax run, all its steps in increasing order; else None.
     """
 
     tree: Any
     format: str
     blocked: list[str] = field(default_factory=list)
     error: str | None = None
+    metadata: dict[str, Any] | None = None
+    step: int | None = None
+    steps: list[int] | None = None
 
 
 def _header(path: str, n: int = 64) -> bytes:
     with open(path, "rb") as fh:
         return fh.read(n)
+
+
+def _is_opcode(byte: int) -> bool:
+    import pickletools
+
+    return chr(byte) in {op.code for op in pickletools.opcodes}
+
+
+def _ends_with_stop(path: str) -> bool:
+    with open(path, "rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) == b"."
 
 
 def _looks_like_old_pickle(path: str, head: bytes) -> bool:
@@ -91,9 +123,7 @@ def _looks_like_old_pickle(path: str, head: bytes) -> bool:
 
     if head[:1].decode("latin1") not in {op.code for op in pickletools.opcodes}:
         return False
-    with open(path, "rb") as fh:
-        fh.seek(-1, os.SEEK_END)
-        return fh.read(1) == b"."
+    return _ends_with_stop(path)
 
 
 def detect(path: str | os.PathLike) -> str:
@@ -129,12 +159,15 @@ def detect(path: str | os.PathLike) -> str:
         return "equinox" if is_npy_sequence(path) else "npy"
     if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
         return "npz"
-    if head[0] == 0x80 and len(head) > 1 and head[1] <= 5:
-        return "pickle"
+    # safetensors before pickle: a header length whose low byte is 0x80 (e.g. 1,408) starts
+    # like a protocol-5 pickle; the safetensors check (length fits the file, `{`...`}`) and the
+    # pickle check (PROTO 2-5, then an opcode) each look at the file's own consistency
     from .safetensors import looks_like_safetensors
 
     if looks_like_safetensors(path, head):
         return "safetensors"
+    if head[0] == 0x80 and len(head) > 2 and 2 <= head[1] <= 5 and _is_opcode(head[2]):
+        return "pickle"  # PROTO n, then an opcode (a truncated pickle still reads as one)
     from .msgpack import looks_like_flax_msgpack
 
     if looks_like_flax_msgpack(head):
@@ -166,6 +199,19 @@ _MALFORMED = (
 )
 
 
+def split_step(path: str) -> tuple[str, int | None]:
+    """`run@1200` -> `("run", 1200)` when `run@1200` itself does not exist; else `(path, None)`.
+
+    Example:
+        >>> split_step("/no/such/run@1200")
+        ('/no/such/run', 1200)
+    """
+    base, at, step = path.rpartition("@")
+    if not at or not step.isdigit() or not base or os.path.exists(path):
+        return path, None
+    return base, int(step)
+
+
 def read(
     path: str | os.PathLike,
     *,
@@ -178,7 +224,8 @@ def read(
     """Load a checkpoint and report what was not executed; `load` returns just the tree.
 
     Args:
-        path: a file, or an orbax checkpoint directory.
+        path: a file, or an orbax checkpoint directory; `run@1200` reads step 1200 of an
+            orbax CheckpointManager run (the latest step without it).
         trust: run the file's code (pickle only: the plain `pickle.load`).
         lazy: keep array payloads in the file as `LazyArray` leaves.
         format: skip detection (one of `FORMATS`).
@@ -197,7 +244,14 @@ def read(
     """
     path = os.fspath(path)
     ensure_jax_registration()
+    path, step = split_step(path)
+    if step is not None and format not in (None, "orbax"):
+        raise LoadError(
+            f"{path}@{step}: @STEP picks a step of an orbax run, not of a {format} file"
+        )
     fmt = format if format is not None else detect(path)
+    if step is not None and fmt != "orbax":
+        raise LoadError(f"{path}@{step}: @STEP picks a step of an orbax run; this is a {fmt} file")
     if fmt not in FORMATS:
         from .._paths import suggest
 
@@ -209,9 +263,12 @@ def read(
     module = importlib.import_module(FORMATS[fmt])
     from .._model import no_gc
 
+    extra = {"step": step} if step is not None else {}
     try:
         with no_gc():  # readers make many small objects: collection passes cost ~40%
-            out = module.read(path, trust=trust, lazy=lazy, like=like, partial=partial, format=fmt)
+            out = module.read(
+                path, trust=trust, lazy=lazy, like=like, partial=partial, format=fmt, **extra
+            )
     except LoadError:
         raise
     except MemoryError:
@@ -240,6 +297,12 @@ def load(
     objects of classes that were not run are `Opaque` nodes with the same key paths as the live
     objects. `read` also tells which classes were not run.
 
+    A `LazyArray` reads itself where numpy, `jnp.asarray` (so flax layers) or an operator
+    (`w @ x`, `w + b`) needs its data: `model.apply(tt.load(p), x)` runs, and so does an
+    equinox model loaded with `like=`. `jax.jit` arguments, `lax` primitives and other `jnp`
+    functions accept only real arrays: load with `lazy=False` (numpy arrays, read now) or call
+    `materialize(tree)`.
+
     Example:
         >>> import numpy as np, pickle, tempfile, os, treetool as tt
         >>> p = os.path.join(tempfile.mkdtemp(), "ckpt.pkl")
@@ -252,11 +315,32 @@ def load(
     return read(path, trust=trust, lazy=lazy, format=format, like=like).tree
 
 
+def materialize(tree: Any) -> Any:
+    """The tree with every `LazyArray` leaf read into a numpy array; everything else kept.
+
+    What `load(..., lazy=False)` gives, for a tree already loaded lazily: use it before
+    handing loaded params to `jax.jit` or `lax` primitives. The input is not changed.
+
+    Example:
+        >>> import numpy as np, tempfile, os, treetool as tt
+        >>> p = os.path.join(tempfile.mkdtemp(), "w.npz")
+        >>> tt.save({"w": np.ones((2, 2), np.float32)}, p)
+        >>> type(tt.materialize(tt.load(p))["w"]).__name__
+        'ndarray'
+    """
+    from ._save import _materialize
+
+    return _materialize(tree, "", refuse_opaque=False)
+
+
 def save(tree: Any, path: str | os.PathLike, format: str | None = None) -> None:
     """Write a pytree of arrays to safetensors, npz or pickle (`format` or the file extension).
 
-    Leaves are written under their key paths (`['params']['w']`); `load` rebuilds nested
-    dicts and lists from them. `LazyArray` leaves are read; `Opaque` nodes are refused.
+    npz names each leaf by its key path (`['params']['w']`). safetensors names it by its
+    dotted path (`params.w`, `layers.0.weight`: the names Hugging Face and `safetensors.flax`
+    use) and keeps the key paths in `__metadata__["treetool_paths"]`; when two paths would get
+    one dotted name, the key paths are the names. Either way `load` gives back the nested dicts
+    and lists. `LazyArray` leaves are read; `Opaque` nodes are refused.
 
     Example:
         >>> import numpy as np, tempfile, os, treetool as tt

@@ -1,6 +1,7 @@
 """Flat files (npz, safetensors) store leaves under key-path strings; rebuild nested trees.
 
-`tt.save` writes each leaf under `str(path)` (`['params']['dense']['kernel']`, `['layers'][0]`).
+`tt.save` writes each npz leaf under `str(path)` (`['params']['dense']['kernel']`, `['layers'][0]`),
+and each safetensors leaf under its dotted path with `str(path)` in the file's metadata.
 When every name in a file is such a path made of dict keys and list indices, loading rebuilds
 the nested dicts and lists; otherwise (names from other tools, `layers.0.weight`) the tree is a
 flat dict of names.

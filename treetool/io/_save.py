@@ -36,10 +36,14 @@ def _format_of(path: str, format: str | None) -> str:
 
 
 def _flat(tree: Any, path: str, arrays_only: bool) -> dict[str, Any]:
+    return {str(p): leaf for p, leaf in _flat_paths(tree, path, arrays_only)}
+
+
+def _flat_paths(tree: Any, path: str, arrays_only: bool) -> list[tuple[Any, Any]]:
     from .._views import iter_leaves_with_paths
 
     _check_no_opaque(tree, path)
-    out: dict[str, Any] = {}
+    out: list[tuple[Any, Any]] = []
     for p, leaf in iter_leaves_with_paths(tree):
         if is_key(leaf):
             raise LoadError(
@@ -50,8 +54,21 @@ def _flat(tree: Any, path: str, arrays_only: bool) -> dict[str, Any]:
             raise LoadError(
                 f"{path}: {p} is a {type(leaf).__name__}; only arrays and numbers can be saved here"
             )
-        out[str(p)] = leaf
+        out.append((p, leaf))
     return out
+
+
+def dotted_names(paths: list[Any]) -> list[str]:
+    """The names `tt.save` gives tensors in safetensors: `encoder.layers.0.weight`.
+
+    That is the form other tools (Hugging Face, `safetensors.flax`) write and expect. When two
+    paths would get one name (`{"a.b": x, "a": {"b": y}}`) or a name would be empty (a lone
+    leaf), every name is the key path itself (`['a.b']`).
+    """
+    names = [".".join(str(k.text) for k in p) for p in paths]
+    if len(set(names)) != len(names) or not all(names):
+        return [str(p) for p in paths]
+    return names
 
 
 def _check_no_opaque(tree: Any, path: str) -> None:
@@ -69,12 +86,14 @@ def _refuse(path: str, where: str, obj: Any) -> None:
     )
 
 
-def _materialize(tree: Any, path: str) -> Any:
-    """The tree with LazyArray leaves read; refuses Opaque nodes."""
+def _materialize(tree: Any, path: str, refuse_opaque: bool = True) -> Any:
+    """The tree with LazyArray leaves read; refuses Opaque nodes (or keeps them as they are)."""
     from .._model import children
 
     def conv(x: Any, where: str) -> Any:
         if isinstance(x, Opaque | GlobalRef):
+            if not refuse_opaque:
+                return x
             _refuse(path, where, x)
         if isinstance(x, LazyArray):
             return np.asarray(x)
@@ -128,12 +147,18 @@ def save(tree: Any, path: str, format: str | None = None) -> None:
                 "save it as safetensors or npz, which store flat key paths"
             ) from None
         return
-    flat = _flat(tree, path, arrays_only=True)
     if fmt == "safetensors":
-        from .safetensors import write
+        import json
 
-        write(flat, path)
+        from .safetensors import PATHS_KEY, write
+
+        pairs = _flat_paths(tree, path, arrays_only=True)
+        names = dotted_names([p for p, _ in pairs])
+        keystrs = {name: str(p) for name, (p, _) in zip(names, pairs)}
+        meta = {PATHS_KEY: json.dumps(keystrs, separators=(",", ":"))}
+        write({name: leaf for name, (_, leaf) in zip(names, pairs)}, path, meta)
         return
+    flat = _flat(tree, path, arrays_only=True)
     arrays = {k: np.asarray(v) for k, v in flat.items()}
     with open(path, "wb") as fh:
         np.savez(fh, **arrays)

@@ -17,7 +17,7 @@ from .._arrays import is_array
 from .._errors import LoadError
 from .npz import read_npy_at
 
-__all__ = ["read", "read_records"]
+__all__ = ["fill_like", "read", "read_records"]
 
 
 def read_records(
@@ -36,7 +36,16 @@ def read_records(
     return out
 
 
-def _fill(path: str, like: Any, records: list[Any]) -> Any:
+def fill_like(path: str, like: Any, records: list[Any], *, check_shapes: bool = True) -> Any:
+    """The records in `like`'s structure, in jax leaf order, as `eqx.tree_deserialise_leaves`.
+
+    With `check_shapes=False` a record whose shape differs from the skeleton's leaf still takes
+    its place (the CLI's diff then shows it as a shape change); the leaf counts must agree.
+    """
+    return _fill(path, like, records, check_shapes)
+
+
+def _fill(path: str, like: Any, records: list[Any], check_shapes: bool = True) -> Any:
     import jax
 
     leaves, treedef = jax.tree_util.tree_flatten(like)
@@ -51,7 +60,8 @@ def _fill(path: str, like: Any, records: list[Any]) -> Any:
             continue
         if i >= len(records):
             raise LoadError(
-                f"{path}: the file has {len(records)} leaves, `like` needs more (leaf {n})"
+                f"{path}: the file has {len(records)} array/scalar leaves, the skeleton "
+                f"(`like`) has more (its leaf {n} at {_leaf_path(like, n)} has no record)"
             )
         rec = records[i]
         i += 1
@@ -59,9 +69,10 @@ def _fill(path: str, like: Any, records: list[Any]) -> Any:
             out.append(type(leaf)(np.asarray(rec).item()))
             continue
         shape = tuple(getattr(leaf, "shape", ()))
-        if tuple(rec.shape) != shape:
+        if check_shapes and tuple(rec.shape) != shape:
             raise LoadError(
-                f"{path}: record {i - 1} has shape {tuple(rec.shape)}, `like` leaf {n} has {shape}"
+                f"{path}: {_leaf_path(like, n)}: record {i - 1} has shape {tuple(rec.shape)}, "
+                f"the skeleton (`like`) expects {shape}"
             )
         want = _plain_dtype(leaf)
         if want is not None and rec.dtype != want:
@@ -70,7 +81,9 @@ def _fill(path: str, like: Any, records: list[Any]) -> Any:
             )
         out.append(rec)
     if i != len(records):
-        raise LoadError(f"{path}: the file has {len(records)} leaves, `like` used {i}")
+        raise LoadError(
+            f"{path}: the file has {len(records)} array/scalar leaves, the skeleton (`like`) {i}"
+        )
     return jax.tree_util.tree_unflatten(treedef, out)
 
 
@@ -81,6 +94,13 @@ def _plain_dtype(leaf: Any) -> np.dtype | None:
         return np.dtype(dtype)
     except TypeError:
         return None
+
+
+def _leaf_path(like: Any, n: int) -> str:
+    import jax
+
+    paths = jax.tree_util.tree_flatten_with_path(like)[0]
+    return jax.tree_util.keystr(paths[n][0]) if n < len(paths) else f"leaf {n}"
 
 
 def read(

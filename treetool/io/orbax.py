@@ -7,8 +7,9 @@
   which opens every array: minutes for 100,000 arrays);
 - the shardings from `_sharding`.
 
-A directory written by `CheckpointManager` loads its latest step; a step directory with several
-items loads `{item: tree}`; a single item named `default` loads as its tree. Leaves are
+A directory written by `CheckpointManager` loads its latest step (`run@1200` or `step=` picks
+another); a step directory with several items loads `{item: tree}`, JSON items (`JsonSave`) as
+their small trees; a single item named `default` loads as its tree. Leaves are
 `OrbaxArray` (a `LazyArray` that reads through tensorstore and carries `.sharding`).
 """
 
@@ -37,7 +38,7 @@ from ._orbax_data import (
     stored_bytes,
 )
 
-__all__ = ["OrbaxArray", "allow_fill", "is_orbax_dir", "read"]
+__all__ = ["OrbaxArray", "allow_fill", "is_orbax_dir", "read", "run_steps"]
 
 _ARRAY_TYPES = frozenset({"jax.Array", "np.ndarray", "scalar"})
 
@@ -158,8 +159,45 @@ def _steps(path: str) -> list[str]:
     return [n for n in names if n.isdigit() and os.path.isdir(os.path.join(path, n))]
 
 
+def _is_json_item(path: str) -> bool:
+    """An item saved with `ocp.args.JsonSave`: a directory holding the JSON file `metadata`."""
+    return os.path.isfile(os.path.join(path, "metadata")) and not _is_item(path)
+
+
 def _items(step_dir: str) -> list[str]:
-    return sorted(n for n in os.listdir(step_dir) if _is_item(os.path.join(step_dir, n)))
+    """The items of a step directory: array items (`_METADATA`) and JSON items."""
+    out = []
+    for n in os.listdir(step_dir):
+        sub = os.path.join(step_dir, n)
+        if _is_item(sub) or _is_json_item(sub):
+            out.append(n)
+    return sorted(out)
+
+
+def _other_dirs(step_dir: str, items: list[str]) -> list[str]:
+    """Directories of a step that are not items treetool reads (shown, never dropped)."""
+    try:
+        names = os.listdir(step_dir)
+    except OSError:
+        return []
+    return sorted(
+        n
+        for n in names
+        if n not in items and not n.startswith(".") and os.path.isdir(os.path.join(step_dir, n))
+    )
+
+
+def run_steps(path: str) -> list[int]:
+    """The steps of a CheckpointManager run directory, in increasing order ([] if not a run).
+
+    Example:
+        >>> import tempfile
+        >>> run_steps(tempfile.mkdtemp())
+        []
+    """
+    if os.path.isfile(os.path.join(path, "_CHECKPOINT_METADATA")) or _is_item(path):
+        return []
+    return sorted(int(s) for s in _steps(path))
 
 
 def is_orbax_dir(path: str) -> bool:
@@ -181,25 +219,60 @@ def read(
     like: Any = None,
     partial: bool = False,
     format: str = "orbax",
+    step: int | None = None,
 ) -> Any:
-    """`treetool.io.read` for orbax checkpoint directories."""
+    """`treetool.io.read` for orbax checkpoint directories.
+
+    A CheckpointManager run reads its latest step, or `step`; `Loaded.step` and
+    `Loaded.steps` say which step was read and which there are.
+    """
     from . import Loaded
 
     if not os.path.isdir(path):
         raise LoadError(f"{path}: an orbax checkpoint is a directory")
+    steps = run_steps(path)
+    if step is not None and step not in steps:
+        have = ", ".join(map(str, steps)) if steps else "none: it is not a CheckpointManager run"
+        raise LoadError(f"{path}: no step {step}; its steps: {have}")
     if _is_item(path):
         return Loaded(_read_item(path, lazy), format)
-    steps = _steps(path)
-    if not os.path.isfile(os.path.join(path, "_CHECKPOINT_METADATA")) and steps:
-        path = os.path.join(path, max(steps, key=int))
+    chosen = None
+    if steps:
+        chosen = step if step is not None else steps[-1]
+        path = _step_dir(path, chosen)
         if _is_item(path):
-            return Loaded(_read_item(path, lazy), format)
+            return Loaded(_read_item(path, lazy), format, step=chosen, steps=steps)
     items = _items(path)
     if not items:
         raise LoadError(f"{path}: no orbax items (directories with _METADATA) found")
-    if items == ["default"]:
-        return Loaded(_read_item(os.path.join(path, "default"), lazy), format)
-    return Loaded({name: _read_item(os.path.join(path, name), lazy) for name in items}, format)
+    if items == ["default"] and not _other_dirs(path, items):
+        tree = _read_any(os.path.join(path, "default"), lazy)
+    else:
+        tree = {name: _read_any(os.path.join(path, name), lazy) for name in items}
+        for name in _other_dirs(path, items):  # shown as what they are, never dropped
+            tree[name] = GlobalRef("orbax", f"unreadable item {name}", tag="orbax")
+    return Loaded(tree, format, step=chosen, steps=steps or None)
+
+
+def _step_dir(path: str, step: int) -> str:
+    """The directory of `step` (`1200`, or zero-padded names such as `0001200`)."""
+    for name in _steps(path):
+        if int(name) == step:
+            return os.path.join(path, name)
+    raise LoadError(f"{path}: no step {step}")
+
+
+_MAX_JSON_ITEM = 64 << 20
+
+
+def _read_any(item: str, lazy: bool) -> Any:
+    """An array item, or a JSON item as its small tree of dicts, lists and scalars."""
+    if _is_item(item):
+        return _read_item(item, lazy)
+    path = os.path.join(item, "metadata")
+    if os.path.getsize(path) > _MAX_JSON_ITEM:
+        raise LoadError(f"{path}: JSON item of {os.path.getsize(path)} bytes, more than 64 MiB")
+    return _load_json(path)
 
 
 def _dtype_label(x: LazyArray) -> str:

@@ -20,7 +20,7 @@ from .._errors import LoadError
 from ._keys import tree_from_keystrs
 from ._limits import check_json_text, check_shape
 
-__all__ = ["DTYPES", "looks_like_safetensors", "read", "write"]
+__all__ = ["DTYPES", "PATHS_KEY", "looks_like_safetensors", "read", "write"]
 
 _MAX_HEADER = 100 << 20
 
@@ -56,11 +56,20 @@ def _np_dtype(name: str) -> np.dtype:
 
 
 def looks_like_safetensors(path: str, head: bytes) -> bool:
-    """Header length that fits the file, followed by a JSON object."""
-    if len(head) < 10:
+    """A header length that fits the file, and a header that starts with `{` and ends with `}`.
+
+    The three checks together cannot be met by the other formats' first bytes (a pickle's
+    `0x80 PROTO`, a msgpack map), whatever byte the header length starts with.
+    """
+    if len(head) < 10 or head[8:9] != b"{":
         return False
     n = struct.unpack("<Q", head[:8])[0]
-    return 2 <= n <= min(_MAX_HEADER, os.path.getsize(path) - 8) and head[8:9] == b"{"
+    if not 2 <= n <= min(_MAX_HEADER, os.path.getsize(path) - 8):
+        return False
+    with open(path, "rb") as fh:  # the header's last bytes: `}` then optional space padding
+        fh.seek(8 + max(n - 4096, 0))
+        tail = fh.read(min(n, 4096)).rstrip(b" ")
+    return tail.endswith(b"}")
 
 
 def read(
@@ -99,7 +108,34 @@ def read(
         if name == "__metadata__":
             continue
         flat[name] = _leaf(path, name, entry, base, size, lazy)
-    return Loaded(tree_from_keystrs(flat), format)
+    meta = header.get("__metadata__")
+    meta = meta if isinstance(meta, dict) else None
+    paths = _saved_paths(meta, flat) if meta else None
+    if paths is not None:  # written by tt.save: the dotted names back to the tree's paths
+        flat = {paths[name]: leaf for name, leaf in flat.items()}
+    return Loaded(tree_from_keystrs(flat), format, metadata=meta)
+
+
+#: `__metadata__` key under which `tt.save` records `{dotted name: key path}` as JSON
+PATHS_KEY = "treetool_paths"
+
+
+def _saved_paths(meta: dict[str, Any], flat: dict[str, Any]) -> dict[str, str] | None:
+    """The name -> key path map `tt.save` wrote, if it is there and names every tensor."""
+    text = meta.get(PATHS_KEY)
+    if not isinstance(text, str):
+        return None
+    try:
+        paths = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(paths, dict) or set(paths) != set(flat):
+        return None
+    if not all(isinstance(v, str) for v in paths.values()) or len(set(paths.values())) != len(
+        paths
+    ):
+        return None
+    return paths
 
 
 def _leaf(path: str, name: str, entry: Any, base: int, size: int, lazy: bool) -> Any:
@@ -128,13 +164,16 @@ def _leaf(path: str, name: str, entry: Any, base: int, size: int, lazy: bool) ->
     return leaf if lazy else leaf.read().copy()
 
 
-def write(flat: dict[str, Any], path: str) -> None:
-    """Write `{name: array}` as a safetensors file (arrays are read if they are lazy)."""
+def write(flat: dict[str, Any], path: str, metadata: dict[str, str] | None = None) -> None:
+    """Write `{name: array}` as a safetensors file (arrays are read if they are lazy).
+
+    `metadata` (strings) is stored in `__metadata__`, next to `"format": "treetool"`.
+    """
     header: dict[str, Any] = {}
     arrays = []
     offset = 0
     for name, leaf in flat.items():
-        arr = np.ascontiguousarray(np.asarray(leaf))
+        arr = np.asarray(leaf, order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
         dt = _NAMES.get(arr.dtype.name)
         if dt is None:
             raise LoadError(f"{path}: safetensors cannot store dtype {arr.dtype.name} (at {name})")
@@ -145,7 +184,7 @@ def write(flat: dict[str, Any], path: str) -> None:
         }
         offset += arr.nbytes
         arrays.append(arr)
-    header["__metadata__"] = {"format": "treetool"}
+    header["__metadata__"] = {"format": "treetool", **(metadata or {})}
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
     with open(path, "wb") as fh:

@@ -7,7 +7,6 @@ dim `· N unchanged` row, and chains of parents with nothing else in them fold i
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderResult
@@ -196,7 +195,8 @@ class DiffView:
         tree = Tree(self._row(root, ""), guide_style="dim")
         self._add_children(root, tree)
         if len(diff.changes) > len(shown):
-            tree.add(Text(f"… {len(diff.changes) - len(shown)} more changes", style="dim italic"))
+            more = len(diff.changes) - len(shown)
+            tree.add(Text(f"… {more} more change{'s' if more != 1 else ''}", style="dim italic"))
         return Group(head, tree)
 
     def _add_children(self, g: _Group, rt: Tree) -> None:
@@ -276,8 +276,11 @@ class DiffView:
 _MISSING = object()
 
 
-def diff_text(diff: Any, width: int = 100) -> str:
-    """The rendering as plain text (no colours), for `str(diff)` and logs."""
-    c = Console(file=io.StringIO(), width=width, color_system=None, highlight=False, markup=False)
-    c.print(DiffView(diff))
-    return c.file.getvalue().rstrip("\n")  # type: ignore[attr-defined]
+def diff_text(diff: Any, width: int | None = None) -> str:
+    """The rendering as plain text (no colours), for `str(diff)` and logs.
+
+    `width` defaults to `output_width()`: `COLUMNS`, the terminal's, or no wrapping.
+    """
+    from .plain import to_text
+
+    return to_text(DiffView(diff), width)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._arrays import short_dtype
+from .._arrays import scalar_value, short_dtype
 from .._model import NAMEDTUPLE, Aggregates, Node
 from .._text import safe
 
@@ -101,7 +101,7 @@ def leaf_text(node: Node) -> str:
         text = info.label
         if info.shape == () and info.kind in ("array", "jax") and not info.is_key:
             try:
-                text += f" {node.obj.item()!r}"
+                text += f" {scalar_value(node.obj)!r}"
             except Exception:
                 pass
         return text

@@ -9,7 +9,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from .._arrays import LazyArray, is_array, leaf_info, stats
+from .._arrays import LazyArray, is_array, leaf_info, stats, values_list
 from .._paths import Path
 from .._text import safe, safe_text
 from .labels import fmt_bytes, fmt_count
@@ -58,7 +58,7 @@ class LeafReport:
         st = self._stats()
         out["stats"] = st.to_dict() if st is not None else None
         arr = self._values() if info.params <= 1000 or info.kind != "lazy" else None
-        out["values"] = arr.tolist() if arr is not None and arr.size <= 1000 else None
+        out["values"] = values_list(arr) if arr is not None and arr.size <= 1000 else None
         if info.shape is None:
             out["value"] = repr(self.value)
         return out

@@ -171,6 +171,12 @@ class TreeView:
             tree = self.build()
         yield tree
 
+    def __str__(self) -> str:
+        """The tree as plain text: `print(tt.render(x))` draws it."""
+        from .plain import to_text
+
+        return to_text(self)
+
 
 def row_label(row: Row, budget: Budget) -> NodeLabel:
     """The label of a row; a folded run (`[0..31] ×32 Block`) counts params and bytes of all."""

@@ -48,6 +48,19 @@ def _facts_table(rows: list[tuple[str, Any]]) -> Table:
     return t
 
 
+def _file_rows(facts: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Rows for the file's metadata and step; file text JSON-escaped (no control characters)."""
+    import json
+
+    rows: list[tuple[str, Any]] = []
+    if "metadata" in facts:
+        rows.append(("metadata", json.dumps(facts["metadata"], ensure_ascii=True)))
+    if "steps" in facts:
+        steps = ", ".join(map(str, facts["steps"]))
+        rows.append(("step", f"{facts['step']} (steps: {steps})"))
+    return rows
+
+
 def leaf_facts(node: Node) -> list[tuple[str, Any]]:
     """The metadata rows of a leaf (no data read)."""
     info = node.info
@@ -151,12 +164,21 @@ class DetailsPane(VerticalScroll):
     DetailsPane > #details-path { color: $text; }
     """
 
-    def __init__(self, root_name: str, root: Node | None = None, *, id: str | None = None) -> None:
+    def __init__(
+        self,
+        root_name: str,
+        root: Node | None = None,
+        *,
+        id: str | None = None,
+        file_facts: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(id=id)
         self.root_name = root_name
         self.node: Node | None = None
         self.totals: Aggregates | None = None
         self.root: Node | None = root
+        # the file's own facts (safetensors `__metadata__`, an orbax run's step), root only
+        self.file_facts = file_facts or {}
 
     def compose(self):  # type: ignore[no-untyped-def]
         yield Static(id="details-path")
@@ -190,6 +212,8 @@ class DetailsPane(VerticalScroll):
             ]
             if type(node.obj).__name__ == "Opaque":
                 facts.insert(1, _opaque_row(node.obj))
+            if not node.path and self.file_facts:
+                facts.extend(_file_rows(self.file_facts))
             pending = True
         self.query_one("#details-facts", Static).update(_facts_table(facts))
         big = node.is_leaf and node.info.nbytes > STATS_AUTO_BYTES and not force

@@ -1,0 +1,149 @@
+"""What the CLI says about the files it reads: skeletons (`--like`), steps (`@STEP`,
+`--step`), and the file's own facts (safetensors `__metadata__`, an orbax run's steps).
+
+Kept apart from `cli.py` (the commands and the parser); imported by it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+__all__ = [
+    "LOADED",
+    "diff_sides",
+    "file_facts",
+    "is_run_step",
+    "like_skeleton",
+    "load_eqx_like",
+    "note_positional",
+    "note_steps",
+    "print_facts",
+    "remember",
+    "target_spec",
+]
+
+
+def is_run_step(spec: str) -> bool:
+    """`run@1200` naming a step of an existing path (a file gets the error that says why not)."""
+    from .io import split_step
+
+    base, step = split_step(spec)
+    return step is not None and os.path.exists(base)
+
+
+def note_steps(spec: str, loaded: Any) -> None:
+    steps = loaded.steps
+    shown = ", ".join(map(str, steps[:12])) + (
+        f", … ({len(steps)} in all)" if len(steps) > 12 else ""
+    )
+    word = "steps" if len(steps) != 1 else "step"
+    print(
+        f"treetool: note: {spec}: an orbax run with {word} {shown}; showing step {loaded.step} "
+        f"(pick one: {spec}@{steps[0]} or --step {steps[0]})",
+        file=sys.stderr,
+    )
+
+
+#: what load_target read, by id of the tree: its metadata and steps go into the output
+LOADED: dict[int, Any] = {}
+
+
+def remember(loaded: Any) -> None:
+    """Keep what `load_target` read (a `treetool.io.Loaded`) for `file_facts`."""
+    LOADED[id(loaded.tree)] = loaded
+
+
+def file_facts(tree: Any) -> dict[str, Any]:
+    """`metadata` (safetensors `__metadata__`) and `step`/`steps` (orbax runs) of a loaded tree."""
+    loaded = LOADED.get(id(tree))
+    out: dict[str, Any] = {}
+    if loaded is None:
+        return out
+    if loaded.metadata is not None:
+        out["metadata"] = loaded.metadata
+    if loaded.steps:
+        out["step"], out["steps"] = loaded.step, loaded.steps
+    return out
+
+
+def print_facts(console: Any, facts: dict[str, Any]) -> None:
+    """The file's metadata and step as header lines; file text goes out JSON-escaped."""
+    import json
+
+    from rich.text import Text
+
+    if "metadata" in facts:
+        console.print(Text("metadata: " + json.dumps(facts["metadata"], ensure_ascii=True)))
+    if "steps" in facts:
+        steps = facts["steps"]
+        console.print(Text(f"step {facts['step']}; steps: {', '.join(map(str, steps))}"))
+
+
+def target_spec(args: argparse.Namespace, spec: str) -> str:
+    """`spec`, with `@STEP` added when `--step` was given."""
+    step = getattr(args, "step", None)
+    if step is None:
+        return spec
+    from .cli import CliError
+    from .io import split_step
+
+    if split_step(spec)[1] is not None:
+        raise CliError(f"{spec}: give the step either as @STEP or with --step, not both")
+    return f"{spec}@{step}"
+
+
+def load_eqx_like(spec: str, like: Any) -> Any:
+    """An equinox leaves file read into `like`'s structure (shapes may differ: diff shows them)."""
+    from .io.equinox import fill_like, read_records
+
+    return fill_like(spec, like, read_records(spec), check_shapes=False)
+
+
+def note_positional(spec: str) -> None:
+    print(
+        f"treetool: note: {spec}: an equinox tree_serialise_leaves file stores no structure, "
+        "only its arrays in order: paths are positional ([0], [1], ...); pass --like "
+        "module:attr (e.g. the function that builds the model) to read it into the model's paths",
+        file=sys.stderr,
+    )
+
+
+def like_skeleton(args: argparse.Namespace) -> Any:
+    """The `--like module:attr` skeleton, or None."""
+    from .cli import CliError, _import_target
+
+    spec = getattr(args, "like", None)
+    if not spec:
+        return None
+    if ":" not in spec or spec.startswith(("/", ".")):
+        raise CliError(f"--like {spec}: expected module:attr, e.g. mypkg.models:make_model")
+    return _import_target(spec)
+
+
+def diff_sides(args: argparse.Namespace) -> tuple[Any, Any]:
+    """Both sides of a diff; a live side (`module:attr`) is the skeleton of an `.eqx` side."""
+    import treetool.io as io
+
+    from .cli import CliError, load_target
+
+    like = like_skeleton(args)
+    opts = {"trust": args.trust, "partial": args.partial}
+
+    def structureless(spec: str) -> bool:
+        return os.path.isfile(spec) and io.detect(spec) == "equinox"
+
+    if getattr(args, "step", None) is not None:
+        raise CliError("diff: give each side its step as RUN@STEP (e.g. run@1000 run@2000)")
+    a_eqx, b_eqx = structureless(args.a), structureless(args.b)
+    if like is None and a_eqx != b_eqx:
+        live_spec = args.b if a_eqx else args.a
+        if not os.path.exists(live_spec) and ":" in live_spec:
+            live, _ = load_target(live_spec, **opts)
+            eqx_side = load_target(args.a if a_eqx else args.b, like=live, **opts)[0]
+            return (eqx_side, live) if a_eqx else (live, eqx_side)
+    a, _ = load_target(args.a, like=like, **opts)
+    b, _ = load_target(args.b, like=like, **opts)
+    return a, b
