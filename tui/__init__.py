@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .app import TreetoolApp
 
-__all__ = ["TreetoolApp", "run"]
+from .._errors import TreetoolError
+
+__all__ = ["AppCrashed", "TreetoolApp", "run"]
+
+
+class AppCrashed(TreetoolError):
+    """The terminal UI stopped on an unexpected error; the message is that error, one line."""
 
 
 def run(obj: Any, *, title: str | None = None, other: object | None = None) -> None:
@@ -26,6 +32,10 @@ def run(obj: Any, *, title: str | None = None, other: object | None = None) -> N
             copied path expressions (`model.layers[0].weight`).
         other: a second tree; when given, a Diff tab shows `treetool.diff(obj, other)`.
 
+    Raises:
+        AppCrashed: the app stopped on an error (the `treetool` command prints it as one line
+            and exits with status 2).
+
     Example:
         >>> import treetool.tui
         >>> callable(treetool.tui.run)
@@ -33,7 +43,12 @@ def run(obj: Any, *, title: str | None = None, other: object | None = None) -> N
     """
     from .app import TreetoolApp
 
-    TreetoolApp(obj, title=title, other=other).run()
+    app = TreetoolApp(obj, title=title, other=other)
+    app.run()
+    if app.crash is not None or (app.return_code or 0) != 0:
+        raise AppCrashed(
+            f"the terminal UI stopped: {app.crash or 'exit status ' + str(app.return_code)}"
+        )
 
 
 def __getattr__(name: str) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,15 @@ from .._arrays import LazyArray, LeafInfo, leaf_info
 from .._model import Aggregates, Node, no_gc
 from .._views import find, iter_leaves_with_paths
 
-__all__ = ["COLUMNS", "LeafIndex", "expression", "match_paths", "node_chain"]
+__all__ = [
+    "COLUMNS",
+    "LeafIndex",
+    "expression",
+    "glob_query",
+    "match_paths",
+    "node_chain",
+    "search",
+]
 
 #: (column id, title) of the Leaves table, in display order
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -59,6 +67,7 @@ class LeafIndex:
     params: np.ndarray
     nbytes: np.ndarray
     totals: Aggregates
+    _rows: dict[str, int] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -161,6 +170,15 @@ class LeafIndex:
             out = sorted(out, key=col.__getitem__, reverse=True)
         return np.asarray(out, dtype=np.int64)
 
+    def rows_of(self, paths: list[str]) -> np.ndarray:
+        """The rows of these paths (paths that are not leaves are skipped), in leaf order."""
+        if self._rows is None:
+            self._rows = {p: i for i, p in enumerate(self.paths)}
+        get = self._rows.get
+        found = [r for r in map(get, paths) if r is not None]
+        found.sort()
+        return np.asarray(found, dtype=np.int64)
+
     def devices_count(self) -> dict[str, int]:
         """How many leaves sit on each device (`cpu:0`, `host`, `file`…)."""
         out: dict[str, int] = {}
@@ -175,32 +193,95 @@ def is_glob(query: str) -> bool:
     return any(c in _GLOB_CHARS for c in query)
 
 
+def glob_query(query: str) -> str:
+    """A search glob as `find` takes it: one without a leading `**` matches at any depth.
+
+    Example:
+        >>> glob_query("layers[*].weight"), glob_query("[0].w*"), glob_query("**.bias")
+        ('**.layers[*].weight', '**[0].w*', '**.bias')
+    """
+    q = query.strip()
+    if q.startswith("**"):
+        return q
+    return "**" + q if q[:1] in ("[", ".") else "**." + q
+
+
+#: `['a'][0].b` -> `.a.0.b`: the dotted form a plain text query is matched against
+_DOTTED = str.maketrans({"[": ".", "]": None, "'": None, '"': None})
+
+
+def _text_rows(query: str, paths: list[str], cancelled: Callable[[], bool] | None) -> list[int]:
+    """Rows whose path contains `query`: smart case, dotted form unless it has brackets."""
+    dotted = not any(c in query for c in "[]'\"")
+    fold = query == query.lower()
+    q = query.lower() if fold else query
+    table = _DOTTED
+    out: list[int] = []
+    step = 1 << 15
+    for start in range(0, len(paths), step):
+        if cancelled is not None and cancelled():
+            raise Cancelled
+        chunk = paths[start : start + step]
+        if dotted:
+            chunk = [p.translate(table) for p in chunk]
+        if fold:
+            out.extend(start + i for i, p in enumerate(chunk) if q in p.lower())
+        else:
+            out.extend(start + i for i, p in enumerate(chunk) if q in p)
+    return out
+
+
+def search(
+    query: str,
+    index: LeafIndex | None,
+    tree: Any,
+    is_leaf: Callable[[Any], bool] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> tuple[list[str], np.ndarray | None]:
+    """A search: the matching paths, and the matching rows of `index` (for its filter).
+
+    A glob (`*`, `?`) matches nodes at any depth unless it starts with `**`; text matches
+    leaf paths as a substring, case-insensitive unless the query has an upper-case letter,
+    and a query without brackets also matches the dotted form (`group9.p9999` finds
+    `['group9']['p9999']`). `cancelled()` is polled as it goes (raises `Cancelled`).
+
+    Example:
+        >>> t = {"enc": {"w": 1.0, "b": 2.0}, "dec": {"w": 3.0}}
+        >>> idx = LeafIndex.build(t)
+        >>> search("w", idx, t)[0], search("enc.b", idx, t)[1].tolist()
+        (["['dec']['w']", "['enc']['w']"], [1])
+    """
+    query = query.strip()
+    if not query:
+        return [], None
+    if is_glob(query):
+        found = [str(p) for p, _ in find(tree, glob_query(query), is_leaf) if p]
+        if index is None:
+            return found, None
+        if cancelled is not None and cancelled():
+            raise Cancelled
+        rows = index.rows_of(found)
+        return found, rows
+    if index is None:
+        raise ValueError("a text search needs the leaf index")
+    rows_list = _text_rows(query, index.paths, cancelled)
+    paths = index.paths
+    return [paths[i] for i in rows_list], np.asarray(rows_list, dtype=np.int64)
+
+
 def match_paths(
     query: str, index: LeafIndex | None, tree: Any, is_leaf: Callable[[Any], bool] | None = None
 ) -> list[str]:
-    """Paths matching a search: a glob (any node, via `find`) or a substring of leaf paths.
-
-    Substring search is case-insensitive unless the query has an upper-case letter.
+    """Paths matching a search (see `search`).
 
     Example:
-        >>> import numpy as np
         >>> t = {"enc": {"w": 1.0, "b": 2.0}, "dec": {"w": 3.0}}
-        >>> match_paths("**.w", None, t)
+        >>> match_paths("*.w", None, t)
         ["['dec']['w']", "['enc']['w']"]
         >>> match_paths("ENC", LeafIndex.build(t), t), match_paths("enc']['b", LeafIndex.build(t), t)
         ([], ["['enc']['b']"])
     """
-    query = query.strip()
-    if not query:
-        return []
-    if is_glob(query):
-        return [str(p) for p, _ in find(tree, query, is_leaf) if p]
-    if index is None:
-        raise ValueError("a substring search needs the leaf index")
-    if query != query.lower():
-        return [p for p in index.paths if query in p]
-    q = query.lower()
-    return [p for p in index.paths if q in p.lower()]
+    return search(query, index, tree, is_leaf)[0]
 
 
 _ROOT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -16,11 +16,12 @@ from rich.text import Text
 from textual import work
 from textual.containers import VerticalScroll
 from textual.widgets import Static
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from ..._arrays import LazyArray, stats
 from ..._model import Aggregates, Node
 from ...render.labels import Budget, dtype_style, fmt_bytes, fmt_count, label
+from .._workers import report_failure
 from ..leaf_index import expression
 from ..messages import DetailsReady
 from .histogram import histogram_text
@@ -148,6 +149,13 @@ class DetailsPane(VerticalScroll):
     DetailsPane > #details-path { color: $text; }
     """
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        report_failure(self, event)
+
+    def show_failure(self, text: str) -> None:
+        """Show a failed worker's one-line error in this tab."""
+        self.query_one("#details-stats", Static).update(Text(text, style="bold red"))
+
     def __init__(self, root_name: str, root: Node | None = None, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.root_name = root_name
@@ -214,7 +222,7 @@ class DetailsPane(VerticalScroll):
         if self.node is root:
             self.show(root)
 
-    @work(thread=True, exclusive=True, group="stats")
+    @work(thread=True, exclusive=True, group="stats", exit_on_error=False)
     def _compute(self, node: Node, width: int) -> None:
         totals = self.totals if node is self.root else None
         parts = compute_parts(node, width, totals)

@@ -9,7 +9,9 @@ from textual import work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
+
+from .._workers import report_failure
 
 __all__ = ["DiffTab"]
 
@@ -20,6 +22,13 @@ class DiffTab(VerticalScroll):
     DEFAULT_CSS = """
     DiffTab { padding: 0 1; }
     """
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        report_failure(self, event)
+
+    def show_failure(self, text: str) -> None:
+        """Show a failed worker's one-line error in this tab."""
+        self.query_one("#diff-body", Static).update(Text(text, style="bold red"))
 
     def __init__(self, before: Any, after: Any, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -33,7 +42,7 @@ class DiffTab(VerticalScroll):
     def on_mount(self) -> None:
         self._compute()
 
-    @work(thread=True, exclusive=True, group="diff")
+    @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
     def _compute(self) -> None:
         from ..._diff import diff
 

@@ -20,11 +20,12 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Input, Static, TabbedContent, TabPane, Tree
 from textual.widgets.tree import TreeNode
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from ..._jaxpr import Equation, JaxprView, Scope
 from ...render.jaxpr import counts_text, eqn_text, scope_text
 from ...render.labels import fmt_bytes, fmt_count
+from .._workers import report_failure
 
 __all__ = ["JaxprTab"]
 
@@ -106,6 +107,13 @@ class JaxprTab(Vertical):
     JaxprTab #jaxpr-count { height: 1; padding: 0 1; color: $text-muted; }
     """
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        report_failure(self, event)
+
+    def show_failure(self, text: str) -> None:
+        """Show a failed worker's one-line error in this tab."""
+        self.query_one("#jaxpr-summary", Static).update(Text(text, style="bold red"))
+
     def __init__(self, obj: Any, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.obj = obj
@@ -148,7 +156,7 @@ class JaxprTab(Vertical):
 
     # --- workers ------------------------------------------------------------------------------
 
-    @work(thread=True, exclusive=True, group="jaxpr-view")
+    @work(thread=True, exclusive=True, group="jaxpr-view", exit_on_error=False)
     def _build_view(self) -> None:
         worker = get_current_worker()
         try:
@@ -160,7 +168,7 @@ class JaxprTab(Vertical):
         if not worker.is_cancelled:
             self.app.call_from_thread(self._set_view, v)
 
-    @work(thread=True, exclusive=True, group="jaxpr-cost")
+    @work(thread=True, exclusive=True, group="jaxpr-cost", exit_on_error=False)
     def _compute_cost(self) -> None:
         view = self.view
         if view is None:
