@@ -45,10 +45,14 @@ def run(obj: Any, *, title: str | None = None, other: object | None = None) -> N
 
     app = TreetoolApp(obj, title=title, other=other)
     app.run()
+    _finish(app)
+
+
+def _finish(app: TreetoolApp) -> None:
+    """Raise `AppCrashed` when the app ended on an error (status 1, one line in `crash`)."""
     if app.crash is not None or (app.return_code or 0) != 0:
-        raise AppCrashed(
-            f"the terminal UI stopped: {app.crash or 'exit status ' + str(app.return_code)}"
-        )
+        what = app.crash or f"exit status {app.return_code}"
+        raise AppCrashed(f"the terminal UI stopped: {what}")
 
 
 def __getattr__(name: str) -> Any:

@@ -9,7 +9,7 @@ per leaf. Nothing here imports Textual, so it is tested and benchmarked on its o
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from .._arrays import LazyArray, LeafInfo, leaf_info
 from .._model import Aggregates, Node, no_gc
-from .._views import find, iter_leaves_with_paths
+from .._views import CycleDiverged, _walk_nodes, find, iter_leaves_with_paths
 
 __all__ = [
     "COLUMNS",
@@ -79,7 +79,20 @@ class LeafIndex:
         is_leaf: Callable[[Any], bool] | None = None,
         cancelled: Callable[[], bool] | None = None,
     ) -> LeafIndex:
-        """Walk `tree` once; `cancelled()` is polled every 4096 leaves (raises `Cancelled`)."""
+        """Walk `tree` once; `cancelled()` is polled every 4096 leaves (raises `Cancelled`).
+
+        A cycle (a list that contains itself) is one leaf, a `Cycle`, at the repeated node.
+        """
+        try:
+            return cls._build(iter_leaves_with_paths(tree, is_leaf), cancelled)
+        except CycleDiverged:
+            # a cycle in a wide node that the fast walk cannot take back: walk the Node model
+            return cls._build(_careful_pairs(tree, is_leaf), cancelled)
+
+    @classmethod
+    def _build(
+        cls, pairs: Iterator[tuple[Any, Any]], cancelled: Callable[[], bool] | None
+    ) -> LeafIndex:
         paths: list[str] = []
         leaves: list[Any] = []
         types: list[str] = []
@@ -92,7 +105,7 @@ class LeafIndex:
         totals = Aggregates()
         seen: set[int] = set()
         with no_gc():
-            for i, (path, leaf) in enumerate(iter_leaves_with_paths(tree, is_leaf)):
+            for i, (path, leaf) in enumerate(pairs):
                 if cancelled is not None and not i & 4095 and cancelled():
                     raise Cancelled
                 t = type(leaf)
@@ -186,6 +199,12 @@ class LeafIndex:
             if d:
                 out[d] = out.get(d, 0) + 1
         return out
+
+
+def _careful_pairs(tree: Any, is_leaf: Callable[[Any], bool] | None) -> Any:
+    """Every leaf through the Node model: a `Cycle` where a node is its own ancestor."""
+    for chunk in _walk_nodes(tree, is_leaf, False):
+        yield from chunk
 
 
 def is_glob(query: str) -> bool:

@@ -36,6 +36,8 @@ LABEL_BUDGET = 500
 FILL_LIMIT = 300_000
 #: a chain of at least this many single-child levels is shown on one row (deep trees)
 CHAIN_MIN = 16
+#: rows deeper than this many levels are indented no further (drawing guides is per level)
+MAX_GUIDES = 40
 #: leaves the signatures of one page may walk to fold runs of identical siblings
 FOLD_BUDGET = 50_000
 
@@ -92,6 +94,8 @@ class PytreeTree(Tree[Entry]):
         self.matches: frozenset[str] = frozenset()
         self.totals: Aggregates | None = None
         self._pending_fill: list[TreeNode[Entry]] = []
+        #: while revealing, one label budget for every level opened (not one per level)
+        self._budget: Budget | None = None
         self.guide_depth = 3
 
     # --- labels ------------------------------------------------------------------------
@@ -193,8 +197,11 @@ class PytreeTree(Tree[Entry]):
         end = total if end is None else end
         stop = min(end, start + PAGE)
         kids = node.child_range(start, stop)
-        budget = Budget(LABEL_BUDGET)
-        rows = fold_children(kids, Budget(FOLD_BUDGET), scan=PAGE)
+        budget = self._budget or Budget(LABEL_BUDGET)
+        if len(kids) < 3:  # too few to fold (runs start at 3): no signatures to compute
+            rows = [Row(k) for k in kids]
+        else:
+            rows = fold_children(kids, Budget(FOLD_BUDGET), scan=PAGE)
         stop = self._extend_run(node, rows, stop, end)
         i = start
         added = []
@@ -287,7 +294,7 @@ class PytreeTree(Tree[Entry]):
                 tn.add_leaf(Text(f"⚠ cannot open: {type(e).__name__}: {e}", style="bold red"))
         elif entry.kind == "fold":
             parent = entry.node.parent
-            budget = Budget(LABEL_BUDGET)
+            budget = self._budget or Budget(LABEL_BUDGET)
             added = [
                 self._add_child(tn, Entry("node", child, i), budget)
                 for i, child in enumerate(parent.child_range(entry.index, entry.stop), entry.index)  # type: ignore[union-attr]
@@ -357,6 +364,16 @@ class PytreeTree(Tree[Entry]):
             chain = node_chain(self.model, path)
         except KeyError:
             return None
+        self._budget = Budget(LABEL_BUDGET)
+        try:
+            tn = self._reveal(chain)
+        finally:
+            self._budget = None
+        if tn is not None:
+            self.call_after_refresh(self._place_cursor, tn)
+        return tn
+
+    def _reveal(self, chain: list[tuple[Node, int]]) -> TreeNode[Entry] | None:
         tn = self.root
         pos = 0
         while pos < len(chain):
@@ -376,7 +393,6 @@ class PytreeTree(Tree[Entry]):
             entry = tn.data
             # a chain row stands for `stop` levels: the next step is under its last node
             pos += entry.stop if entry is not None and entry.kind == "chain" else 1
-        self.call_after_refresh(self._place_cursor, tn)
         return tn
 
     def _place_cursor(self, tn: TreeNode[Entry]) -> None:
@@ -409,7 +425,7 @@ class PytreeTree(Tree[Entry]):
         if entry is None or parent is None:
             return None
         page = max(entry.index, idx - idx % PAGE)
-        budget = Budget(LABEL_BUDGET)
+        budget = self._budget or Budget(LABEL_BUDGET)
         if page > entry.index:
             head = Entry("more", entry.node, entry.index, page)
             parent.add_leaf(self._label(head, budget), head, before=gap)
@@ -428,7 +444,9 @@ class PytreeTree(Tree[Entry]):
     # --- lines -------------------------------------------------------------------------
 
     def _build(self) -> None:
-        """Textual's line building, without one recursion per level (deep trees)."""
+        """Textual's line building, without one recursion per level, and with at most
+        `MAX_GUIDES` levels of guides per row (a row 1,000 levels deep is drawn, and
+        indented, like one 40 levels deep)."""
         from textual.geometry import Size
         from textual.widgets._tree import _TreeLine
 
@@ -443,6 +461,8 @@ class PytreeTree(Tree[Entry]):
         while stack:
             path, node, last = stack.pop()
             child_path = [*path, node]
+            if len(child_path) > MAX_GUIDES:  # deeper rows are indented no further
+                child_path = [child_path[0], *child_path[2:]]
             node._line = len(lines)
             add_line(_TreeLine(child_path, last))
             if node._expanded:
