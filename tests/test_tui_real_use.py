@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from typing import ClassVar
 
 import jax
 import numpy as np
@@ -72,7 +73,7 @@ class Broken:
 
 
 class _Crashing(TreetoolApp):
-    BINDINGS = [Binding("x", "boom", "Boom")]
+    BINDINGS: ClassVar = [Binding("x", "boom", "Boom")]
 
     def action_boom(self) -> None:
         raise ZeroDivisionError("the handler divided by zero")
