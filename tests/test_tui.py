@@ -371,7 +371,7 @@ async def test_opaque_pickle_objects_are_marked(tmp_path):
         await pilot.press("down")
         await _settle(app, pilot)
         facts = _text(app.query_one("#details-facts"))
-        assert "not executed  test_tui.Secret (load with trust=True to run it)" in facts
+        assert "not executed  test_tui.Secret (not run: pass --trust" in facts
 
 
 @_sync

@@ -35,9 +35,12 @@ def load_target(spec: str, *, trust: bool = False, partial: bool = False) -> tup
     the dotted attribute; a function or a class found there is called with no arguments.
     """
     if os.path.exists(spec):
-        import treetool.io as io
+        from ._progress import ReadProgress
 
-        loaded = io.read(spec, trust=trust, partial=partial)
+        with ReadProgress(spec):  # a line on a terminal's stderr while a big file is read
+            import treetool.io as io
+
+            loaded = io.read(spec, trust=trust, partial=partial)
         if loaded.error:
             print(
                 f"treetool: warning: {loaded.error}; showing what was read before it",
@@ -45,6 +48,10 @@ def load_target(spec: str, *, trust: bool = False, partial: bool = False) -> tup
             )
         if loaded.blocked:
             _print_blocked(spec, loaded.blocked)
+            n = len(loaded.blocked)
+            _TUI_NOTES[id(loaded.tree)] = (
+                f"{n} class{'es' if n != 1 else ''} not executed: pass --trust to run them"
+            )
         _NOTED.add(id(loaded.tree))
         if _KEEP is not None:
             _KEEP.append(loaded)
@@ -362,7 +369,7 @@ def _show(tree: Any, args: argparse.Namespace, title: str) -> None:
         except ImportError:
             run = None
         if run is not None:
-            run(tree, title=title)
+            run(tree, title=title, note=_TUI_NOTES.get(id(tree)))
             return
     from .render.text import TreeView
 
@@ -596,6 +603,9 @@ def _one_line(e: BaseException) -> str:
         return type(e).__name__
     return lines[0] if len(lines) == 1 else lines[0] + " " + " ".join(s.strip() for s in lines[1:4])
 
+
+#: id(loaded tree) -> the line the TUI shows in its header (objects not executed)
+_TUI_NOTES: dict[int, str] = {}
 
 #: set by `run`: what a command loaded stays alive until the process ends (see `run`)
 _KEEP: list[Any] | None = None

@@ -23,7 +23,9 @@ class AppCrashed(TreetoolError):
     """The terminal UI stopped on an unexpected error; the message is that error, one line."""
 
 
-def run(obj: Any, *, title: str | None = None, other: object | None = None) -> None:
+def run(
+    obj: Any, *, title: str | None = None, other: object | None = None, note: str | None = None
+) -> None:
     """Open the terminal UI on `obj` and return when the user quits.
 
     Args:
@@ -31,6 +33,8 @@ def run(obj: Any, *, title: str | None = None, other: object | None = None) -> N
         title: shown in the header; an identifier (`"model"`) is also the root name of the
             copied path expressions (`model.layers[0].weight`).
         other: a second tree; when given, a Diff tab shows `treetool.diff(obj, other)`.
+        note: one line shown in the header and as a toast (the CLI's "not executed: pass
+            --trust" note).
 
     Raises:
         AppCrashed: the app stopped on an error (the `treetool` command prints it as one line
@@ -43,7 +47,7 @@ def run(obj: Any, *, title: str | None = None, other: object | None = None) -> N
     """
     from .app import TreetoolApp
 
-    app = TreetoolApp(obj, title=title, other=other)
+    app = TreetoolApp(obj, title=title, other=other, note=note)
     app.run()
     _finish(app)
 

@@ -19,7 +19,7 @@ from textual.worker import Worker, get_current_worker
 
 from .._model import Node, view
 from ._workers import report_failure
-from .leaf_index import Cancelled, LeafIndex, expression
+from .leaf_index import Cancelled, LeafIndex, expression, node_chain
 from .messages import LeafChosen, NodeFocused
 from .screens import HelpScreen
 from .tabs import TabSpec, load_tab_modules, tabs_for
@@ -56,6 +56,7 @@ class TreetoolApp(App[None]):
         title: shown in the header; also names the root in copied expressions.
         other: a second tree: a Diff tab shows `treetool.diff(obj, other)`.
         is_leaf: treat the nodes it returns True for as leaves.
+        note: a line shown in the header and as a toast when the app opens.
     """
 
     CSS_PATH = str(FilePath(__file__).with_name("app.tcss"))  # absolute: subclasses live elsewhere
@@ -166,6 +167,7 @@ class TreetoolApp(App[None]):
         title: str | None = None,
         other: object | None = None,
         is_leaf: Any = None,
+        note: str | None = None,
     ) -> None:
         super().__init__()
         self.obj = obj
@@ -174,6 +176,10 @@ class TreetoolApp(App[None]):
         self.root_name = root_name_for(title)
         self.title = "treetool"
         self.sub_title = title or type(obj).__name__
+        #: a line for the header and a toast (the CLI's "not executed: pass --trust")
+        self.note = note
+        if note:
+            self.sub_title = f"{self.sub_title} · ⚠ {note}"
         self.model: Node = view(obj, is_leaf)
         self.index: LeafIndex | None = None
         self.matches: list[str] = []
@@ -212,6 +218,8 @@ class TreetoolApp(App[None]):
     def on_mount(self) -> None:
         self.query_one(PytreeTree).focus()
         self.query_one(DetailsPane).show(self.model)
+        if self.note:
+            self.notify(self.note, severity="warning", timeout=8, markup=False)
         for err in self._tab_errors:
             self.notify(f"a tab failed and is left out: {err}", severity="error", timeout=8)
 
@@ -232,6 +240,11 @@ class TreetoolApp(App[None]):
             index = LeafIndex.build(self.obj, self.is_leaf, cancelled=lambda: worker.is_cancelled)
         except Cancelled:
             return
+        if len(index):  # warm the key maps of the wide nodes on the way (cursor moves use them)
+            try:
+                node_chain(self.model, index.paths[-1])
+            except KeyError:
+                pass
         if not worker.is_cancelled:
             self.call_from_thread(self._set_index, index)
 
@@ -272,8 +285,14 @@ class TreetoolApp(App[None]):
                 self.call_from_thread(self._set_matches, query, [], None, frozenset(), f"{e}")
             return
         matched = frozenset(found)
+        chain = None
+        if found:  # the way to the first match, found here rather than on the UI thread
+            try:
+                chain = node_chain(self.model, found[0])
+            except KeyError:
+                chain = None
         if not worker.is_cancelled:
-            self.call_from_thread(self._set_matches, query, found, rows, matched, "")
+            self.call_from_thread(self._set_matches, query, found, rows, matched, "", chain)
 
     def _set_matches(
         self,
@@ -282,6 +301,7 @@ class TreetoolApp(App[None]):
         rows: Any,
         matched: frozenset[str],
         error: str,
+        chain: list[tuple[Node, int]] | None = None,
     ) -> None:
         if not self._alive() or query != self.query_one("#search-input", Input).value:
             return
@@ -295,8 +315,8 @@ class TreetoolApp(App[None]):
         tree.matches = matched
         tree.refresh()
         self.query_one(LeavesTable).set_filter_rows(rows if query.strip() else None)
-        if found and self.query_one(TabbedContent).active == "tree":
-            tree.reveal(found[0])  # incremental: the tree opens onto the first match as you type
+        if found and chain is not None and self.query_one(TabbedContent).active == "tree":
+            tree.reveal_chain(chain)  # incremental: the tree opens onto the first match
         if error:
             bar.set_count(error)
         else:

@@ -342,6 +342,21 @@ def node_chain(root: Node, path: str) -> list[tuple[Node, int]]:
     return out
 
 
+#: node -> {key text: child index}, for the wide dicts the cursor and search walk through
+_KEY_MAPS: dict[int, tuple[Node, dict[str, int]]] = {}
+
+
+def _key_map(node: Node) -> dict[str, int]:
+    hit = _KEY_MAPS.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    keys = {str(k): i for i, (k, _) in enumerate(node._open())}
+    if len(_KEY_MAPS) >= 64:
+        _KEY_MAPS.pop(next(iter(_KEY_MAPS)))
+    _KEY_MAPS[id(node)] = (node, keys)
+    return keys
+
+
 def _child_index(node: Node, rest: str) -> int | None:
     if node.is_leaf:
         return None
@@ -350,6 +365,15 @@ def _child_index(node: Node, rest: str) -> int | None:
         if end > 1 and rest[1:end].isdigit():
             i = int(rest[1:end])
             return i if i < node.num_children else None
+    if rest.startswith("['") and node.node_kind == "dict":
+        # a dict key: look it up (the map is built once per node, then O(1) per step)
+        keys = _key_map(node)
+        end = rest.find("']", 2)
+        while end != -1:
+            i = keys.get(rest[: end + 2])
+            if i is not None and (len(rest) == end + 2 or rest[end + 2] in ".["):
+                return i
+            end = rest.find("']", end + 1)
     best, best_len = None, -1
     for i, child in enumerate(node.children):
         ks = str(child.key)

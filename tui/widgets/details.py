@@ -30,7 +30,9 @@ __all__ = ["DetailsPane", "compute_parts"]
 
 #: largest children listed for an inner node, and how many children are scanned for them
 TOP_CHILDREN = 8
-SCAN_CHILDREN = 2_000
+SCAN_CHILDREN = 100_000
+#: leaves the largest-children scan may walk to total the children (off the UI thread)
+SCAN_LEAVES = 1_000_000
 #: subtrees bigger than this are not totalled in the pane (the header has the whole tree's)
 TOTAL_LIMIT = 300_000
 #: leaves bigger than this get stats only on request (key S)
@@ -80,7 +82,12 @@ def leaf_facts(node: Node) -> list[tuple[str, Any]]:
 def _opaque_row(obj: Any) -> tuple[str, Text]:
     """The row that marks a placeholder for a pickled object whose code was not run."""
     path = str(getattr(obj, "class_path", type(obj).__name__))
-    return ("not executed", Text(f"{path} (load with trust=True to run it)", "bold red"))
+    return (
+        "not executed",
+        Text(
+            f"{path} (not run: pass --trust, or trust=True to treetool.load, to run it)", "bold red"
+        ),
+    )
 
 
 def _short(x: Any, limit: int = 400) -> str:
@@ -128,15 +135,21 @@ def compute_parts(node: Node, width: int = 60, totals: Aggregates | None = None)
                 out["error"] = f"preview failed: {type(e).__name__}: {e}"
         return out
     out["aggregates"] = totals if totals is not None else node.aggregates_within(TOTAL_LIMIT)
-    kids = node.child_range(0, min(node.num_children, SCAN_CHILDREN))
-    budget = Budget(200_000)
+    n = node.num_children
+    kids = node.child_range(0, min(n, SCAN_CHILDREN))
+    budget = Budget(SCAN_LEAVES)
     sized = []
+    unknown = 0
     for c in kids:
         lbl = label(c, budget)
+        if not c.is_leaf and c._agg is None and c.cycle is None:
+            unknown += 1  # its subtree was past the budget: not ranked
+            continue
         sized.append((lbl.params or 0, lbl.nbytes or 0, c))
     sized.sort(key=lambda t: (-t[1], -t[0]))
     out["largest"] = [(str(c.key), p, b) for p, b, c in sized[:TOP_CHILDREN] if b or p]
-    out["scanned"] = len(kids)
+    out["scanned"] = len(kids) - unknown
+    out["children"] = n
     return out
 
 
@@ -293,11 +306,13 @@ class DetailsPane(VerticalScroll):
     def _largest(self, parts: dict[str, Any]) -> Any:
         if not parts["largest"]:
             return Text("")
-        t = Table(
-            "largest children", "params", "bytes", box=None, padding=(0, 2), header_style="bold dim"
-        )
+        scanned, n = parts.get("scanned", 0), parts.get("children", 0)
+        title = "largest children"
+        if scanned < n:  # say what was ranked: never a silent partial answer
+            title = f"largest of {scanned:,} of {n:,} children"
+        t = Table(title, "params", "bytes", box=None, padding=(0, 2), header_style="bold dim")
         for key, p, b in parts["largest"]:
-            t.add_row(key, fmt_count(p), fmt_bytes(b))
+            t.add_row(Text(key), fmt_count(p), fmt_bytes(b))
         return t
 
 

@@ -43,6 +43,11 @@ _INPUTS, _OUTPUTS, _EQNS, _EQN, _SCOPE, _VAR, _MORE = (
 )
 
 
+def _n(n: int, word: str) -> str:
+    """`1 output`, `3 outputs`."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
 class JaxprTab(Vertical):
     """A browsable `JaxprView`: equation tree, details, jump to uses and producers, search.
 
@@ -221,7 +226,8 @@ class JaxprTab(Vertical):
         if v.name:
             t.append(f" {v.name}", style="bold")
         t.append(
-            f": {len(v.inputs)} inputs → {len(v.outputs)} outputs, {len(v.equations):,} equations"
+            f": {_n(len(v.inputs), 'input')} → {_n(len(v.outputs), 'output')}, "
+            f"{_n(len(v.equations), 'equation')}"
         )
         if v.equations:
             t.append(f"  {counts_text(v.counts(), limit=5)}", style="dim")
@@ -399,7 +405,7 @@ class JaxprTab(Vertical):
                 else:
                     t.append(f"bound by {eq.scope.label or 'the jaxpr'}", style="dim")
             for s in eq.children:
-                t.append(f"\n{s.label}: {s.num_equations()} equations", style="blue")
+                t.append(f"\n{s.label}: {_n(s.num_equations(), 'equation')}", style="blue")
         elif kind == _VAR:
             path, x = obj
             t.append(str(path), style="bold cyan")
@@ -418,7 +424,7 @@ class JaxprTab(Vertical):
                     t.append(f"\n  {v.name_of(x)}  ← ")
                     t.append(str(p), style="cyan")
         elif kind == _EQNS:
-            t.append(f"{len(v.equations):,} equations in all\n", style="bold")
+            t.append(f"{_n(len(v.equations), 'equation')} in all\n", style="bold")
             t.append(counts_text(v.counts(), limit=40))
         out.update(t)
 

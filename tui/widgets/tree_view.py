@@ -364,6 +364,10 @@ class PytreeTree(Tree[Entry]):
             chain = node_chain(self.model, path)
         except KeyError:
             return None
+        return self.reveal_chain(chain)
+
+    def reveal_chain(self, chain: list[tuple[Node, int]]) -> TreeNode[Entry] | None:
+        """`reveal` of a path already resolved by `node_chain` (in a worker)."""
         self._budget = Budget(LABEL_BUDGET)
         try:
             tn = self._reveal(chain)
