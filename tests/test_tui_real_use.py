@@ -41,7 +41,14 @@ async def _settle(app, pilot) -> None:
 
 
 def _plain(widget) -> str:
-    return str(widget.render())
+    """A Static's content as plain text."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=100, file=io.StringIO(), color_system=None)
+    console.print(widget.content)
+    return console.file.getvalue()
 
 
 def _rows(tree: PytreeTree) -> int:
@@ -336,3 +343,136 @@ async def test_details_pane_follows_the_new_size():
         await pilot.resize_terminal(200, 60)
         await _settle(app, pilot)
         assert not pane.has_class("-narrow")
+
+
+# --- 8, 9: folds across pages; largest children from every child ---------------------------
+
+
+@_sync
+async def test_identical_layers_fold_across_pages():
+    import equinox as eqx
+
+    lin = eqx.nn.Linear(2, 2, key=jax.random.PRNGKey(0))
+    layers = [jax.tree_util.tree_map(np.asarray, lin) for _ in range(3 * PAGE + 17)]
+    app = TreetoolApp({"layers": layers})
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        await pilot.press("down", "right")
+        await _settle(app, pilot)
+        tv = app.query_one(PytreeTree)
+        rows = tv.root.children[0].children
+        assert len(rows) == 1
+        assert str(rows[0].label).startswith(f"[0..{3 * PAGE + 16}]  ×{3 * PAGE + 17} Linear")
+
+
+def test_largest_children_see_every_child():
+    from treetool.tui.widgets.details import compute_parts
+
+    from treetool._model import view
+
+    tree = {f"k{i:04d}": np.zeros(10, np.float32) for i in range(5000)}
+    tree["k4999"] = np.zeros(100_000, np.float32)  # 99.5% of the bytes, past the 2,000th child
+    parts = compute_parts(view(tree))
+    assert parts["largest"][0] == ("['k4999']", 100_000, 400_000)
+    assert parts["scanned"] == parts["children"] == 5000
+
+
+# --- 12: the Leaves tab does no per-row work on the UI thread -------------------------------
+
+
+def test_cursor_path_lookup_does_not_build_every_child():
+    from treetool.tui.leaf_index import node_chain
+
+    from treetool._model import view
+
+    tree = {f"k{i}": np.zeros(1) for i in range(50_000)}
+    root = view(tree)
+    chain = node_chain(root, "['k49999']")
+    assert len(chain) == 1
+    assert str(chain[-1][0].path) == "['k49999']"
+    assert root._children is None  # found by key: the 50,000 child Nodes were never made
+
+
+# --- 16: the small things --------------------------------------------------------------------
+
+
+def test_numeric_path_order_and_plurals():
+    from collections import Counter
+
+    from treetool.tui.widgets.totals import totals_text
+
+    from treetool._model import Aggregates
+
+    index = LeafIndex.build({"a": [0.0] * 1001})
+    order = [index.paths[i] for i in index.order("path")]
+    assert order[:3] == ["['a'][0]", "['a'][1]", "['a'][2]"] and order[-1] == "['a'][1000]"
+    one = Aggregates(leaves=1, arrays=1, params=1, nbytes=4, dtypes=Counter(float32=1))
+    assert totals_text(one, {"host": 1}).plain.startswith("1 leaf · 1 params")
+
+
+@_sync
+async def test_constant_leaf_has_no_invented_histogram_range_and_stats_are_kept():
+    tree = {"c": np.full((64,), 3.5, np.float32), "v": np.arange(64, dtype=np.float32)}
+    app = TreetoolApp(tree)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        await pilot.press("down")
+        await _settle(app, pilot)
+        pane = app.query_one(DetailsPane)
+        stats = _plain(pane.query_one("#details-stats"))
+        assert "every finite value is 3.5" in stats
+        assert "4.0" not in stats and "3.0" not in stats  # no [x-0.5, x+0.5] range
+        kept = pane._kept[id(tree["c"])][1]
+        await pilot.press("down", "up")
+        await _settle(app, pilot)
+        assert pane._kept[id(tree["c"])][1] is kept  # shown again, not computed again
+
+
+def test_progress_line_on_a_terminal(tmp_path):
+    import os
+    import pickle
+
+    from treetool._progress import ReadProgress
+
+    path = tmp_path / "big.pkl"
+    path.write_bytes(pickle.dumps({"w": np.zeros(1 << 18, np.float32)}))
+    master, slave = os.openpty()
+    with os.fdopen(slave, "w") as tty:
+        with ReadProgress(str(path), stream=tty, min_bytes=1) as p:
+            data = path.read_bytes()
+        os.set_blocking(master, False)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(master, 1 << 16)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        out = b"".join(chunks).decode()
+    os.close(master)
+    assert len(data) == path.stat().st_size
+    assert p.drawn >= 1
+    assert "reading big.pkl" in out and "MB" in out
+    assert out.endswith("\r\x1b[2K")  # the line is cleared when the read is done
+
+
+def test_cli_no_tui_shows_a_cycle_and_ends(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "cyclic.py").write_text(
+        "import numpy as np\ninner = [np.ones(2, np.float32)]\ninner.append(inner)\n"
+        "tree = {'a': inner, 'b': np.zeros(3, np.float32)}\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "treetool.cli", "inspect", "cyclic:tree", "--no-tui"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "[1]  ↻ same object as ['a']" in run.stdout
+    assert "5 params" in run.stdout

@@ -40,6 +40,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 _GLOB_CHARS = frozenset("*?")
+_DIGITS = re.compile(r"(\d+)")
 
 
 class Cancelled(Exception):
@@ -57,6 +58,9 @@ class LeafIndex:
         (["['a'][0]", "['b']"], ['f64[2,2]', 'i32[3]'], [4, 3])
         >>> [idx.paths[i] for i in idx.order("params")]
         ["['b']", "['a'][0]"]
+        >>> big = LeafIndex.build([0.0] * 1001)
+        >>> [big.paths[i] for i in big.order("path")][:3], [big.paths[i] for i in big.order("path")][-1]
+        (['[0]', '[1]', '[2]'], '[1000]')
     """
 
     paths: list[str]
@@ -178,9 +182,13 @@ class LeafIndex:
             keys = col[rows]
             perm = np.argsort(-keys if reverse else keys, kind="stable")
             return rows[perm]
-        out = sorted(rows.tolist(), key=col.__getitem__, reverse=reverse)
+        key: Callable[[int], Any] = col.__getitem__
+        if name == "path":  # numeric-aware: [2] before [1000]
+            split, paths = _DIGITS.split, col
+            key = lambda i: [int(t) if n & 1 else t for n, t in enumerate(split(paths[i]))]  # noqa: E731
+        out = sorted(rows.tolist(), key=key, reverse=reverse)
         if reverse:  # keep ties in leaf order
-            out = sorted(out, key=col.__getitem__, reverse=True)
+            out = sorted(out, key=key, reverse=True)
         return np.asarray(out, dtype=np.int64)
 
     def rows_of(self, paths: list[str]) -> np.ndarray:

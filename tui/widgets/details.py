@@ -37,6 +37,8 @@ SCAN_LEAVES = 1_000_000
 TOTAL_LIMIT = 300_000
 #: leaves bigger than this get stats only on request (key S)
 STATS_AUTO_BYTES = 256 * 1024 * 1024
+#: leaves whose stats the pane keeps (a leaf's stats are computed once, `S` included)
+KEEP_LEAVES = 64
 #: bytes of a leaf read for its value preview
 PREVIEW_BYTES = 1 << 20
 
@@ -175,6 +177,13 @@ class DetailsPane(VerticalScroll):
         self.node: Node | None = None
         self.totals: Aggregates | None = None
         self.root: Node | None = root
+        #: id(leaf) -> (leaf, its computed parts): stats are computed once per leaf (`S`)
+        self._kept: dict[int, tuple[Any, dict[str, Any]]] = {}
+
+    def _keep(self, node: Node, parts: dict[str, Any]) -> None:
+        if len(self._kept) >= KEEP_LEAVES:
+            self._kept.pop(next(iter(self._kept)))
+        self._kept[id(node.obj)] = (node.obj, parts)
 
     def compose(self):  # type: ignore[no-untyped-def]
         yield Static(id="details-path")
@@ -210,6 +219,10 @@ class DetailsPane(VerticalScroll):
                 facts.insert(1, _opaque_row(node.obj))
             pending = True
         self.query_one("#details-facts", Static).update(_facts_table(facts))
+        kept = self._kept.get(id(node.obj)) if node.is_leaf else None
+        if pending and kept is not None and kept[0] is node.obj:  # computed before (S): show it
+            self.post_message(DetailsReady(node, kept[1]))
+            return
         big = node.is_leaf and node.info.nbytes > STATS_AUTO_BYTES and not force
         if pending and big:
             self.query_one("#details-stats", Static).update(
@@ -251,6 +264,7 @@ class DetailsPane(VerticalScroll):
         if "aggregates" in parts:
             stats_w.update(self._inner(parts))
             return
+        self._keep(message.node, parts)
         blocks: list[Any] = []
         s = parts.get("stats")
         if s is not None:
@@ -265,7 +279,11 @@ class DetailsPane(VerticalScroll):
             ]
             blocks.append(Text("stats", style="bold underline"))
             blocks.append(_facts_table(rows))
-            if s.histogram is not None:
+            if s.histogram is not None and s.min is not None and s.min == s.max:
+                # numpy would draw one bar over an invented range [x-0.5, x+0.5]
+                blocks.append(Text("histogram", style="bold underline"))
+                blocks.append(Text(f"every finite value is {_num(s.min)}", style="dim"))
+            elif s.histogram is not None:
                 counts, edges = s.histogram
                 blocks.append(Text("histogram", style="bold underline"))
                 blocks.append(histogram_text(counts, edges))
