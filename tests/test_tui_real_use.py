@@ -476,3 +476,29 @@ def test_cli_no_tui_shows_a_cycle_and_ends(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "[1]  ↻ same object as ['a']" in run.stdout
     assert "5 params" in run.stdout
+
+
+@_sync
+async def test_diff_tab_lists_every_change_and_shows_one_in_the_tree():
+    n = 3000
+    a = {f"p{i}": np.zeros(2, np.float32) for i in range(n)}
+    b = {f"p{i}": np.full(2, 1.0, np.float32) for i in range(n)}
+    app = TreetoolApp(a, other=b)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        await pilot.press("3")
+        await _settle(app, pilot)
+        from treetool.tui.widgets.diff_tab import ChangeList
+
+        changes = app.query_one(ChangeList)
+        assert app.focused is changes
+        assert len(changes.changes) == n  # no "… N more changes": every one is a row
+        await pilot.press("end")
+        await _settle(app, pilot)
+        last = changes.changes[-1]
+        assert changes.cursor == n - 1 and last.kind == "value"
+        assert last.path in changes.line_text(n - 1).plain
+        await pilot.press("enter")
+        await _settle(app, pilot)
+        assert app.query_one(TabbedContent).active == "tree"
+        assert str(app.node.path) == last.path
