@@ -8,6 +8,8 @@ Each measurement runs in a fresh subprocess, so peak memory (ru_maxrss) is its o
 
     python benchmarks/bench_tui.py            # 1e3, 1e5, 1e6 leaves (eager anchor up to 1e5)
     python benchmarks/bench_tui.py --quick    # 1e3, 1e4 leaves
+    python benchmarks/bench_tui.py --terminal [--quick] [--compare OLD_CHECKOUT]
+        # the CLI in a real terminal (a pty): see bench_tui_terminal.py
 """
 
 from __future__ import annotations
@@ -198,6 +200,14 @@ def _child(kind: str, n: int) -> dict:
 
 
 def main() -> None:
+    if "--terminal" in sys.argv:  # the real-terminal mode has its own options
+        import os
+
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from bench_tui_terminal import main as terminal_main
+
+        terminal_main([a for a in sys.argv[1:] if a != "--terminal"])
+        return
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
     p.add_argument("--child", nargs=2)

@@ -251,7 +251,14 @@ async def test_wide_node_is_paged_and_reveal_loads_pages():
         tv.reveal("['wide'][950]")
         await _settle(app, pilot)
         assert str(app.node.path) == "['wide'][950]"
-        assert len(wide.children) == 1000
+        # only the page holding [950] is added; the pages before it stay one row
+        assert len(wide.children) == 2 * PAGE + 1 + PAGE
+        gap = wide.children[2 * PAGE]
+        assert (
+            str(gap.label)
+            == f"… {PAGE * 2:,} more [{2 * PAGE}..{4 * PAGE - 1}] (enter to show {PAGE})"
+        )
+        assert str(wide.children[-1].data.node.path) == "['wide'][999]"
 
 
 @_sync
@@ -367,7 +374,7 @@ async def test_opaque_pickle_objects_are_marked(tmp_path):
         await pilot.press("down")
         await _settle(app, pilot)
         facts = _text(app.query_one("#details-facts"))
-        assert "not executed  test_tui.Secret (load with trust=True to run it)" in facts
+        assert "not executed  test_tui.Secret (not run: pass --trust" in facts
 
 
 @_sync

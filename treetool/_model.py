@@ -25,7 +25,7 @@ from ._paths import DictKey, GetAttrKey, Key, Path, SequenceKey, from_jax_key
 from ._repr import ReprMixin
 from ._text import safe
 
-__all__ = ["Aggregates", "Node", "children", "register_flattener", "view"]
+__all__ = ["Aggregates", "Cycle", "Node", "children", "register_flattener", "view"]
 
 IsLeaf = Callable[[Any], bool] | None
 
@@ -210,6 +210,31 @@ def no_gc() -> Iterator[None]:
             gc.enable()
 
 
+class Cycle:
+    """A reference back to an ancestor (a list that contains itself): shown as a leaf.
+
+    The flat views put one in place of the repeated node, so no walk loops forever.
+
+    Example:
+        >>> from treetool._paths import Path
+        >>> Cycle(Path.parse("['a']"))
+        ↻ same object as ['a']
+    """
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"↻ same object as {str(self.path) or '(root)'}"
+
+
+#: ancestors checked for a cycle on every node; deeper, only at depths that are powers of 2
+#: (a cycle is then found within twice its depth, and a 10,000-level chain stays linear)
+_CYCLE_NEAR = 64
+
+
 # --- aggregates ---------------------------------------------------------------------------
 
 
@@ -254,10 +279,15 @@ def aggregate(
     """
     agg = Aggregates()
     seen: set[int] = set()
+    # the containers on the path to the current one, so that a cycle ends as a leaf
+    open_ids: set[int] = set() if kids is None else {id(obj)}
     stack = [obj] if kids is None else [c for _, c in reversed(kids)]
     with no_gc():
         while stack:
             x = stack.pop()
+            if type(x) is _Leave:
+                open_ids.discard(x.ident)
+                continue
             if (
                 limit is not None
                 and type(x) in _BUILTIN_CONTAINERS
@@ -268,8 +298,13 @@ def aggregate(
                 break
             kind, kids = children(x, is_leaf)
             if kind != LEAF:
-                stack.extend(c for _, c in reversed(kids))
-                continue
+                ident = id(x)
+                if ident not in open_ids:
+                    open_ids.add(ident)
+                    stack.append(_Leave(ident))
+                    stack.extend(c for _, c in reversed(kids))
+                    continue
+                kind = LEAF  # the same object as an ancestor: a cycle, counted as one leaf
             agg.leaves += 1
             if limit is not None and agg.leaves > limit:
                 agg.complete = False
@@ -288,6 +323,15 @@ def aggregate(
             agg.nbytes += info.nbytes
             agg.dtypes[info.dtype] += 1
     return agg
+
+
+class _Leave:
+    """A marker on `aggregate`'s stack: the walk leaves the container `ident` here."""
+
+    __slots__ = ("ident",)
+
+    def __init__(self, ident: int) -> None:
+        self.ident = ident
 
 
 _ROOT = Path()
@@ -315,6 +359,8 @@ class Node(ReprMixin):
         "_info",
         "_kids",
         "_path",
+        "cycle",
+        "depth",
         "error",
         "is_leaf_fn",
         "key",
@@ -343,6 +389,9 @@ class Node(ReprMixin):
         self._agg: Aggregates | None = None
         #: "Type: message" when opening this node failed; it is then shown as a leaf.
         self.error: str | None = None
+        #: the ancestor this node is the same object as (a cycle); it is then a leaf
+        self.cycle: Node | None = None
+        self.depth: int = 0 if parent is None else parent.depth + 1
 
     def __repr__(self) -> str:
         return safe(f"Node({str(self.path) or '<root>'}, {self.type_name})")  # a file's names
@@ -371,7 +420,20 @@ class Node(ReprMixin):
                 self.kind, self._kids = LEAF, []
                 self.error = f"{type(e).__name__}: {e}"
                 raise
+            if self.kind != LEAF and self.parent is not None:
+                d = self.depth
+                if d <= _CYCLE_NEAR or not d & (d - 1):
+                    self._check_cycle()
         return self._kids
+
+    def _check_cycle(self) -> None:
+        obj = self.obj
+        n = self.parent
+        while n is not None:
+            if n.obj is obj:
+                self.cycle, self.kind, self._kids = n, LEAF, []
+                return
+            n = n.parent
 
     @property
     def node_kind(self) -> str:

@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ._errors import PathError, StructureMismatch
+from ._errors import PathError, StructureMismatch, TreetoolError
 from ._model import (
     LEAF,
     LEAF_TYPES,
+    Cycle,
     IsLeaf,
+    Node,
     asks_jax,
     children,
     jax_children,
@@ -56,8 +58,105 @@ def iter_leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> Iterator[tuple[
         yield from chunk
 
 
+#: a path text longer than this sends the walk to `_walk_nodes` (a cycle, or a very deep tree)
+_DEEP = 2048
+
+
+#: chunks are handed out only while the path is shorter than this (nothing of a cycle leaks)
+_SHALLOW = 256
+
+
+class _Deep(Exception):
+    """The fast walk went deeper than `_DEEP` characters of path: maybe a cycle."""
+
+
 def _walk(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, Any]]]:
     """The leaves with their paths, in jax's order, in lists of a few thousand.
+
+    The fast walk (`_walk_fast`) knows nothing of cycles; past `_DEEP` characters of path it
+    hands over to `_walk_nodes`, which follows the Node model and yields a `Cycle` where a
+    node is one of its own ancestors (a list that contains itself), so no walk loops.
+    """
+    done = 0
+    last: Any = None
+    try:
+        for chunk in _walk_fast(tree, is_leaf, texts):
+            done += len(chunk)
+            last = chunk[-1][0]
+            yield chunk
+        return
+    except _Deep:
+        pass
+    skip = done
+    for chunk in _walk_nodes(tree, is_leaf, texts):
+        if skip:
+            if skip >= len(chunk):
+                skip -= len(chunk)
+                if not skip and str(chunk[-1][0]) != str(last):
+                    raise _diverged(last)
+                continue
+            if str(chunk[skip - 1][0]) != str(last):
+                raise _diverged(last)
+            chunk = chunk[skip:]
+            skip = 0
+        yield chunk
+    if skip:
+        raise _diverged(last)
+
+
+class CycleDiverged(TreetoolError):
+    """A walk met a cycle after it had handed out leaves of it (a wide self-containing node);
+    `treetool.view` and the TUI show such trees, with the cycle as one leaf."""
+
+
+def _diverged(last: Any) -> TreetoolError:
+    where = str(last)
+    if len(where) > 80:
+        where = where[:40] + "…" + where[-39:]
+    return CycleDiverged(
+        f"the tree refers back to itself (a cycle) after {where!r}, in a node with "
+        "many leaves: open it with treetool.view(tree) or the TUI, which show the cycle"
+    )
+
+
+def _walk_nodes(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, Any]]]:
+    """`_walk` through the Node model: slower, any depth, a `Cycle` for each cycle.
+
+    Paths are built as the fast walk builds them: text per edge, keys only when asked.
+    """
+    new, cls = object.__new__, Path
+    root = Node(tree, Path(), None, None, is_leaf)
+    stack: list[tuple[Node, str, Any]] = [(root, "", None)]
+    out: list[tuple[Any, Any]] = []
+    with no_gc():
+        while stack:
+            n, text, link = stack.pop()
+            if n.is_leaf:
+                x = n.obj if n.cycle is None else Cycle(n.cycle.path)
+                if texts:
+                    out.append((text, x))
+                else:
+                    p = new(cls)
+                    if link is not None:
+                        p._ctx, p._key = link
+                    else:
+                        p._ctx = None
+                    p._str = text
+                    out.append((p, x))
+                if len(out) >= 4096:
+                    yield out
+                    out = []
+                continue
+            ctx = (link, None)
+            kids = n.children
+            n._children = None  # what is walked is not kept
+            stack.extend((c, text + str(c.key), (ctx, c.key)) for c in reversed(kids))
+    if out:
+        yield out
+
+
+def _walk_fast(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, Any]]]:
+    """The walk of `_walk` for trees less than `_DEEP` characters of path deep.
 
     Iterative, so depth is unbounded. Each path's text is its parent's text plus one step,
     built once per edge; its keys are left as its raw last key and its parent's context
@@ -70,6 +169,7 @@ def _walk(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, A
     """
     new, cls, leafy = object.__new__, Path, LEAF_TYPES
     attr = object.__getattribute__
+    deep, shallow = _DEEP, _SHALLOW
     # the first child that is not a leaf is walked next, the later children wait on the stack
     stack: list[tuple[Any, str, Any]] = []
     pop, push = stack.pop, stack.append
@@ -77,7 +177,9 @@ def _walk(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, A
     append = out.append
     obj, text, link = tree, "", None
     while True:
-        if len(out) >= 4096:
+        if len(text) > deep:
+            raise _Deep
+        if len(out) >= 4096 and len(text) < shallow:  # deep: maybe a cycle, wait and see
             yield out
             out = []
             append = out.append

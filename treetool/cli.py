@@ -45,9 +45,12 @@ def load_target(
     if os.path.exists(spec) or _files.is_run_step(spec):
         import treetool.io as io
 
+        from ._progress import ReadProgress
+
         if like is not None and os.path.isfile(spec) and io.detect(spec) == "equinox":
             return _files.load_eqx_like(spec, like), "equinox"
-        loaded = io.read(spec, trust=trust, partial=partial)
+        with ReadProgress(spec):  # a line on a terminal's stderr while a big file is read
+            loaded = io.read(spec, trust=trust, partial=partial)
         _files.remember(loaded)
         if loaded.format == "equinox":
             _files.note_positional(spec)
@@ -60,6 +63,10 @@ def load_target(
             )
         if loaded.blocked:
             _print_blocked(spec, loaded.blocked)
+            n = len(loaded.blocked)
+            _TUI_NOTES[id(loaded.tree)] = (
+                f"{n} class{'es' if n != 1 else ''} not executed: pass --trust to run them"
+            )
         _NOTED.add(id(loaded.tree))
         if _KEEP is not None:
             _KEEP.append(loaded)
@@ -469,7 +476,12 @@ def _show(tree: Any, args: argparse.Namespace, title: str) -> None:
             run = None
         if run is not None:
             facts = _files.file_facts(tree)
-            run(tree, title=title, **({"file_facts": facts} if facts else {}))
+            run(
+                tree,
+                title=title,
+                note=_TUI_NOTES.get(id(tree)),
+                **({"file_facts": facts} if facts else {}),
+            )
             return
     from .render.text import TreeView
 
@@ -743,6 +755,9 @@ def _one_line(e: BaseException) -> str:
         return type(e).__name__
     return lines[0] if len(lines) == 1 else lines[0] + " " + " ".join(s.strip() for s in lines[1:4])
 
+
+#: id(loaded tree) -> the line the TUI shows in its header (objects not executed)
+_TUI_NOTES: dict[int, str] = {}
 
 #: set by `run`: what a command loaded stays alive until the process ends (see `run`)
 _KEEP: list[Any] | None = None

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .app import TreetoolApp
 
-__all__ = ["TreetoolApp", "run"]
+from .._errors import TreetoolError
+
+__all__ = ["AppCrashed", "TreetoolApp", "run"]
+
+
+class AppCrashed(TreetoolError):
+    """The terminal UI stopped on an unexpected error; the message is that error, one line."""
 
 
 def run(
@@ -23,6 +29,7 @@ def run(
     title: str | None = None,
     other: object | None = None,
     file_facts: dict[str, Any] | None = None,
+    note: str | None = None,
 ) -> None:
     """Open the terminal UI on `obj` and return when the user quits.
 
@@ -33,6 +40,12 @@ def run(
         other: a second tree; when given, a Diff tab shows `treetool.diff(obj, other)`.
         file_facts: what the file says about itself (`metadata`: safetensors `__metadata__`;
             `step`/`steps`: an orbax run), shown in the root's details.
+        note: one line shown in the header and as a toast (the CLI's "not executed: pass
+            --trust" note).
+
+    Raises:
+        AppCrashed: the app stopped on an error (the `treetool` command prints it as one line
+            and exits with status 2).
 
     Example:
         >>> import treetool.tui
@@ -41,7 +54,16 @@ def run(
     """
     from .app import TreetoolApp
 
-    TreetoolApp(obj, title=title, other=other, file_facts=file_facts).run()
+    app = TreetoolApp(obj, title=title, other=other, file_facts=file_facts, note=note)
+    app.run()
+    _finish(app)
+
+
+def _finish(app: TreetoolApp) -> None:
+    """Raise `AppCrashed` when the app ended on an error (status 1, one line in `crash`)."""
+    if app.crash is not None or (app.return_code or 0) != 0:
+        what = app.crash or f"exit status {app.return_code}"
+        raise AppCrashed(f"the terminal UI stopped: {what}")
 
 
 def __getattr__(name: str) -> Any:

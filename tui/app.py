@@ -7,18 +7,20 @@ from collections.abc import Iterable
 from pathlib import Path as FilePath
 from typing import Any, ClassVar
 
-from textual import work
+from rich.text import Text
+from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from .._model import Node, view
 from .._text import safe
-from .leaf_index import Cancelled, LeafIndex, expression, match_paths
+from ._workers import report_failure
+from .leaf_index import Cancelled, LeafIndex, expression, node_chain
 from .messages import LeafChosen, NodeFocused
 from .screens import HelpScreen
 from .tabs import TabSpec, load_tab_modules, tabs_for
@@ -55,6 +57,7 @@ class TreetoolApp(App[None]):
         title: shown in the header; also names the root in copied expressions.
         other: a second tree: a Diff tab shows `treetool.diff(obj, other)`.
         is_leaf: treat the nodes it returns True for as leaves.
+        note: a line shown in the header and as a toast when the app opens.
     """
 
     CSS_PATH = str(FilePath(__file__).with_name("app.tcss"))  # absolute: subclasses live elsewhere
@@ -106,6 +109,17 @@ class TreetoolApp(App[None]):
             tooltip="Show the Leaves tab",
             id="app.tab_leaves",
         ),
+        *(
+            Binding(
+                str(n),
+                f"tab_number({n})",
+                f"Tab {n}",
+                show=False,
+                tooltip=f"Show tab {n} (1 Tree, 2 Leaves, then Diff, Jaxpr, Devices…)",
+                id=f"app.tab_{n}",
+            )
+            for n in range(1, 7)
+        ),
         Binding(
             "escape",
             "clear_search",
@@ -141,6 +155,7 @@ class TreetoolApp(App[None]):
     | escape | Clear the search. |
     | y, Y | Copy the path: as an expression (`model.layers[0].weight`), in keystr form. |
     | t, L | Tree tab, Leaves tab. |
+    | 1 … 6 | The Nth tab (Tree, Leaves, then Diff, Jaxpr, Devices when shown). |
     | d | Show or hide the details pane. |
     | S | Compute the stats of a leaf over 256 MB (not automatic). |
     | ctrl+p | Command palette: every action. |
@@ -154,6 +169,7 @@ class TreetoolApp(App[None]):
         other: object | None = None,
         is_leaf: Any = None,
         file_facts: dict[str, Any] | None = None,
+        note: str | None = None,
     ) -> None:
         super().__init__()
         self.obj = obj
@@ -163,11 +179,17 @@ class TreetoolApp(App[None]):
         self.root_name = root_name_for(title)
         self.title = "treetool"
         self.sub_title = safe(title or type(obj).__name__)  # a file name: plain, escaped
+        #: a line for the header and a toast (the CLI's "not executed: pass --trust")
+        self.note = note
+        if note:
+            self.sub_title = f"{self.sub_title} · ⚠ {note}"
         self.model: Node = view(obj, is_leaf)
         self.index: LeafIndex | None = None
         self.matches: list[str] = []
         self.match_pos = -1
         self.node: Node = self.model
+        #: "Type: message" of the error that ended the app, None while it has not crashed
+        self.crash: str | None = None
         self._tab_errors: list[str] = []
         self._details_timer: Timer | None = None
         load_tab_modules(on_error=lambda name, e: self._tab_errors.append(f"{name}: {e}"))
@@ -199,6 +221,8 @@ class TreetoolApp(App[None]):
     def on_mount(self) -> None:
         self.query_one(PytreeTree).focus()
         self.query_one(DetailsPane).show(self.model)
+        if self.note:
+            self.notify(self.note, severity="warning", timeout=8, markup=False)
         for err in self._tab_errors:
             self.notify(
                 safe(f"a tab failed and is left out: {err}"),
@@ -211,18 +235,24 @@ class TreetoolApp(App[None]):
         # the first frame is on screen: now index every leaf, off the UI thread
         self._build_index()
 
-    def on_resize(self) -> None:
-        self.query_one("#details").set_class(self.size.width < 80, "-narrow")
+    def on_resize(self, event: events.Resize) -> None:
+        # the new size, not `self.size`, which can still be the previous one here
+        self.query_one("#details").set_class(event.size.width < 80, "-narrow")
 
     # --- workers ---------------------------------------------------------------------------
 
-    @work(thread=True, exclusive=True, group="index")
+    @work(thread=True, exclusive=True, group="index", exit_on_error=False)
     def _build_index(self) -> None:
         worker = get_current_worker()
         try:
             index = LeafIndex.build(self.obj, self.is_leaf, cancelled=lambda: worker.is_cancelled)
         except Cancelled:
             return
+        if len(index):  # warm the key maps of the wide nodes on the way (cursor moves use them)
+            try:
+                node_chain(self.model, index.paths[-1])
+            except KeyError:
+                pass
         if not worker.is_cancelled:
             self.call_from_thread(self._set_index, index)
 
@@ -242,24 +272,45 @@ class TreetoolApp(App[None]):
         if query:
             self._search(query)
 
-    @work(thread=True, exclusive=True, group="search")
+    @work(thread=True, exclusive=True, group="search", exit_on_error=False)
     def _search(self, query: str) -> None:
-        from .leaf_index import is_glob
+        """Match in a worker; the next keystroke cancels it (`exclusive`)."""
+        from .leaf_index import is_glob, search
 
         worker = get_current_worker()
-        if not is_glob(query) and self.index is None:
-            self.call_from_thread(self._set_matches, query, None, "")
+        index = self.index
+        if not is_glob(query) and index is None:
+            self.call_from_thread(self._set_matches, query, None, None, frozenset(), "")
             return
         try:
-            found = match_paths(query, self.index, self.obj, self.is_leaf)
+            found, rows = search(
+                query, index, self.obj, self.is_leaf, cancelled=lambda: worker.is_cancelled
+            )
+        except Cancelled:
+            return
         except Exception as e:  # a malformed glob: say why in the bar
             if not worker.is_cancelled:
-                self.call_from_thread(self._set_matches, query, [], f"{e}")
+                self.call_from_thread(self._set_matches, query, [], None, frozenset(), f"{e}")
             return
+        matched = frozenset(found)
+        chain = None
+        if found:  # the way to the first match, found here rather than on the UI thread
+            try:
+                chain = node_chain(self.model, found[0])
+            except KeyError:
+                chain = None
         if not worker.is_cancelled:
-            self.call_from_thread(self._set_matches, query, found, "")
+            self.call_from_thread(self._set_matches, query, found, rows, matched, "", chain)
 
-    def _set_matches(self, query: str, found: list[str] | None, error: str) -> None:
+    def _set_matches(
+        self,
+        query: str,
+        found: list[str] | None,
+        rows: Any,
+        matched: frozenset[str],
+        error: str,
+        chain: list[tuple[Node, int]] | None = None,
+    ) -> None:
         if not self._alive() or query != self.query_one("#search-input", Input).value:
             return
         bar = self.query_one(SearchBar)
@@ -269,15 +320,45 @@ class TreetoolApp(App[None]):
             return
         self.matches = found
         self.match_pos = -1
-        tree.matches = frozenset(found)
+        tree.matches = matched
         tree.refresh()
-        self.query_one(LeavesTable).set_filter(found if query.strip() else None)
-        if found and self.query_one(TabbedContent).active == "tree":
-            tree.reveal(found[0])  # incremental: the tree opens onto the first match as you type
+        self.query_one(LeavesTable).set_filter_rows(rows if query.strip() else None)
+        if found and chain is not None and self.query_one(TabbedContent).active == "tree":
+            tree.reveal_chain(chain)  # incremental: the tree opens onto the first match
         if error:
             bar.set_count(error)
         else:
             bar.set_count(f"{len(found):,} match{'es' if len(found) != 1 else ''}")
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        report_failure(self, event)
+
+    def show_failure(self, text: str) -> None:
+        """A failed app worker (the leaf index, a search): say it where its result goes."""
+        if not self._alive():
+            return
+        if text.startswith("index"):
+            self.query_one(TotalsBar).update(Text(text, style="bold red"))
+        else:
+            self.query_one(SearchBar).set_count(text)
+
+    # --- crashes -----------------------------------------------------------------------------
+
+    def _fatal_error(self) -> None:
+        """An unhandled error: remember it as one line (`crash`), exit with status 1.
+
+        `treetool.tui.run` turns it into an exception, so the CLI prints one line and exits
+        non-zero; `TREETOOL_DEBUG=1` keeps Textual's full traceback.
+        """
+        import os
+        import sys
+
+        err = sys.exc_info()[1] or self._exception
+        self.crash = f"{type(err).__name__}: {err}" if err is not None else "unknown error"
+        if os.environ.get("TREETOOL_DEBUG"):
+            super()._fatal_error()
+            return
+        self._close_messages_no_wait()
 
     # --- events ----------------------------------------------------------------------------
 
@@ -318,9 +399,9 @@ class TreetoolApp(App[None]):
         if event.input.id != "search-input":
             return
         if not event.value.strip():
-            self._set_matches(event.value, [], "")
+            self.workers.cancel_group(self, "search")
+            self._set_matches(event.value, [], None, frozenset(), "")
             self.query_one(SearchBar).set_count("")
-            self.query_one(LeavesTable).set_filter(None)
             return
         self.query_one(SearchBar).set_count("searching…")
         self._search(event.value)
@@ -340,6 +421,37 @@ class TreetoolApp(App[None]):
             self.query_one(LeavesTable).focus()
         elif pane == "tree":
             self.query_one(PytreeTree).focus()
+        else:  # Diff, Jaxpr, Devices…: the first focusable widget of the pane
+            focusable = [w for w in event.pane.query("*") if w.focusable]
+            if focusable:
+                focusable[0].focus()
+            else:
+                self.set_focus(None)
+        node = self.cursor_node()
+        if node is not None:
+            self._focus(node)
+
+    def cursor_node(self) -> Node | None:
+        """The node under the cursor of the visible tab (Tree or Leaves); None elsewhere."""
+        from .leaf_index import node_chain
+
+        active = self.query_one(TabbedContent).active
+        if active == "tree":
+            tn = self.query_one(PytreeTree).cursor_node
+            entry = tn.data if tn is not None else None
+            if entry is None or entry.kind == "more":
+                return None
+            return entry.node
+        if active == "leaves":
+            path = self.query_one(LeavesTable).node_path()
+            if path is None:
+                return None
+            try:
+                chain = node_chain(self.model, path)
+            except KeyError:
+                return None
+            return chain[-1][0] if chain else self.model
+        return None
 
     # --- actions ---------------------------------------------------------------------------
 
@@ -384,10 +496,9 @@ class TreetoolApp(App[None]):
         tabs = self.query_one(TabbedContent)
         if tabs.active == "leaves":
             table = self.query_one(LeavesTable)
-            for row in range(table.row_count):
-                if table.path_at(row) == path:
-                    table.cursor = row
-                    break
+            row = table.row_for(path)
+            if row is not None:
+                table.cursor = row
         else:
             tabs.active = "tree"
             tree = self.query_one(PytreeTree)
@@ -403,26 +514,49 @@ class TreetoolApp(App[None]):
         """Jump to the previous search match."""
         self._jump(-1)
 
-    def action_copy_path(self) -> None:
-        """Copy the selected path as an expression: `model.layers[0].weight`."""
-        keystr = safe(str(self.node.path))  # the clipboard never gets a file's raw escapes
-        text = expression(self.root_name, keystr)
+    def _copy(self, text: str, what: str) -> None:
+        """Send `text` to the terminal's clipboard (OSC 52) and show it, selectable by hand.
+
+        Textual has no way to know whether the terminal (or tmux, whose default is to drop
+        OSC 52) accepted it: the toast says what was sent, and shows the text itself.
+        """
         self.copy_to_clipboard(text)
         self.notify(
-            f"copied {text}  (Y copies the keystr {keystr or '(root)'!s})",
-            timeout=4,
-            markup=False,  # a key named `[@click=...]` is shown, never run
+            f"sent to the terminal clipboard (OSC 52; tmux needs set-clipboard on): {what}\n"
+            f"{text or '(root: empty path)'}",
+            timeout=8,
+            markup=False,
         )
 
+    def _copy_node(self) -> Node:
+        node = self.cursor_node()
+        if node is not None and node is not self.node:
+            self.node = node  # the pane follows too
+            self._show_details()
+        return self.node
+
+    def action_copy_path(self) -> None:
+        """Copy the path under the cursor as an expression: `model.layers[0].weight`."""
+        keystr = safe(str(self._copy_node().path))  # never a file's raw escapes
+        self._copy(expression(self.root_name, keystr), "path as an expression (Y: keystr)")
+
     def action_copy_keystr(self) -> None:
-        """Copy the selected path in keystr form: `.layers[0].weight`."""
-        keystr = safe(str(self.node.path))
-        self.copy_to_clipboard(keystr)
-        self.notify(f"copied {keystr or '(root: empty path)'}", timeout=4, markup=False)
+        """Copy the path under the cursor in keystr form: `.layers[0].weight`."""
+        self._copy(safe(str(self._copy_node().path)), "path in keystr form")
 
     def action_show_tab(self, tab: str) -> None:
         """Switch to a tab by id."""
         self.query_one(TabbedContent).active = tab
+
+    def tab_ids(self) -> list[str]:
+        """The ids of the tabs, in the order they are shown."""
+        return [p.id for p in self.query_one(TabbedContent).query(TabPane) if p.id]
+
+    def action_tab_number(self, n: int) -> None:
+        """Show the Nth tab (1 is Tree); a number past the last tab does nothing."""
+        ids = self.tab_ids()
+        if 1 <= n <= len(ids):
+            self.action_show_tab(ids[n - 1])
 
     def action_sort_leaves(self) -> None:
         """Show the Leaves tab sorted by the next column."""
@@ -442,6 +576,18 @@ class TreetoolApp(App[None]):
         for title, help_text, action in _COMMANDS:
             yield SystemCommand(
                 title, help_text, lambda a=action: self.call_later(self.run_action, a)
+            )
+        if screen is not self.screen or not self.query(TabbedContent):
+            return
+        tabs = self.query_one(TabbedContent)
+        for n, pane in enumerate(tabs.query(TabPane), 1):
+            if pane.id in ("tree", "leaves") or not pane.id:
+                continue  # listed above with their letter keys
+            title = str(tabs.get_tab(pane.id).label.plain)
+            yield SystemCommand(
+                f"Show {title} tab",
+                f"The {title} tab ({n})" if n <= 6 else f"The {title} tab",
+                lambda i=pane.id: self.call_later(self.action_show_tab, i),
             )
 
 

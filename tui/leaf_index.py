@@ -9,17 +9,25 @@ per leaf. Nothing here imports Textual, so it is tested and benchmarked on its o
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .._arrays import LazyArray, LeafInfo, leaf_info
 from .._model import Aggregates, Node, no_gc
-from .._views import find, iter_leaves_with_paths
+from .._views import CycleDiverged, _walk_nodes, find, iter_leaves_with_paths
 
-__all__ = ["COLUMNS", "LeafIndex", "expression", "match_paths", "node_chain"]
+__all__ = [
+    "COLUMNS",
+    "LeafIndex",
+    "expression",
+    "glob_query",
+    "match_paths",
+    "node_chain",
+    "search",
+]
 
 #: (column id, title) of the Leaves table, in display order
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -32,6 +40,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 _GLOB_CHARS = frozenset("*?")
+_DIGITS = re.compile(r"(\d+)")
 
 
 class Cancelled(Exception):
@@ -49,6 +58,9 @@ class LeafIndex:
         (["['a'][0]", "['b']"], ['f64[2,2]', 'i32[3]'], [4, 3])
         >>> [idx.paths[i] for i in idx.order("params")]
         ["['b']", "['a'][0]"]
+        >>> big = LeafIndex.build([0.0] * 1001)
+        >>> [big.paths[i] for i in big.order("path")][:3], [big.paths[i] for i in big.order("path")][-1]
+        (['[0]', '[1]', '[2]'], '[1000]')
     """
 
     paths: list[str]
@@ -59,6 +71,7 @@ class LeafIndex:
     params: np.ndarray
     nbytes: np.ndarray
     totals: Aggregates
+    _rows: dict[str, int] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -70,7 +83,20 @@ class LeafIndex:
         is_leaf: Callable[[Any], bool] | None = None,
         cancelled: Callable[[], bool] | None = None,
     ) -> LeafIndex:
-        """Walk `tree` once; `cancelled()` is polled every 4096 leaves (raises `Cancelled`)."""
+        """Walk `tree` once; `cancelled()` is polled every 4096 leaves (raises `Cancelled`).
+
+        A cycle (a list that contains itself) is one leaf, a `Cycle`, at the repeated node.
+        """
+        try:
+            return cls._build(iter_leaves_with_paths(tree, is_leaf), cancelled)
+        except CycleDiverged:
+            # a cycle in a wide node that the fast walk cannot take back: walk the Node model
+            return cls._build(_careful_pairs(tree, is_leaf), cancelled)
+
+    @classmethod
+    def _build(
+        cls, pairs: Iterator[tuple[Any, Any]], cancelled: Callable[[], bool] | None
+    ) -> LeafIndex:
         paths: list[str] = []
         leaves: list[Any] = []
         types: list[str] = []
@@ -83,7 +109,7 @@ class LeafIndex:
         totals = Aggregates()
         seen: set[int] = set()
         with no_gc():
-            for i, (path, leaf) in enumerate(iter_leaves_with_paths(tree, is_leaf)):
+            for i, (path, leaf) in enumerate(pairs):
                 if cancelled is not None and not i & 4095 and cancelled():
                     raise Cancelled
                 t = type(leaf)
@@ -156,10 +182,23 @@ class LeafIndex:
             keys = col[rows]
             perm = np.argsort(-keys if reverse else keys, kind="stable")
             return rows[perm]
-        out = sorted(rows.tolist(), key=col.__getitem__, reverse=reverse)
+        key: Callable[[int], Any] = col.__getitem__
+        if name == "path":  # numeric-aware: [2] before [1000]
+            split, paths = _DIGITS.split, col
+            key = lambda i: [int(t) if n & 1 else t for n, t in enumerate(split(paths[i]))]  # noqa: E731
+        out = sorted(rows.tolist(), key=key, reverse=reverse)
         if reverse:  # keep ties in leaf order
-            out = sorted(out, key=col.__getitem__, reverse=True)
+            out = sorted(out, key=key, reverse=True)
         return np.asarray(out, dtype=np.int64)
+
+    def rows_of(self, paths: list[str]) -> np.ndarray:
+        """The rows of these paths (paths that are not leaves are skipped), in leaf order."""
+        if self._rows is None:
+            self._rows = {p: i for i, p in enumerate(self.paths)}
+        get = self._rows.get
+        found = [r for r in map(get, paths) if r is not None]
+        found.sort()
+        return np.asarray(found, dtype=np.int64)
 
     def devices_count(self) -> dict[str, int]:
         """How many leaves sit on each device (`cpu:0`, `host`, `file`…)."""
@@ -170,37 +209,106 @@ class LeafIndex:
         return out
 
 
+def _careful_pairs(tree: Any, is_leaf: Callable[[Any], bool] | None) -> Any:
+    """Every leaf through the Node model: a `Cycle` where a node is its own ancestor."""
+    for chunk in _walk_nodes(tree, is_leaf, False):
+        yield from chunk
+
+
 def is_glob(query: str) -> bool:
     """Whether a search query is a glob (`**.bias`, `layers[*]`) rather than a substring."""
     return any(c in _GLOB_CHARS for c in query)
 
 
+def glob_query(query: str) -> str:
+    """A search glob as `find` takes it: one without a leading `**` matches at any depth.
+
+    Example:
+        >>> glob_query("layers[*].weight"), glob_query("[0].w*"), glob_query("**.bias")
+        ('**.layers[*].weight', '**[0].w*', '**.bias')
+    """
+    q = query.strip()
+    if q.startswith("**"):
+        return q
+    return "**" + q if q[:1] in ("[", ".") else "**." + q
+
+
+#: `['a'][0].b` -> `.a.0.b`: the dotted form a plain text query is matched against
+_DOTTED = str.maketrans({"[": ".", "]": None, "'": None, '"': None})
+
+
+def _text_rows(query: str, paths: list[str], cancelled: Callable[[], bool] | None) -> list[int]:
+    """Rows whose path contains `query`: smart case, dotted form unless it has brackets."""
+    dotted = not any(c in query for c in "[]'\"")
+    fold = query == query.lower()
+    q = query.lower() if fold else query
+    table = _DOTTED
+    out: list[int] = []
+    step = 1 << 15
+    for start in range(0, len(paths), step):
+        if cancelled is not None and cancelled():
+            raise Cancelled
+        chunk = paths[start : start + step]
+        if dotted:
+            chunk = [p.translate(table) for p in chunk]
+        if fold:
+            out.extend(start + i for i, p in enumerate(chunk) if q in p.lower())
+        else:
+            out.extend(start + i for i, p in enumerate(chunk) if q in p)
+    return out
+
+
+def search(
+    query: str,
+    index: LeafIndex | None,
+    tree: Any,
+    is_leaf: Callable[[Any], bool] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> tuple[list[str], np.ndarray | None]:
+    """A search: the matching paths, and the matching rows of `index` (for its filter).
+
+    A glob (`*`, `?`) matches nodes at any depth unless it starts with `**`; text matches
+    leaf paths as a substring, case-insensitive unless the query has an upper-case letter,
+    and a query without brackets also matches the dotted form (`group9.p9999` finds
+    `['group9']['p9999']`). `cancelled()` is polled as it goes (raises `Cancelled`).
+
+    Example:
+        >>> t = {"enc": {"w": 1.0, "b": 2.0}, "dec": {"w": 3.0}}
+        >>> idx = LeafIndex.build(t)
+        >>> search("w", idx, t)[0], search("enc.b", idx, t)[1].tolist()
+        (["['dec']['w']", "['enc']['w']"], [1])
+    """
+    query = query.strip()
+    if not query:
+        return [], None
+    if is_glob(query):
+        found = [str(p) for p, _ in find(tree, glob_query(query), is_leaf) if p]
+        if index is None:
+            return found, None
+        if cancelled is not None and cancelled():
+            raise Cancelled
+        rows = index.rows_of(found)
+        return found, rows
+    if index is None:
+        raise ValueError("a text search needs the leaf index")
+    rows_list = _text_rows(query, index.paths, cancelled)
+    paths = index.paths
+    return [paths[i] for i in rows_list], np.asarray(rows_list, dtype=np.int64)
+
+
 def match_paths(
     query: str, index: LeafIndex | None, tree: Any, is_leaf: Callable[[Any], bool] | None = None
 ) -> list[str]:
-    """Paths matching a search: a glob (any node, via `find`) or a substring of leaf paths.
-
-    Substring search is case-insensitive unless the query has an upper-case letter.
+    """Paths matching a search (see `search`).
 
     Example:
-        >>> import numpy as np
         >>> t = {"enc": {"w": 1.0, "b": 2.0}, "dec": {"w": 3.0}}
-        >>> match_paths("**.w", None, t)
+        >>> match_paths("*.w", None, t)
         ["['dec']['w']", "['enc']['w']"]
         >>> match_paths("ENC", LeafIndex.build(t), t), match_paths("enc']['b", LeafIndex.build(t), t)
         ([], ["['enc']['b']"])
     """
-    query = query.strip()
-    if not query:
-        return []
-    if is_glob(query):
-        return [str(p) for p, _ in find(tree, query, is_leaf) if p]
-    if index is None:
-        raise ValueError("a substring search needs the leaf index")
-    if query != query.lower():
-        return [p for p in index.paths if query in p]
-    q = query.lower()
-    return [p for p in index.paths if q in p.lower()]
+    return search(query, index, tree, is_leaf)[0]
 
 
 _ROOT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -242,6 +350,21 @@ def node_chain(root: Node, path: str) -> list[tuple[Node, int]]:
     return out
 
 
+#: node -> {key text: child index}, for the wide dicts the cursor and search walk through
+_KEY_MAPS: dict[int, tuple[Node, dict[str, int]]] = {}
+
+
+def _key_map(node: Node) -> dict[str, int]:
+    hit = _KEY_MAPS.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    keys = {str(k): i for i, (k, _) in enumerate(node._open())}
+    if len(_KEY_MAPS) >= 64:
+        _KEY_MAPS.pop(next(iter(_KEY_MAPS)))
+    _KEY_MAPS[id(node)] = (node, keys)
+    return keys
+
+
 def _child_index(node: Node, rest: str) -> int | None:
     if node.is_leaf:
         return None
@@ -250,6 +373,15 @@ def _child_index(node: Node, rest: str) -> int | None:
         if end > 1 and rest[1:end].isdigit():
             i = int(rest[1:end])
             return i if i < node.num_children else None
+    if rest.startswith("['") and node.node_kind == "dict":
+        # a dict key: look it up (the map is built once per node, then O(1) per step)
+        keys = _key_map(node)
+        end = rest.find("']", 2)
+        while end != -1:
+            i = keys.get(rest[: end + 2])
+            if i is not None and (len(rest) == end + 2 or rest[end + 2] in ".["):
+                return i
+            end = rest.find("']", end + 1)
     best, best_len = None, -1
     for i, child in enumerate(node.children):
         ks = str(child.key)

@@ -326,7 +326,9 @@ class PlacementView:
         parts = [f"{n:,} {'leaf' if n == 1 else 'leaves'}"]
         if p.per_device:
             plats = sorted({d.platform for d in p.per_device})
-            parts.append(f"{len(p.per_device)} devices ({', '.join(plats)})")
+            parts.append(
+                f"{len(p.per_device)} device{'' if len(p.per_device) == 1 else 's'} ({', '.join(plats)})"
+            )
             parts.append(
                 f"{fmt_bytes(p.device_bytes)} on devices ({fmt_bytes(p.total_bytes)} logical)"
             )

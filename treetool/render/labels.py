@@ -184,6 +184,9 @@ def label(node: Node, budget: Budget | None = None) -> NodeLabel:
         if node.error is not None:
             return NodeLabel(key_text(node), safe(node.type_name), error=safe(node.error))
         if node.is_leaf:
+            if node.cycle is not None:  # a cycle: the node is one of its own ancestors
+                where = str(node.cycle.path) or "(root)"
+                return NodeLabel(key_text(node), f"↻ same object as {where}")
             info = node.info
             return NodeLabel(
                 key_text(node),

@@ -16,12 +16,13 @@ from rich.text import Text
 from textual import work
 from textual.containers import VerticalScroll
 from textual.widgets import Static
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from ..._arrays import LazyArray, stats
 from ..._model import Aggregates, Node
 from ..._text import safe, safe_text
 from ...render.labels import Budget, dtype_style, fmt_bytes, fmt_count, label
+from .._workers import report_failure
 from ..leaf_index import expression
 from ..messages import DetailsReady
 from .histogram import histogram_text
@@ -30,11 +31,15 @@ __all__ = ["DetailsPane", "compute_parts"]
 
 #: largest children listed for an inner node, and how many children are scanned for them
 TOP_CHILDREN = 8
-SCAN_CHILDREN = 2_000
+SCAN_CHILDREN = 100_000
+#: leaves the largest-children scan may walk to total the children (off the UI thread)
+SCAN_LEAVES = 1_000_000
 #: subtrees bigger than this are not totalled in the pane (the header has the whole tree's)
 TOTAL_LIMIT = 300_000
 #: leaves bigger than this get stats only on request (key S)
 STATS_AUTO_BYTES = 256 * 1024 * 1024
+#: leaves whose stats the pane keeps (a leaf's stats are computed once, `S` included)
+KEEP_LEAVES = 64
 #: bytes of a leaf read for its value preview
 PREVIEW_BYTES = 1 << 20
 
@@ -95,7 +100,12 @@ def leaf_facts(node: Node) -> list[tuple[str, Any]]:
 def _opaque_row(obj: Any) -> tuple[str, Text]:
     """The row that marks a placeholder for a pickled object whose code was not run."""
     path = safe(str(getattr(obj, "class_path", type(obj).__name__)))
-    return ("not executed", Text(f"{path} (load with trust=True to run it)", "bold red"))
+    return (
+        "not executed",
+        Text(
+            f"{path} (not run: pass --trust, or trust=True to treetool.load, to run it)", "bold red"
+        ),
+    )
 
 
 def _short(x: Any, limit: int = 400) -> str:
@@ -143,15 +153,21 @@ def compute_parts(node: Node, width: int = 60, totals: Aggregates | None = None)
                 out["error"] = f"preview failed: {type(e).__name__}: {e}"
         return out
     out["aggregates"] = totals if totals is not None else node.aggregates_within(TOTAL_LIMIT)
-    kids = node.child_range(0, min(node.num_children, SCAN_CHILDREN))
-    budget = Budget(200_000)
+    n = node.num_children
+    kids = node.child_range(0, min(n, SCAN_CHILDREN))
+    budget = Budget(SCAN_LEAVES)
     sized = []
+    unknown = 0
     for c in kids:
         lbl = label(c, budget)
+        if not c.is_leaf and c._agg is None and c.cycle is None:
+            unknown += 1  # its subtree was past the budget: not ranked
+            continue
         sized.append((lbl.params or 0, lbl.nbytes or 0, c))
     sized.sort(key=lambda t: (-t[1], -t[0]))
     out["largest"] = [(str(c.key), p, b) for p, b, c in sized[:TOP_CHILDREN] if b or p]
-    out["scanned"] = len(kids)
+    out["scanned"] = len(kids) - unknown
+    out["children"] = n
     return out
 
 
@@ -163,6 +179,13 @@ class DetailsPane(VerticalScroll):
     DetailsPane > Static { margin-bottom: 1; }
     DetailsPane > #details-path { color: $text; }
     """
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        report_failure(self, event)
+
+    def show_failure(self, text: str) -> None:
+        """Show a failed worker's one-line error in this tab."""
+        self.query_one("#details-stats", Static).update(Text(text, style="bold red"))
 
     def __init__(
         self,
@@ -179,6 +202,13 @@ class DetailsPane(VerticalScroll):
         self.root: Node | None = root
         # the file's own facts (safetensors `__metadata__`, an orbax run's step), root only
         self.file_facts = file_facts or {}
+        #: id(leaf) -> (leaf, its computed parts): stats are computed once per leaf (`S`)
+        self._kept: dict[int, tuple[Any, dict[str, Any]]] = {}
+
+    def _keep(self, node: Node, parts: dict[str, Any]) -> None:
+        if len(self._kept) >= KEEP_LEAVES:
+            self._kept.pop(next(iter(self._kept)))
+        self._kept[id(node.obj)] = (node.obj, parts)
 
     def compose(self):  # type: ignore[no-untyped-def]
         yield Static(id="details-path")
@@ -216,6 +246,10 @@ class DetailsPane(VerticalScroll):
                 facts.extend(_file_rows(self.file_facts))
             pending = True
         self.query_one("#details-facts", Static).update(_facts_table(facts))
+        kept = self._kept.get(id(node.obj)) if node.is_leaf else None
+        if pending and kept is not None and kept[0] is node.obj:  # computed before (S): show it
+            self.post_message(DetailsReady(node, kept[1]))
+            return
         big = node.is_leaf and node.info.nbytes > STATS_AUTO_BYTES and not force
         if pending and big:
             self.query_one("#details-stats", Static).update(
@@ -241,7 +275,7 @@ class DetailsPane(VerticalScroll):
         if self.node is root:
             self.show(root)
 
-    @work(thread=True, exclusive=True, group="stats")
+    @work(thread=True, exclusive=True, group="stats", exit_on_error=False)
     def _compute(self, node: Node, width: int) -> None:
         totals = self.totals if node is self.root else None
         parts = compute_parts(node, width, totals)
@@ -257,6 +291,7 @@ class DetailsPane(VerticalScroll):
         if "aggregates" in parts:
             stats_w.update(self._inner(parts))
             return
+        self._keep(message.node, parts)
         blocks: list[Any] = []
         s = parts.get("stats")
         if s is not None:
@@ -271,7 +306,11 @@ class DetailsPane(VerticalScroll):
             ]
             blocks.append(Text("stats", style="bold underline"))
             blocks.append(_facts_table(rows))
-            if s.histogram is not None:
+            if s.histogram is not None and s.min is not None and s.min == s.max:
+                # numpy would draw one bar over an invented range [x-0.5, x+0.5]
+                blocks.append(Text("histogram", style="bold underline"))
+                blocks.append(Text(f"every finite value is {_num(s.min)}", style="dim"))
+            elif s.histogram is not None:
                 counts, edges = s.histogram
                 blocks.append(Text("histogram", style="bold underline"))
                 blocks.append(histogram_text(counts, edges))
@@ -313,9 +352,11 @@ class DetailsPane(VerticalScroll):
     def _largest(self, parts: dict[str, Any]) -> Any:
         if not parts["largest"]:
             return Text("")
-        t = Table(
-            "largest children", "params", "bytes", box=None, padding=(0, 2), header_style="bold dim"
-        )
+        scanned, n = parts.get("scanned", 0), parts.get("children", 0)
+        title = "largest children"
+        if scanned < n:  # say what was ranked: never a silent partial answer
+            title = f"largest of {scanned:,} of {n:,} children"
+        t = Table(title, "params", "bytes", box=None, padding=(0, 2), header_style="bold dim")
         for key, p, b in parts["largest"]:
             t.add_row(safe_text(key), fmt_count(p), fmt_bytes(b))
         return t

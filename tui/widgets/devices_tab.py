@@ -16,13 +16,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from ..._devices import LeafPlacement, Placement, layout_label, placement
 from ..._layout import NAMED, device_name, spec_text
 from ..._text import safe, safe_text
 from ...render.devices import PlacementView, ShardingGrid, bar
 from ...render.labels import fmt_bytes
+from .._workers import report_failure
 from ..messages import LeafChosen
 
 __all__ = ["ALL", "DevicesTab"]
@@ -84,6 +85,13 @@ class DevicesTab(Vertical):
     #: below this width the device list goes above the leaves instead of beside them
     NARROW = 110
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        report_failure(self, event)
+
+    def show_failure(self, text: str) -> None:
+        """Show a failed worker's one-line error in this tab."""
+        self.query_one("#devices-summary", Static).update(Text(text, style="bold red"))
+
     def __init__(self, obj: Any, *, is_leaf: Any = None, id: str | None = None) -> None:
         super().__init__(id=id)
         self.obj = obj
@@ -115,7 +123,7 @@ class DevicesTab(Vertical):
 
     # --- the worker -------------------------------------------------------------------------
 
-    @work(thread=True, exclusive=True, group="devices")
+    @work(thread=True, exclusive=True, group="devices", exit_on_error=False)
     def _compute(self) -> None:
         worker = get_current_worker()
         try:

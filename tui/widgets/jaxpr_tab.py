@@ -21,12 +21,13 @@ from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 from textual.widgets import Input, Static, TabbedContent, TabPane, Tree
 from textual.widgets.tree import TreeNode
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from ..._jaxpr import Equation, JaxprView, Scope
 from ..._text import safe
 from ...render.jaxpr import counts_text, eqn_text, scope_text
 from ...render.labels import fmt_bytes, fmt_count
+from .._workers import report_failure
 
 __all__ = ["JaxprTab"]
 
@@ -42,6 +43,11 @@ _INPUTS, _OUTPUTS, _EQNS, _EQN, _SCOPE, _VAR, _MORE = (
     "var",
     "more",
 )
+
+
+def _n(n: int, word: str) -> str:
+    """`1 output`, `3 outputs`."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
 class JaxprTab(Vertical):
@@ -108,6 +114,13 @@ class JaxprTab(Vertical):
     JaxprTab #jaxpr-count { height: 1; padding: 0 1; color: $text-muted; }
     """
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        report_failure(self, event)
+
+    def show_failure(self, text: str) -> None:
+        """Show a failed worker's one-line error in this tab."""
+        self.query_one("#jaxpr-summary", Static).update(Text(text, style="bold red"))
+
     def __init__(self, obj: Any, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.obj = obj
@@ -150,7 +163,7 @@ class JaxprTab(Vertical):
 
     # --- workers ------------------------------------------------------------------------------
 
-    @work(thread=True, exclusive=True, group="jaxpr-view")
+    @work(thread=True, exclusive=True, group="jaxpr-view", exit_on_error=False)
     def _build_view(self) -> None:
         worker = get_current_worker()
         try:
@@ -162,7 +175,7 @@ class JaxprTab(Vertical):
         if not worker.is_cancelled:
             self.app.call_from_thread(self._set_view, v)
 
-    @work(thread=True, exclusive=True, group="jaxpr-cost")
+    @work(thread=True, exclusive=True, group="jaxpr-cost", exit_on_error=False)
     def _compute_cost(self) -> None:
         view = self.view
         if view is None:
@@ -216,7 +229,8 @@ class JaxprTab(Vertical):
         if v.name:
             t.append(f" {v.name}", style="bold")
         t.append(
-            f": {len(v.inputs)} inputs → {len(v.outputs)} outputs, {len(v.equations):,} equations"
+            f": {_n(len(v.inputs), 'input')} → {_n(len(v.outputs), 'output')}, "
+            f"{_n(len(v.equations), 'equation')}"
         )
         if v.equations:
             t.append(f"  {counts_text(v.counts(), limit=5)}", style="dim")
@@ -394,7 +408,7 @@ class JaxprTab(Vertical):
                 else:
                     t.append(f"bound by {eq.scope.label or 'the jaxpr'}", style="dim")
             for s in eq.children:
-                t.append(f"\n{s.label}: {s.num_equations()} equations", style="blue")
+                t.append(f"\n{s.label}: {_n(s.num_equations(), 'equation')}", style="blue")
         elif kind == _VAR:
             path, x = obj
             t.append(safe(str(path)), style="bold cyan")
@@ -413,7 +427,7 @@ class JaxprTab(Vertical):
                     t.append(f"\n  {v.name_of(x)}  ← ")
                     t.append(safe(str(p)), style="cyan")
         elif kind == _EQNS:
-            t.append(f"{len(v.equations):,} equations in all\n", style="bold")
+            t.append(f"{_n(len(v.equations), 'equation')} in all\n", style="bold")
             t.append(counts_text(v.counts(), limit=40))
         out.update(t)
 

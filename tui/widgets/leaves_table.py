@@ -19,9 +19,10 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from ..._text import safe
+from .._workers import report_failure
 from ..leaf_index import COLUMNS, LeafIndex
 from ..messages import LeafChosen
 
@@ -100,6 +101,9 @@ class LeavesTable(ScrollView, can_focus=True):
             super().__init__()
             self.path = path
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        report_failure(self, event)
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.index: LeafIndex | None = None
@@ -128,6 +132,27 @@ class LeavesTable(ScrollView, can_focus=True):
             )
         self._apply_order()
 
+    def set_filter_rows(self, rows: np.ndarray | None) -> None:
+        """Show only these rows of the index (None: every leaf); computed by the search worker."""
+        if self.index is None:
+            return
+        self.filter_rows = rows
+        self._apply_order()
+
+    def row_for(self, path: str) -> int | None:
+        """The row showing leaf `path` (after filter and sort), or None."""
+        if self.index is None:
+            return None
+        found = self.index.rows_of([path])
+        if not len(found):
+            return None
+        at = np.flatnonzero(self.rows == found[0])
+        return int(at[0]) if len(at) else None
+
+    def node_path(self) -> str | None:
+        """The path of the leaf under the cursor."""
+        return self.path_at(self.cursor)
+
     def _apply_order(self) -> None:
         if self.index is None:
             return
@@ -141,7 +166,7 @@ class LeavesTable(ScrollView, can_focus=True):
         else:
             self._sort(self.sort_column, self.sort_reverse)
 
-    @work(thread=True, exclusive=True, group="sort")
+    @work(thread=True, exclusive=True, group="sort", exit_on_error=False)
     def _sort(self, column: str, reverse: bool) -> None:
         index = self.index
         if index is None:

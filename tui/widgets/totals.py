@@ -27,7 +27,7 @@ def totals_text(agg: Aggregates | None, devices: dict[str, int] | None) -> Text:
     if agg is None:
         t.append("counting…", style="dim italic")
         return t
-    t.append(f"{agg.leaves:,} leaves", style="bold")
+    t.append(_count(agg.leaves, "leaf", "leaves"), style="bold")
     t.append(" · ")
     t.append(f"{fmt_count(agg.params)} params", style="bold")
     t.append(" · ")
@@ -49,6 +49,11 @@ def totals_text(agg: Aggregates | None, devices: dict[str, int] | None) -> Text:
         names = sorted(devices)
         t.append(safe(", ".join(names[:4])) + (f" +{len(names) - 4}" if len(names) > 4 else ""))
     return t
+
+
+def _count(n: int, one: str, many: str) -> str:
+    """`1 leaf`, `2 leaves`, `1,000 leaves`."""
+    return f"{n:,} {one if n == 1 else many}"
 
 
 class TotalsBar(Static):

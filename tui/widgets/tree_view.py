@@ -16,12 +16,13 @@ from textual import work
 from textual.binding import Binding, BindingType
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from ..._model import Aggregates, Node
 from ..._text import safe_text
-from ...render.labels import Budget, label
-from ...render.text import fold_children, label_text
+from ...render.labels import Budget, label, signature
+from ...render.text import Row, fold_children, label_text
+from .._workers import report_failure
 from ..leaf_index import node_chain
 from ..messages import NodeFocused
 
@@ -34,14 +35,21 @@ PAGE = 200
 LABEL_BUDGET = 500
 #: the background worker totals subtrees of at most this many leaves
 FILL_LIMIT = 300_000
+#: a chain of at least this many single-child levels is shown on one row (deep trees)
+CHAIN_MIN = 16
+#: rows deeper than this many levels are indented no further (drawing guides is per level)
+MAX_GUIDES = 40
+#: leaves the signatures of one page may walk to fold runs of identical siblings
+FOLD_BUDGET = 50_000
 
 
 @dataclass
 class Entry:
     """What a tree row stands for.
 
-    kind is "node" (one pytree node), "fold" (children `index:stop` of `node.parent`, all alike)
-    or "more" (the rest of `node`'s children, from `index`).
+    kind is "node" (one pytree node), "fold" (children `index:stop` of `node.parent`, all alike),
+    "more" (`node`'s children `index:stop`, not shown yet) or "chain" (a run of `stop` levels of
+    single-child nodes from `top`, child `index` of its parent, down to `node`, on one row).
     """
 
     kind: str
@@ -49,6 +57,7 @@ class Entry:
     index: int = 0
     stop: int = 0
     loaded: bool = False
+    top: Node | None = None
 
 
 class PytreeTree(Tree[Entry]):
@@ -76,6 +85,9 @@ class PytreeTree(Tree[Entry]):
     PytreeTree > .tree--highlight { text-style: bold; }
     """
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        report_failure(self, event)
+
     def __init__(self, root: Node, root_name: str, *, id: str | None = None) -> None:
         super().__init__(safe_text(root_name), Entry("node", root), id=id)
         self.model = root
@@ -83,6 +95,8 @@ class PytreeTree(Tree[Entry]):
         self.matches: frozenset[str] = frozenset()
         self.totals: Aggregates | None = None
         self._pending_fill: list[TreeNode[Entry]] = []
+        #: while revealing, one label budget for every level opened (not one per level)
+        self._budget: Budget | None = None
         self.guide_depth = 3
 
     # --- labels ------------------------------------------------------------------------
@@ -90,8 +104,11 @@ class PytreeTree(Tree[Entry]):
     def _label(self, entry: Entry, budget: Budget) -> Text:
         node = entry.node
         if entry.kind == "more":
-            left = node.num_children - entry.index
-            return Text(f"… {left:,} more (enter to show {min(left, PAGE)})", style="dim italic")
+            left = entry.stop - entry.index
+            where = "" if entry.stop == node.num_children else f" [{entry.index}..{entry.stop - 1}]"
+            return Text(
+                f"… {left:,} more{where} (enter to show {min(left, PAGE)})", style="dim italic"
+            )
         try:
             if node is self.model or (not node.is_leaf and node.num_children > budget.leaves):
                 # too big to total here for sure: the leaf index / `_fill_labels` will
@@ -112,6 +129,10 @@ class PytreeTree(Tree[Entry]):
                 lbl.params *= count
             if lbl.nbytes:
                 lbl.nbytes *= count
+        if entry.kind == "chain" and entry.top is not None:
+            first = str(entry.top.key)
+            last = str(node.key)
+            lbl.key = f"{first}…({entry.stop - 1:,} levels)…{last}"
         return label_text(lbl, root=node is self.model)
 
     def set_totals(self, totals: Aggregates) -> None:
@@ -123,7 +144,7 @@ class PytreeTree(Tree[Entry]):
         if pending:
             self._fill_labels(pending)
 
-    @work(thread=True, group="labels")
+    @work(thread=True, group="labels", exit_on_error=False)
     def _fill_labels(self, rows: list[TreeNode[Entry]]) -> None:
         """Total the subtrees of freshly added rows off the UI thread, then relabel them."""
         worker = get_current_worker()
@@ -163,25 +184,59 @@ class PytreeTree(Tree[Entry]):
 
     # --- lazy loading ------------------------------------------------------------------
 
-    def _add_entries(self, parent: TreeNode[Entry], node: Node, start: int) -> None:
+    def _add_entries(
+        self,
+        parent: TreeNode[Entry],
+        node: Node,
+        start: int,
+        end: int | None = None,
+        before: TreeNode[Entry] | None = None,
+    ) -> None:
+        """Add rows for children `start:` (a page, up to `end`), then a `… more` row for the
+        rest of `start:end`; rows go before `before` when given (a page inside a gap)."""
         total = node.num_children
-        stop = min(total, start + PAGE)
+        end = total if end is None else end
+        stop = min(end, start + PAGE)
         kids = node.child_range(start, stop)
-        budget = Budget(LABEL_BUDGET)
-        rows = fold_children(kids, budget)
+        budget = self._budget or Budget(LABEL_BUDGET)
+        if len(kids) < 3:  # too few to fold (runs start at 3): no signatures to compute
+            rows = [Row(k) for k in kids]
+        else:
+            rows = fold_children(kids, Budget(FOLD_BUDGET), scan=PAGE)
+        stop = self._extend_run(node, rows, stop, end)
         i = start
         added = []
         for row in rows:
             if row.count > 1:
                 entry = Entry("fold", row.node, i, i + row.count)
-                added.append(parent.add(self._label(entry, budget), entry))
+                added.append(parent.add(self._label(entry, budget), entry, before=before))
             else:
-                added.append(self._add_child(parent, Entry("node", row.node, i), budget))
+                added.append(self._add_child(parent, Entry("node", row.node, i), budget, before))
             i += row.count
-        if stop < total:
-            entry = Entry("more", node, stop)
-            parent.add_leaf(self._label(entry, budget), entry)
+        if stop < end:
+            entry = Entry("more", node, stop, end)
+            parent.add_leaf(self._label(entry, budget), entry, before=before)
         self._fill_missing(added)
+
+    def _extend_run(self, node: Node, rows: list[Row], stop: int, end: int) -> int:
+        """A run of identical siblings that reaches the end of the page goes on past it:
+        extend the last row while the next children are alike; returns the new page end."""
+        if not rows or rows[-1].count < 2 or stop >= end:
+            return stop
+        run = rows[-1]
+        budget = Budget(FOLD_BUDGET)
+        sig = signature(run.node, budget=budget)
+        if sig is None:
+            return stop
+        while stop < end and budget.leaves > 0:
+            chunk = node.child_range(stop, min(end, stop + PAGE))
+            for c in chunk:
+                if signature(c, budget=budget) != sig:
+                    return stop
+                run.count += 1
+                run.last = c
+                stop += 1
+        return stop
 
     def _fill_missing(self, rows: list[TreeNode[Entry]]) -> None:
         todo = [tn for tn in rows if tn.data is not None and tn.allow_expand]
@@ -192,15 +247,40 @@ class PytreeTree(Tree[Entry]):
         else:
             self._fill_labels(todo)
 
-    def _add_child(self, parent: TreeNode[Entry], entry: Entry, budget: Budget) -> TreeNode[Entry]:
-        text = self._label(entry, budget)
+    def _add_child(
+        self,
+        parent: TreeNode[Entry],
+        entry: Entry,
+        budget: Budget,
+        before: TreeNode[Entry] | None = None,
+    ) -> TreeNode[Entry]:
         try:
             openable = not entry.node.is_leaf and entry.node.num_children > 0
         except Exception:
             openable = False
+        if openable and entry.node.num_children == 1:
+            entry = self._chain(entry)
+        text = self._label(entry, budget)
         if openable:
-            return parent.add(text, entry)
-        return parent.add_leaf(text, entry)
+            return parent.add(text, entry, before=before)
+        return parent.add_leaf(text, entry, before=before)
+
+    @staticmethod
+    def _chain(entry: Entry) -> Entry:
+        """A node with one child that has one child…: CHAIN_MIN levels or more become one
+        row (10,000-level trees open in one step and the Tree widget stays shallow)."""
+        node, levels = entry.node, 0
+        try:
+            while not node.is_leaf and node.num_children == 1:
+                child = node.child_range(0, 1)[0]
+                if child.is_leaf or child.num_children != 1:
+                    break
+                node, levels = child, levels + 1
+        except Exception:  # the row of the node that fails shows the error
+            pass
+        if levels + 1 < CHAIN_MIN:
+            return entry
+        return Entry("chain", node, entry.index, levels + 1, top=entry.node)
 
     def load(self, tn: TreeNode[Entry]) -> None:
         """Add the first page of a row's children, once."""
@@ -208,14 +288,14 @@ class PytreeTree(Tree[Entry]):
         if entry is None or entry.loaded:
             return
         entry.loaded = True
-        if entry.kind == "node":
+        if entry.kind in ("node", "chain"):
             try:
                 self._add_entries(tn, entry.node, 0)
             except Exception as e:
                 tn.add_leaf(safe_text(f"⚠ cannot open: {type(e).__name__}: {e}", "bold red"))
         elif entry.kind == "fold":
             parent = entry.node.parent
-            budget = Budget(LABEL_BUDGET)
+            budget = self._budget or Budget(LABEL_BUDGET)
             added = [
                 self._add_child(tn, Entry("node", child, i), budget)
                 for i, child in enumerate(parent.child_range(entry.index, entry.stop), entry.index)  # type: ignore[union-attr]
@@ -228,10 +308,10 @@ class PytreeTree(Tree[Entry]):
         parent = tn.parent
         if entry is None or entry.kind != "more" or parent is None:
             return None
-        before = len(parent.children)
+        at = parent.children.index(tn)
+        self._add_entries(parent, entry.node, entry.index, entry.stop, before=tn)
         tn.remove()
-        self._add_entries(parent, entry.node, entry.index)
-        return parent.children[before - 1] if len(parent.children) >= before else None
+        return parent.children[at] if len(parent.children) > at else None
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded[Entry]) -> None:
         event.stop()
@@ -274,14 +354,35 @@ class PytreeTree(Tree[Entry]):
     # --- reveal ------------------------------------------------------------------------
 
     def reveal(self, path: str) -> TreeNode[Entry] | None:
-        """Expand the rows down to the node at `path` (loading pages as needed), move the
-        cursor onto it and return its row; None when the path is not in the tree."""
+        """Expand the rows down to the node at `path`, move the cursor onto it and return its
+        row; None when the path is not in the tree.
+
+        Only the ancestors are opened, and in a wide node only the page that holds the next
+        step is added (the pages before it stay one `… more` row): revealing the last of
+        1,000,000 children adds one page, not 5,000.
+        """
         try:
             chain = node_chain(self.model, path)
         except KeyError:
             return None
+        return self.reveal_chain(chain)
+
+    def reveal_chain(self, chain: list[tuple[Node, int]]) -> TreeNode[Entry] | None:
+        """`reveal` of a path already resolved by `node_chain` (in a worker)."""
+        self._budget = Budget(LABEL_BUDGET)
+        try:
+            tn = self._reveal(chain)
+        finally:
+            self._budget = None
+        if tn is not None:
+            self.call_after_refresh(self._place_cursor, tn)
+        return tn
+
+    def _reveal(self, chain: list[tuple[Node, int]]) -> TreeNode[Entry] | None:
         tn = self.root
-        for _, idx in chain:
+        pos = 0
+        while pos < len(chain):
+            idx = chain[pos][1]
             self.load(tn)
             tn.expand()
             nxt = self._find_child(tn, idx)
@@ -294,27 +395,99 @@ class PytreeTree(Tree[Entry]):
                 if nxt is None:
                     return None
             tn = nxt
-        self.call_after_refresh(self._place_cursor, tn)
+            entry = tn.data
+            # a chain row stands for `stop` levels: the next step is under its last node
+            pos += entry.stop if entry is not None and entry.kind == "chain" else 1
         return tn
 
     def _place_cursor(self, tn: TreeNode[Entry]) -> None:
         # rows added in this tick have no line number until the tree is rebuilt on refresh
         self.move_cursor(tn)
         self.scroll_to_node(tn, animate=False)
+        # the cursor line may not change (a `… more` row replaced by its first row): say it
+        if tn.data is not None and tn.data.kind != "more":
+            self.post_message(NodeFocused(tn.data.node))
 
     def _find_child(self, tn: TreeNode[Entry], idx: int) -> TreeNode[Entry] | None:
-        while True:
-            more = None
-            for child in tn.children:
-                e = child.data
-                if e is None:
-                    continue
-                if e.kind == "node" and e.index == idx:
-                    return child
-                if e.kind == "fold" and e.index <= idx < e.stop:
-                    return child
-                if e.kind == "more":
-                    more = child
-            if more is None or more.data is None or more.data.index > idx:
-                return None
-            self.more(more)
+        """The row of child `idx` of `tn` (a node, chain or fold row), adding the one page
+        that holds it when it is inside a `… more` row."""
+        for child in tn.children:
+            e = child.data
+            if e is None:
+                continue
+            if e.kind in ("node", "chain") and e.index == idx:
+                return child
+            if e.kind == "fold" and e.index <= idx < e.stop:
+                return child
+            if e.kind == "more" and e.index <= idx < e.stop:
+                return self._open_gap(child, idx)
+        return None
+
+    def _open_gap(self, gap: TreeNode[Entry], idx: int) -> TreeNode[Entry] | None:
+        """Split a `… more` row around the page that holds child `idx` and add that page."""
+        entry = gap.data
+        parent = gap.parent
+        if entry is None or parent is None:
+            return None
+        page = max(entry.index, idx - idx % PAGE)
+        budget = self._budget or Budget(LABEL_BUDGET)
+        if page > entry.index:
+            head = Entry("more", entry.node, entry.index, page)
+            parent.add_leaf(self._label(head, budget), head, before=gap)
+        self._add_entries(parent, entry.node, page, entry.stop, before=gap)
+        gap.remove()
+        for child in parent.children:
+            e = child.data
+            if e is None or e.kind == "more":
+                continue
+            if e.kind == "fold" and e.index <= idx < e.stop:
+                return child
+            if e.index == idx and e.kind in ("node", "chain"):
+                return child
+        return None
+
+    # --- lines -------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        """Textual's line building, without one recursion per level, and with at most
+        `MAX_GUIDES` levels of guides per row (a row 1,000 levels deep is drawn, and
+        indented, like one 40 levels deep)."""
+        from textual.geometry import Size
+        from textual.widgets._tree import _TreeLine
+
+        lines: list[_TreeLine[Entry]] = []
+        add_line = lines.append
+        stack: list[tuple[list[TreeNode[Entry]], TreeNode[Entry], bool]] = []
+        if self.show_root:
+            stack.append(([], self.root, True))
+        else:
+            kids = list(self.root._children)
+            stack.extend(([], c, i == len(kids) - 1) for i, c in reversed(list(enumerate(kids))))
+        while stack:
+            path, node, last = stack.pop()
+            child_path = [*path, node]
+            if len(child_path) > MAX_GUIDES:  # deeper rows are indented no further
+                child_path = [child_path[0], *child_path[2:]]
+            node._line = len(lines)
+            add_line(_TreeLine(child_path, last))
+            if node._expanded:
+                kids = node._children
+                n = len(kids)
+                stack.extend((child_path, kids[i], i == n - 1) for i in range(n - 1, -1, -1))
+        self._tree_lines_cached = lines
+        guide_depth = self.guide_depth
+        show_root = self.show_root
+        get_label_width = self.get_label_width
+        if lines:
+            width = max(
+                get_label_width(line.node) + line._get_guide_width(guide_depth, show_root)
+                for line in lines
+            )
+        else:
+            width = self.size.width
+        self.virtual_size = Size(width, len(lines))
+        if self.cursor_line != -1:
+            if self.cursor_node is not None:
+                self.cursor_line = self.cursor_node._line
+            if self.cursor_line >= len(lines):
+                self.cursor_line = -1
