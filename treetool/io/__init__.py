@@ -36,6 +36,7 @@ from typing import Any
 
 from .._errors import LoadError
 from ._opaque import GlobalRef, Opaque, ensure_jax_registration
+from ._source import is_url, session, source_for
 
 __all__ = ["FORMATS", "GlobalRef", "Loaded", "Opaque", "detect", "load", "read", "save"]
 
@@ -48,8 +49,9 @@ FORMATS: dict[str, str] = {
     "msgpack": "treetool.io.msgpack",
     "equinox": "treetool.io.equinox",
     "orbax": "treetool.io.orbax",
+    "sharded": "treetool.io.sharded",
 }
-_SUBMODULES = frozenset({"pickle", "npz", "safetensors", "msgpack", "equinox", "orbax"})
+_SUBMODULES = frozenset({"pickle", "npz", "safetensors", "msgpack", "equinox", "orbax", "sharded"})
 
 
 def __getattr__(name: str) -> Any:
@@ -81,8 +83,8 @@ class Loaded:
 
 
 def _header(path: str, n: int = 64) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read(n)
+    src = source_for(path)
+    return src.read(0, min(n, src.size))
 
 
 def _looks_like_old_pickle(path: str, head: bytes) -> bool:
@@ -91,9 +93,8 @@ def _looks_like_old_pickle(path: str, head: bytes) -> bool:
 
     if head[:1].decode("latin1") not in {op.code for op in pickletools.opcodes}:
         return False
-    with open(path, "rb") as fh:
-        fh.seek(-1, os.SEEK_END)
-        return fh.read(1) == b"."
+    src = source_for(path)
+    return src.read(src.size - 1, 1) == b"."
 
 
 def detect(path: str | os.PathLike) -> str:
@@ -107,7 +108,11 @@ def detect(path: str | os.PathLike) -> str:
         'npy'
     """
     path = os.fspath(path)
-    if os.path.isdir(path):
+    if is_url(path):
+        from .sharded import check_remote_target
+
+        check_remote_target(path)
+    elif os.path.isdir(path):
         from .orbax import is_orbax_dir
 
         if is_orbax_dir(path):
@@ -115,7 +120,7 @@ def detect(path: str | os.PathLike) -> str:
         raise LoadError(
             f"{path}: a directory that is not an orbax checkpoint (no _METADATA, _CHECKPOINT_METADATA or step directories)"
         )
-    if not os.path.exists(path):
+    if not is_url(path) and not os.path.exists(path):
         raise LoadError(f"{path}: no such file or directory")
     try:
         head = _header(path)
@@ -139,6 +144,10 @@ def detect(path: str | os.PathLike) -> str:
 
     if looks_like_flax_msgpack(head):
         return "msgpack"
+    from .sharded import looks_like_index
+
+    if looks_like_index(head):
+        return "sharded"
     if _looks_like_old_pickle(path, head):
         return "pickle"
     shown = head[:8].hex(" ")
@@ -177,6 +186,13 @@ def read(
         (Opaque('os.system', fields=['[0]']), ['os.system'])
     """
     path = os.fspath(path)
+    with session():
+        return _read(path, trust=trust, lazy=lazy, format=format, like=like, partial=partial)
+
+
+def _read(
+    path: str, *, trust: bool, lazy: bool, format: str | None, like: Any, partial: bool
+) -> Loaded:
     ensure_jax_registration()
     fmt = format if format is not None else detect(path)
     if fmt not in FORMATS:
@@ -185,7 +201,7 @@ def read(
         hint = suggest(fmt, FORMATS)
         more = f" Did you mean {hint[0]!r}?" if hint else ""
         raise LoadError(f"{path}: unknown format {fmt!r}.{more}")
-    if not os.path.exists(path):
+    if not is_url(path) and not os.path.exists(path):
         raise LoadError(f"{path}: no such file or directory")
     module = importlib.import_module(FORMATS[fmt])
     from .._model import no_gc

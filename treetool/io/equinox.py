@@ -8,13 +8,13 @@ are checked against the skeleton's.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 
 from .._arrays import is_array
 from .._errors import LoadError
+from ._source import source_for
 from .npz import read_npy_at
 
 __all__ = ["read", "read_records"]
@@ -22,7 +22,7 @@ __all__ = ["read", "read_records"]
 
 def read_records(path: str, lazy: bool = True, limit: int | None = None) -> list[Any]:
     """All `.npy` records of the file, in order (headers only when lazy)."""
-    size = os.path.getsize(path)
+    size = source_for(path).size
     out: list[Any] = []
     pos = 0
     while pos < size:

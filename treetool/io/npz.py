@@ -22,6 +22,7 @@ import numpy as np
 from .._arrays import LazyArray
 from .._errors import LoadError
 from ._keys import tree_from_keystrs
+from ._source import Source, source_for
 
 __all__ = ["NpyHeader", "is_npy_sequence", "parse_npy_header", "read"]
 
@@ -120,8 +121,9 @@ def _object_array(
 
 def read_npy_at(path: str, offset: int = 0, lazy: bool = True) -> tuple[Any, int]:
     """One `.npy` record starting at `offset`; returns (array or LazyArray, offset after it)."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as fh:
+    src = source_for(path)
+    size = src.size
+    with src.open() as fh:
         fh.seek(offset)
         hdr = parse_npy_header(fh, path)
         if hdr.dtype.hasobject:
@@ -132,8 +134,14 @@ def read_npy_at(path: str, offset: int = 0, lazy: bool = True) -> tuple[Any, int
             raise LoadError(
                 f"{path}: truncated .npy data: {hdr.dtype.name}{list(hdr.shape)} needs {hdr.nbytes} bytes at offset {start}, {size - start} left"
             )
-        arr = LazyArray(hdr.shape, hdr.dtype, path, start, fortran_order=hdr.fortran_order)
+        arr = LazyArray(
+            hdr.shape, hdr.dtype, path, start, fortran_order=hdr.fortran_order, source=_remote(src)
+        )
         return (arr if lazy else arr.read().copy()), stop
+
+
+def _remote(src: Source) -> Source | None:
+    return src if src.remote else None
 
 
 def is_npy_sequence(path: str) -> bool:
@@ -142,11 +150,10 @@ def is_npy_sequence(path: str) -> bool:
         _, end = read_npy_at(path, 0)
     except LoadError:
         return False
-    if end >= os.path.getsize(path):
+    src = source_for(path)
+    if end + 6 > src.size:
         return False
-    with open(path, "rb") as fh:
-        fh.seek(end)
-        return fh.read(6) == _MAGIC
+    return src.read(end, 6) == _MAGIC
 
 
 def read(
@@ -161,14 +168,15 @@ def read(
     """`treetool.io.read` for `.npy` and `.npz` files."""
     from . import Loaded
 
-    with open(path, "rb") as fh:
-        head = fh.read(6)
+    src = source_for(path)
+    head = src.read(0, min(6, src.size))
     if head == _MAGIC:
-        with open(path, "rb") as fh:
+        with src.open() as fh:
             hdr = parse_npy_header(fh, path)
             if hdr.dtype.hasobject:
                 if trust:
-                    return Loaded(np.load(path, allow_pickle=True), format)
+                    fh.seek(0)
+                    return Loaded(np.load(fh, allow_pickle=True), format)
                 tree, blocked = _object_array(fh, hdr, path, lazy, partial)
                 return Loaded(tree, format, blocked)
         arr, _ = read_npy_at(path, 0, lazy)
@@ -177,15 +185,24 @@ def read(
 
 
 def _read_npz(path: str, *, trust: bool, lazy: bool, partial: bool, format: str) -> Any:
+    src = source_for(path)
+    with src.open() as zfh:
+        return _read_zip(src, zfh, trust=trust, lazy=lazy, partial=partial, format=format)
+
+
+def _read_zip(
+    src: Source, zfh: IO[bytes], *, trust: bool, lazy: bool, partial: bool, format: str
+) -> Any:
     from . import Loaded
 
+    path = src.name
     try:
-        zf = zipfile.ZipFile(path)
+        zf = zipfile.ZipFile(zfh)
     except zipfile.BadZipFile as e:
         raise LoadError(f"{path}: not a valid npz (zip) file: {e}") from None
     flat: dict[str, Any] = {}
     blocked: set[str] = set()
-    size = os.path.getsize(path)
+    size = src.size
     with zf:
         for info in zf.infolist():
             name = info.filename
@@ -213,11 +230,16 @@ def _read_npz(path: str, *, trust: bool, lazy: bool, partial: bool, format: str)
                     f"({hdr.dtype.name}{list(hdr.shape)})"
                 )
             if info.compress_type == zipfile.ZIP_STORED:
-                offset = _stored_data_offset(path, info) + hdr.data_offset
+                offset = _stored_data_offset(src, zfh, info) + hdr.data_offset
                 if offset + hdr.nbytes > size:
                     raise LoadError(f"{where}: truncated member data")
                 leaf = LazyArray(
-                    hdr.shape, hdr.dtype, path, offset, fortran_order=hdr.fortran_order
+                    hdr.shape,
+                    hdr.dtype,
+                    path,
+                    offset,
+                    fortran_order=hdr.fortran_order,
+                    source=_remote(src),
                 )
             else:
                 leaf = LazyArray(
@@ -226,7 +248,7 @@ def _read_npz(path: str, *, trust: bool, lazy: bool, partial: bool, format: str)
                     path,
                     hdr.data_offset,
                     fortran_order=hdr.fortran_order,
-                    opener=_member_opener(path, info, hdr.data_offset),
+                    opener=_member_opener(src, info, hdr.data_offset),
                     seekable=False,
                 )
             flat[key] = leaf if lazy else leaf.read().copy()
@@ -238,25 +260,25 @@ def _trusted_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> Any:
         return np.load(member, allow_pickle=True)
 
 
-def _stored_data_offset(path: str, info: zipfile.ZipInfo) -> int:
+def _stored_data_offset(src: Source, fh: IO[bytes], info: zipfile.ZipInfo) -> int:
     """File offset of a stored member's data: after its local header and extra field."""
-    with open(path, "rb") as fh:
-        fh.seek(info.header_offset)
-        local = fh.read(30)
-        if len(local) < 30 or local[:4] != b"PK\x03\x04":
-            raise LoadError(f"{path}[{info.filename}]: bad zip local header")
-        name_len, extra_len = struct.unpack("<HH", local[26:30])
-        return info.header_offset + 30 + name_len + extra_len
+    fh.seek(info.header_offset)
+    local = fh.read(30)
+    if len(local) < 30 or local[:4] != b"PK\x03\x04":
+        raise LoadError(f"{src.name}[{info.filename}]: bad zip local header")
+    name_len, extra_len = struct.unpack("<HH", local[26:30])
+    return info.header_offset + 30 + name_len + extra_len
 
 
-def _member_opener(path: str, info: zipfile.ZipInfo, skip: int) -> Callable[[], IO[bytes]]:
+def _member_opener(src: Source, info: zipfile.ZipInfo, skip: int) -> Callable[[], IO[bytes]]:
     """Open a compressed member positioned at its array data (decompresses on read)."""
 
     def opener() -> IO[bytes]:
-        zf = zipfile.ZipFile(path)
+        fh = src.open()
+        zf = zipfile.ZipFile(fh)
         member = zf.open(info)
         member.read(skip)
-        return _Closing(member, zf)
+        return _Closing(member, zf, fh)
 
     return opener
 
@@ -264,9 +286,10 @@ def _member_opener(path: str, info: zipfile.ZipInfo, skip: int) -> Callable[[], 
 class _Closing:
     """A member stream that also closes its zip file."""
 
-    def __init__(self, member: IO[bytes], zf: zipfile.ZipFile) -> None:
+    def __init__(self, member: IO[bytes], zf: zipfile.ZipFile, fh: IO[bytes]) -> None:
         self._member = member
         self._zf = zf
+        self._fh = fh
 
     def read(self, n: int = -1) -> bytes:
         return self._member.read(n)
@@ -274,6 +297,7 @@ class _Closing:
     def close(self) -> None:
         self._member.close()
         self._zf.close()
+        self._fh.close()
 
     def __enter__(self) -> _Closing:
         return self

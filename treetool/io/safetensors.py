@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import struct
 from typing import Any
 
@@ -18,6 +17,7 @@ import numpy as np
 from .._arrays import LazyArray
 from .._errors import LoadError
 from ._keys import tree_from_keystrs
+from ._source import Source, source_for
 
 __all__ = ["DTYPES", "looks_like_safetensors", "read", "write"]
 
@@ -59,7 +59,7 @@ def looks_like_safetensors(path: str, head: bytes) -> bool:
     if len(head) < 10:
         return False
     n = struct.unpack("<Q", head[:8])[0]
-    return 2 <= n <= min(_MAX_HEADER, os.path.getsize(path) - 8) and head[8:9] == b"{"
+    return 2 <= n <= min(_MAX_HEADER, source_for(path).size - 8) and head[8:9] == b"{"
 
 
 def read(
@@ -74,8 +74,13 @@ def read(
     """`treetool.io.read` for safetensors files."""
     from . import Loaded
 
-    size = os.path.getsize(path)
-    with open(path, "rb") as fh:
+    return Loaded(tree_from_keystrs(read_flat(source_for(path), lazy)), format)
+
+
+def read_flat(src: Source, lazy: bool = True) -> dict[str, Any]:
+    """`{tensor name: LazyArray}` of one safetensors file (one ranged read remotely)."""
+    path, size = src.name, src.size
+    with src.open() as fh:
         raw = fh.read(8)
         if len(raw) < 8:
             raise LoadError(f"{path}: truncated safetensors file")
@@ -94,11 +99,12 @@ def read(
     for name, entry in header.items():
         if name == "__metadata__":
             continue
-        flat[name] = _leaf(path, name, entry, base, size, lazy)
-    return Loaded(tree_from_keystrs(flat), format)
+        flat[name] = _leaf(src, name, entry, base, size, lazy)
+    return flat
 
 
-def _leaf(path: str, name: str, entry: Any, base: int, size: int, lazy: bool) -> Any:
+def _leaf(src: Source, name: str, entry: Any, base: int, size: int, lazy: bool) -> Any:
+    path = src.name
     where = f"{path}: tensor {name!r}"
     if not isinstance(entry, dict):
         raise LoadError(f"{where}: header entry is not an object")
@@ -116,7 +122,7 @@ def _leaf(path: str, name: str, entry: Any, base: int, size: int, lazy: bool) ->
         raise LoadError(f"{where}: data_offsets {offs} do not match {dt}{shape} ({nbytes} bytes)")
     if base + stop > size:
         raise LoadError(f"{where}: data ends at byte {base + stop}, the file has {size}")
-    leaf = LazyArray(tuple(shape), dtype, path, base + start)
+    leaf = LazyArray(tuple(shape), dtype, path, base + start, source=src if src.remote else None)
     return leaf if lazy else leaf.read().copy()
 
 
