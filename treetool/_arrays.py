@@ -172,7 +172,7 @@ class LazyArray:
             if self.source is None:  # a URL: read through its remote source
                 from .io._source import source_for
 
-                self.source = source_for(self.file)
+                self.source = source_for(self.file, reuse=True)
             fh = self.source.open()
         else:
             fh = open(self.file, "rb")  # noqa: SIM115 - returned to the caller, who closes it

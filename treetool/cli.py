@@ -34,7 +34,9 @@ def load_target(spec: str, *, trust: bool = False, partial: bool = False) -> tup
     `module:attr` imports the module (the current directory is on the import path) and follows
     the dotted attribute; a function or a class found there is called with no arguments.
     """
-    if os.path.exists(spec):
+    from .io._source import is_url
+
+    if is_url(spec) or os.path.exists(spec):
         import treetool.io as io
 
         loaded = io.read(spec, trust=trust, partial=partial)
@@ -127,7 +129,9 @@ def _trace_arg(text: str, *, trust: bool) -> Any:
             ) from None
         shape = tuple(int(d) for d in dims.replace(" ", "").split(",") if d)
         return jax.ShapeDtypeStruct(shape, dtype)
-    if os.path.exists(text) or (":" in text and not text.startswith(("/", "."))):
+    from .io._source import is_url
+
+    if is_url(text) or os.path.exists(text) or (":" in text and not text.startswith(("/", "."))):
         return load_target(text, trust=trust)[0]
     import ast
 
@@ -197,6 +201,7 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
         # record and their counts: their facts depend on nothing else
         tails: dict[tuple[Any, Any, Any], tuple[str, int, int]] = {}
         same_facts = {np.ndarray}
+        sharded = fmt == "sharded"
         for chunk in chunks:
             leaves += len(chunk)
             for text, x in chunk:
@@ -215,7 +220,13 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
                             f'"type": {q(info.type_name)}}}'
                         )
                         facts = tails[key] = (tail, info.params, info.nbytes)
-                    append(f'{{"path": {q(text)}, {facts[0]}')
+                    if sharded and isinstance(x, LazyArray):  # where its bytes live
+                        append(
+                            f'{{"path": {q(text)}, "shard": {q(x.file)}, '
+                            f'"offset": {x.offset}, {facts[0]}'
+                        )
+                    else:
+                        append(f'{{"path": {q(text)}, {facts[0]}')
                     if id(x) not in seen:  # tied arrays count once
                         add(id(x))
                         params += facts[1]

@@ -134,12 +134,13 @@ def detect(path: str | os.PathLike) -> str:
         return "equinox" if is_npy_sequence(path) else "npy"
     if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
         return "npz"
-    if head[0] == 0x80 and len(head) > 1 and head[1] <= 5:
-        return "pickle"
     from .safetensors import looks_like_safetensors
 
+    # before pickle: a header length like 0x0280 starts with the bytes of a pickle protocol 2
     if looks_like_safetensors(path, head):
         return "safetensors"
+    if head[0] == 0x80 and len(head) > 1 and head[1] <= 5:
+        return "pickle"
     from .msgpack import looks_like_flax_msgpack
 
     if looks_like_flax_msgpack(head):

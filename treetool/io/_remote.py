@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any, TypeVar
 
 from .._errors import LoadError
-from ._source import BlockReader, Source
+from ._source import BlockReader, Source, source_for
 
 __all__ = ["FsspecSource", "HttpSource", "remote_source"]
 
@@ -55,6 +55,12 @@ def _executor() -> ThreadPoolExecutor:
         if _pool is None:
             _pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="treetool-remote")
         return _pool
+
+
+def forget_listings() -> None:
+    """Drop the clients' cached listings (objects may have changed since the last read)."""
+    for fs in _fs_cache.values():
+        fs.invalidate_cache()
 
 
 def remote_source(url: str) -> Source:
@@ -235,7 +241,7 @@ class FsspecSource(RemoteSource):
 
     def join(self, name: str) -> Source:
         base = self.name if self._size is None and self.is_dir() else self.name.rsplit("/", 1)[0]
-        return FsspecSource(f"{base}/{name}", self.fs)
+        return source_for(f"{base}/{name}")  # shared with the rest of the read
 
     def list_parent(self) -> None:
         """List this object's prefix once: the client caches the sizes of its neighbours."""
@@ -350,7 +356,7 @@ class HttpSource(RemoteSource):
 
     def join(self, name: str) -> Source:
         base = self.name if self.name.endswith("/") else self.name.rsplit("/", 1)[0] + "/"
-        return HttpSource(base + name)
+        return source_for(base + name)  # shared with the rest of the read
 
     def list(self) -> list[str]:
         return []  # HTTP has no listing

@@ -21,6 +21,7 @@ import contextlib
 import contextvars
 import io
 import os
+import sys
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -136,11 +137,13 @@ class LocalSource(Source):
             return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
 
 
-def source_for(target: str | os.PathLike | Source) -> Source:
+def source_for(target: str | os.PathLike | Source, *, reuse: bool = False) -> Source:
     """The `Source` of a local path or a URL (`s3://`, `gs://`, `http(s)://`).
 
     Remote sources are shared for the same URL while a read is in progress (so that detection
-    and reading cost one set of requests), and clients are imported only here.
+    and reading cost one set of requests), and clients are imported only here. `reuse=True`
+    (a lazy leaf reading its bytes later) also takes one of the last sources made for that URL,
+    whose size and first block are known.
     """
     if isinstance(target, Source):
         return target
@@ -149,13 +152,21 @@ def source_for(target: str | os.PathLike | Source) -> Source:
         shared = _session.get()
         if shared is not None and target in shared:
             return shared[target]
+        if reuse and target in _recent:
+            return _recent[target]
         from ._remote import remote_source
 
         src = remote_source(target)
         if shared is not None:
             shared[target] = src
+        _recent[target] = src
+        while len(_recent) > 64:
+            del _recent[next(iter(_recent))]
         return src
     return LocalSource(target)
+
+
+_recent: dict[str, Source] = {}  # the last remote sources made, oldest first
 
 
 _session: contextvars.ContextVar[dict[str, Source] | None] = contextvars.ContextVar(
@@ -170,6 +181,9 @@ def session() -> Iterator[None]:
         yield
         return
     token = _session.set({})
+    remote = sys.modules.get("treetool.io._remote")
+    if remote is not None:
+        remote.forget_listings()  # listings cached by the clients are fresh for each read
     try:
         yield
     finally:
@@ -184,7 +198,7 @@ class BlockReader(io.RawIOBase):
     there). Sequential block reads double the read-ahead up to `max_block`.
     """
 
-    def __init__(self, src: Source, *, block: int = 256 << 10, first: int = 256 << 10) -> None:
+    def __init__(self, src: Source, *, block: int = 16 << 10, first: int = 256 << 10) -> None:
         super().__init__()
         self._src = src
         self._size = src.size

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import collections
 import mmap
-import os
 import pickle as _stdlib_pickle
 import re
 import struct
@@ -56,6 +55,7 @@ from ._pickle_ops import (
     imitate,
     walk_check,
 )
+from ._source import source_for
 
 __all__ = ["MAX_DEPTH", "ParseResult", "read_pickle", "walk_check"]
 
@@ -95,6 +95,31 @@ _UNDEF = object()  # a memo slot skipped over by a PUT with a larger index
 _MEMO_GAP = 4096
 
 
+def _over_reads(data: Any) -> tuple[Any, ...]:
+    """The struct and regex helpers of `_run` for a buffer that only supports slicing."""
+
+    def sliced(unpack: Any, width: int) -> Any:
+        return lambda buf, at=0: unpack(buf[at : at + width])
+
+    class _At:  # a match made on a slice, reporting positions in the file
+        __slots__ = ("_m", "_start")
+
+        def __init__(self, m: Any, start: int) -> None:
+            self._m, self._start = m, start
+
+        def groups(self) -> Any:
+            return self._m.groups()
+
+        def end(self) -> int:
+            return self._m.end() + self._start
+
+    def match(buf: Any, start: int) -> Any:
+        m = _FAST_ARRAY.match(buf[start : start + 64])
+        return None if m is None else _At(m, start)
+
+    return sliced(_U32, 4), sliced(_I32, 4), sliced(_U16, 2), sliced(_U64, 8), match
+
+
 class ParseResult:
     """What a safe read produced: the tree, the blocked class paths, and an error if partial."""
 
@@ -126,15 +151,15 @@ def read_pickle(
     """
     if trust:
         try:
-            with open(path, "rb") as fh:
+            with source_for(path).open() as fh:
                 return ParseResult(_stdlib_pickle.load(fh), [])
         except (OSError, EOFError, _stdlib_pickle.UnpicklingError, ValueError) as e:
             raise LoadError(f"{path}: {e}") from None
-    size = os.path.getsize(path)
+    src = source_for(path)
+    size = src.size
     if size == 0:
         raise LoadError(f"{path}: empty file")
-    with open(path, "rb") as fh:
-        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    mm = src.buffer()  # a memory map; remotely, block-cached ranged reads
     try:
         tree, error = _walk(mm, path, lazy, partial)
     finally:
@@ -200,6 +225,9 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
     globals_: dict[tuple[str, str], Any] = {}
     append = stack.append
     u32, i32, u16, u64 = _U32, _I32, _U16, _U64
+    match_fast = _FAST_ARRAY.match
+    if not isinstance(data, mmap.mmap):  # a remote file: the same walk over ranged reads
+        u32, i32, u16, u64, match_fast = _over_reads(data)
     reconstruct: Any = _UNDEF  # numpy's _reconstruct global, once the file names it
 
     def fail(msg: str, at: int) -> _Fail:
@@ -259,7 +287,7 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any]) -> Any:
         return at + n + 4
 
     def match_header(start: int) -> tuple | None:
-        m = _FAST_ARRAY.match(data, start)
+        m = match_fast(data, start)
         if m is None:
             return None
         g = m.groups()

@@ -162,10 +162,16 @@ def _read_shard(index: Source, shard: str, lazy: bool) -> tuple[str, dict[str, A
 def _map(fn: Any, items: list[str], parallel: bool) -> list[Any]:
     if not parallel or len(items) < 2:
         return [fn(x) for x in items]
+    import contextvars
     from concurrent.futures import ThreadPoolExecutor
 
+    ctx = contextvars.copy_context()  # the read's shared sources, in every worker
+
+    def run(x: str) -> Any:
+        return ctx.copy().run(fn, x)
+
     with ThreadPoolExecutor(min(8, len(items)), thread_name_prefix="treetool-shards") as pool:
-        return list(pool.map(fn, items))
+        return list(pool.map(run, items))
 
 
 def _nest(flat: dict[str, Any], path: str) -> dict[str, Any]:

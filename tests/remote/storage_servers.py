@@ -20,6 +20,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+BUCKET = "ckpts"
+
 
 @dataclass
 class Request:
@@ -71,9 +73,14 @@ class S3Server:
                 environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""), environ.get("HTTP_RANGE")
             )
             log.add(rec)
-            for chunk in app(environ, start_response):
-                rec.sent += len(chunk)
-                yield chunk
+
+            def start(status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
+                for k, v in headers:
+                    if k.lower() == "content-length" and environ["REQUEST_METHOD"] != "HEAD":
+                        rec.sent = int(v)  # counted before the client can see the answer
+                return start_response(status, headers, *exc)
+
+            yield from app(environ, start)
 
         self._server = make_server("127.0.0.1", 0, logged, threaded=True, request_handler=Quiet)
         self.port = self._server.server_port
@@ -222,8 +229,8 @@ class HttpServer:
                 self.send_header("Accept-Ranges", "bytes")
                 self.end_headers()
                 if not head:
-                    self.wfile.write(body)
                     rec.sent = len(body)
+                    self.wfile.write(body)
 
             def do_GET(self) -> None:
                 self._answer(head=False)
