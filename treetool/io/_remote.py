@@ -307,46 +307,59 @@ class HttpSource(RemoteSource):
     """A file served over HTTP(S), read by `Range` requests (the server must honour them)."""
 
     def _request(self, headers: dict[str, str], method: str = "GET") -> tuple[int, dict, bytes]:
-        """(status, headers, body); a ranged GET answered without 206 is refused unread."""
-        import http.client
-        import socket
-        import urllib.error
-        import urllib.request
+        """(status, headers, body); a ranged GET answered without 206 is refused unread.
 
-        req = urllib.request.Request(self.name, headers=headers, method=method)
-        try:
-            with urllib.request.urlopen(req, timeout=_timeout()) as resp:
-                if "Range" in headers and resp.status != 206:
+        Redirects (a hub sending to its CDN) are followed up to 5 times; the connection is
+        closed whatever happens.
+        """
+        import http.client
+        import urllib.parse
+
+        url = self.name
+        for _ in range(6):
+            u = urllib.parse.urlsplit(url)
+            cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+            conn = cls(u.hostname or "", u.port, timeout=_timeout())
+            try:
+                target = (u.path or "/") + (f"?{u.query}" if u.query else "")
+                conn.request(method, target, headers=headers)
+                resp = conn.getresponse()
+                status = resp.status
+                if status in (301, 302, 303, 307, 308) and resp.getheader("Location"):
+                    url = urllib.parse.urljoin(url, resp.getheader("Location") or "")
+                    continue
+                if status == 404:
+                    raise LoadError(f"{self.name}: no such file (HTTP 404)")
+                if status in (401, 403):
+                    raise LoadError(f"{self.name}: access denied (HTTP {status})")
+                if status == 416:
+                    raise LoadError(f"{self.name}: range not satisfiable (HTTP 416)")
+                if status >= 500:
+                    raise _Transient(f"HTTP {status}")
+                if status >= 400:
+                    raise LoadError(f"{self.name}: HTTP {status} {resp.reason}")
+                if "Range" in headers and status != 206:
                     raise LoadError(
                         f"{self.name}: the server does not support range requests "
-                        f"(HTTP {resp.status}); refusing to download the whole file"
+                        f"(HTTP {status}); refusing to download the whole file"
                     )
-                return resp.status, dict(resp.headers), resp.read()
-        except urllib.error.HTTPError as e:
-            if e.code == 404:
-                raise LoadError(f"{self.name}: no such file (HTTP 404)") from None
-            if e.code in (401, 403):
-                raise LoadError(f"{self.name}: access denied (HTTP {e.code})") from None
-            if e.code == 416:
-                raise LoadError(f"{self.name}: range not satisfiable (HTTP 416)") from None
-            if e.code >= 500:
-                raise _Transient(f"HTTP {e.code}") from None
-            raise LoadError(f"{self.name}: HTTP {e.code} {e.reason}") from None
-        except TimeoutError:
-            raise _Transient(f"timed out after {_timeout():g} s") from None
-        except urllib.error.URLError as e:
-            reason = e.reason
-            if isinstance(reason, (TimeoutError, socket.timeout)):
+                body = b"" if method == "HEAD" else resp.read()
+                return status, {k.lower(): v for k, v in resp.getheaders()}, body
+            except TimeoutError:
                 raise _Transient(f"timed out after {_timeout():g} s") from None
-            if isinstance(reason, ConnectionRefusedError):
+            except ConnectionRefusedError:
                 raise _Transient("connection refused") from None
-            raise LoadError(f"{self.name}: {reason}") from None
-        except (ConnectionError, http.client.HTTPException) as e:
-            raise _Transient(_first_line(e) or type(e).__name__) from None
+            except (ConnectionError, http.client.HTTPException) as e:
+                raise _Transient(_first_line(e) or type(e).__name__) from None
+            except OSError as e:
+                raise LoadError(f"{self.name}: {e.strerror or e}") from None
+            finally:
+                conn.close()
+        raise LoadError(f"{self.name}: too many redirects")
 
     def _stat(self) -> int:
         _status, headers, _ = self._request({}, method="HEAD")
-        length = headers.get("Content-Length")
+        length = headers.get("content-length")
         if length is None or not length.isdigit():
             raise LoadError(f"{self.name}: the server does not say the file's size")
         return int(length)
