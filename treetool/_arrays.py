@@ -174,6 +174,7 @@ class LazyArray:
 
                 self.source = source_for(self.file, reuse=True)
             fh = self.source.open()
+            fh.limit = self.offset + self.nbytes  # type: ignore[attr-defined]  # no read-ahead past it
         else:
             fh = open(self.file, "rb")  # noqa: SIM115 - returned to the caller, who closes it
         fh.seek(self.offset)

@@ -28,7 +28,7 @@ __all__ = ["FsspecSource", "HttpSource", "remote_source"]
 
 _T = TypeVar("_T")
 _CHUNK = 8 << 20
-_FIRST = 256 << 10  # the first read of a file: headers (safetensors, npy, msgpack) fit in it
+_FIRST = 64 << 10  # the first read of a file: headers (safetensors, npy, msgpack) fit in it
 _WORKERS = 8
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()

@@ -198,7 +198,7 @@ class BlockReader(io.RawIOBase):
     there). Sequential block reads double the read-ahead up to `max_block`.
     """
 
-    def __init__(self, src: Source, *, block: int = 16 << 10, first: int = 256 << 10) -> None:
+    def __init__(self, src: Source, *, block: int = 16 << 10, first: int = 64 << 10) -> None:
         super().__init__()
         self._src = src
         self._size = src.size
@@ -209,6 +209,8 @@ class BlockReader(io.RawIOBase):
         self._last_end = -1
         self._ahead = block
         self._pending: tuple[int, int, Any] | None = None
+        #: reads ahead stop here (a lazy array sets the end of its bytes)
+        self.limit = self._size
 
     # -- file protocol
     def readable(self) -> bool:
@@ -300,10 +302,10 @@ class BlockReader(io.RawIOBase):
                 pending[2].cancel()
             data = self._src.read(start, n)
         nxt = start + n
-        if self._src.remote and nxt < self._size:
+        if self._src.remote and nxt < self.limit:
             from ._remote import _executor
 
-            m = min(n, self._size - nxt)
+            m = min(n, self.limit - nxt)
             self._pending = (nxt, m, _executor().submit(self._src.read, nxt, m))
         return data
 
