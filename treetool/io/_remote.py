@@ -31,6 +31,7 @@ _CHUNK = 8 << 20
 _FIRST = 64 << 10  # the first read of a file: headers (safetensors, npy, msgpack) fit in it
 _WORKERS = 8
 _pool: ThreadPoolExecutor | None = None
+_ahead: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 _fs_cache: dict[str, Any] = {}
 
@@ -50,11 +51,21 @@ def _retries() -> int:
 
 
 def _executor() -> ThreadPoolExecutor:
+    """The pool that fetches the chunks of one big read (its tasks submit nothing)."""
     global _pool
     with _pool_lock:
         if _pool is None:
             _pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="treetool-remote")
         return _pool
+
+
+def prefetcher() -> ThreadPoolExecutor:
+    """The pool that reads ahead for streamed reads (its tasks may use `_executor`)."""
+    global _ahead
+    with _pool_lock:
+        if _ahead is None:
+            _ahead = ThreadPoolExecutor(4, thread_name_prefix="treetool-readahead")
+        return _ahead
 
 
 def forget_listings() -> None:

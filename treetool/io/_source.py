@@ -303,10 +303,10 @@ class BlockReader(io.RawIOBase):
             data = self._src.read(start, n)
         nxt = start + n
         if self._src.remote and nxt < self.limit:
-            from ._remote import _executor
+            from ._remote import prefetcher
 
             m = min(n, self.limit - nxt)
-            self._pending = (nxt, m, _executor().submit(self._src.read, nxt, m))
+            self._pending = (nxt, m, prefetcher().submit(self._src.read, nxt, m))
         return data
 
     def _find_block(self, pos: int) -> tuple[int, bytes] | None:
