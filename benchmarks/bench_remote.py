@@ -15,10 +15,10 @@ S3, urllib for HTTP) and running the same command on the local copies:
 
 moto answers every ranged GET by loading the whole object (its `_handle_range_header` slices
 the full value), so its wall times grow with the object's size whatever the client does: the
-S3 rows run at `--s3-scale` (default 0.25, ~256 MB files) and are there for the request and
+S3 rows run at `--s3-scale` (default 0.05, ~50 MB files) and are there for the request and
 byte counts; the HTTP rows (ranged reads in O(range)) run at `--scale` and give the times.
 
-    python benchmarks/bench_remote.py [--scale 1.0] [--s3-scale 0.25]
+    python benchmarks/bench_remote.py [--scale 1.0] [--s3-scale 0.05]
 """
 
 from __future__ import annotations
@@ -242,7 +242,7 @@ def _store_http(total: int, tmp: str, env: dict[str, str]) -> list[tuple[str, ..
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scale", type=float, default=1.0, help="HTTP files: 1.0 is ~1 GB each")
-    ap.add_argument("--s3-scale", type=float, default=0.25, help="S3 (moto) files")
+    ap.add_argument("--s3-scale", type=float, default=0.05, help="S3 (moto) files")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="bench_remote_")
     rows: list[tuple[str, ...]] = []

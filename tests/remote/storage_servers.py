@@ -5,7 +5,7 @@
 - `GcsServer`: gcp-storage-emulator's request handler in a threading HTTP server, logged.
 - `HttpServer`: a ranged static-file server on `http.server` with fault paths: `/403/...`
   answers 403, `/hang/...` never answers, `/norange/...` ignores `Range`, `/short/...` sends
-  half of each range.
+  half of each range, `/long/...` a MiB more than each range.
 
 Used by the tests in this folder and by `benchmarks/bench_remote.py`.
 """
@@ -187,7 +187,7 @@ class HttpServer:
 
             def _file(self) -> tuple[str, str]:
                 mode, _, rest = self.path.lstrip("/").partition("/")
-                if mode not in ("403", "hang", "norange", "short"):
+                if mode not in ("403", "hang", "norange", "short", "long"):
                     mode, rest = "", self.path.lstrip("/")
                 return mode, os.path.join(root, rest)
 
@@ -219,6 +219,8 @@ class HttpServer:
                         body = fh.read(n)
                     if mode == "short":
                         body = body[: len(body) // 2]
+                    elif mode == "long":  # a hostile server: far more than asked for
+                        body = body + b"\0" * (1 << 20)
                     self.send_response(206)
                     self.send_header("Content-Range", f"bytes {start}-{stop}/{size}")
                 else:

@@ -79,6 +79,9 @@ def test_http_truncated_range_and_no_ranges(http: Any) -> None:
         f"{http.url}/short/model.safetensors: truncated range: expected {size} bytes at "
         f"offset 0, the server sent {size // 2}"
     )
+    assert _error(f"{http.url}/long/model.safetensors") == (
+        f"{http.url}/long/model.safetensors: the server sent more than the {size} bytes asked for"
+    )
     assert _error(f"{http.url}/norange/model.safetensors") == (
         f"{http.url}/norange/model.safetensors: the server does not support range requests "
         "(HTTP 200); refusing to download the whole file"

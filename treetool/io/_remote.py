@@ -317,7 +317,9 @@ def _classify(url: str, e: Exception) -> Exception:
 class HttpSource(RemoteSource):
     """A file served over HTTP(S), read by `Range` requests (the server must honour them)."""
 
-    def _request(self, headers: dict[str, str], method: str = "GET") -> tuple[int, dict, bytes]:
+    def _request(
+        self, headers: dict[str, str], method: str = "GET", limit: int = 0
+    ) -> tuple[int, dict, bytes]:
         """(status, headers, body); a ranged GET answered without 206 is refused unread.
 
         Redirects (a hub sending to its CDN) are followed up to 5 times; the connection is
@@ -354,7 +356,11 @@ class HttpSource(RemoteSource):
                         f"{self.name}: the server does not support range requests "
                         f"(HTTP {status}); refusing to download the whole file"
                     )
-                body = b"" if method == "HEAD" else resp.read()
+                body = b"" if method == "HEAD" else resp.read(limit + 1)
+                if len(body) > limit and method != "HEAD":
+                    raise LoadError(
+                        f"{self.name}: the server sent more than the {limit} bytes asked for"
+                    )
                 return status, {k.lower(): v for k, v in resp.getheaders()}, body
             except TimeoutError:
                 raise _Transient(f"timed out after {_timeout():g} s") from None
@@ -376,7 +382,7 @@ class HttpSource(RemoteSource):
         return int(length)
 
     def _get(self, offset: int, n: int) -> bytes:
-        return self._request({"Range": f"bytes={offset}-{offset + n - 1}"})[2]
+        return self._request({"Range": f"bytes={offset}-{offset + n - 1}"}, limit=n)[2]
 
     def join(self, name: str) -> Source:
         base = self.name if self.name.endswith("/") else self.name.rsplit("/", 1)[0] + "/"
