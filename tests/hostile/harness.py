@@ -1,0 +1,204 @@
+"""Run the `treetool` command on a hostile file and check that it stayed contained.
+
+A hostile file may try to crash the interpreter, exhaust memory or time, write to the terminal or
+write files. `run_cli` runs the real command in a subprocess inside a scratch directory (its HOME
+and TMPDIR too), caps its address space so a bomb cannot take the machine down, and measures what
+it did: exit code, output, wall time, peak resident memory (from `wait4`) and the files it created.
+`assert_contained` states the promise: one line `treetool: error: ...` and exit 2 (or the exit
+code the caller expects), no control bytes on either stream, bounded time and memory, no new files.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+#: the address-space cap of the child: a bomb fails to allocate instead of swapping the machine
+ADDRESS_SPACE_CAP = 4 << 30
+
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+@dataclass
+class Run:
+    """What one run of the command did."""
+
+    args: tuple[str, ...]
+    rc: int
+    stdout: str
+    stderr: str
+    seconds: float
+    peak_rss: int  # bytes
+    new_files: list[str] = field(default_factory=list)
+    timed_out: bool = False
+
+    def __str__(self) -> str:
+        return (
+            f"treetool {' '.join(self.args)} -> rc {self.rc} in {self.seconds:.2f} s, "
+            f"peak RSS {self.peak_rss / 2**20:.0f} MiB, new files {self.new_files}\n"
+            f"--- stdout ---\n{self.stdout[:2000]!r}\n--- stderr ---\n{self.stderr[:2000]!r}"
+        )
+
+
+def _files_under(root: Path, allow: Iterable[Path]) -> set[str]:
+    allowed = tuple(str(p.resolve()) + os.sep for p in allow)
+    found: set[str] = set()
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            full = os.path.join(dirpath, name)
+            if not (full + os.sep).startswith(allowed) and not full.startswith(allowed):
+                found.add(os.path.relpath(full, root))
+    return found
+
+
+def _limit_child() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_CAP, ADDRESS_SPACE_CAP))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def run_cli(
+    *args: str,
+    cwd: str | os.PathLike[str],
+    timeout: float = 30,
+    env: dict[str, str] | None = None,
+    stdin: bytes | None = None,
+    allow_writes: Iterable[str | os.PathLike[str]] = (),
+) -> Run:
+    """Run `python -m treetool.cli ARGS` in `cwd` and measure it.
+
+    HOME and TMPDIR point inside `cwd`, so a file written anywhere a program would normally write
+    lands where `new_files` sees it; `allow_writes` names directories whose new files are expected
+    (an output directory of `tt.save`, say). The child's address space is capped at 4 GiB.
+    """
+    root = Path(cwd).resolve()
+    (root / "home").mkdir(exist_ok=True)
+    (root / "tmp").mkdir(exist_ok=True)
+    allow = [Path(p) if Path(p).is_absolute() else root / p for p in allow_writes]
+    before = _files_under(root, allow)
+    child_env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"COLUMNS", "LINES", "FORCE_COLOR", "TERM", "PYTHONSTARTUP"}
+    }
+    child_env.update(
+        HOME=str(root / "home"),
+        TMPDIR=str(root / "tmp"),
+        TERM="dumb",
+        NO_COLOR="1",
+        PYTHONDONTWRITEBYTECODE="1",
+        JAX_PLATFORMS="cpu",
+    )
+    if env:
+        child_env.update(env)
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "treetool.cli", *args],
+        cwd=root,
+        env=child_env,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=_limit_child,
+        start_new_session=True,
+    )
+    out: dict[str, bytes] = {}
+
+    def _drain(name: str, stream: IO[bytes]) -> None:
+        with stream:
+            out[name] = stream.read()
+
+    readers = [
+        threading.Thread(target=_drain, args=("stdout", proc.stdout), daemon=True),
+        threading.Thread(target=_drain, args=("stderr", proc.stderr), daemon=True),
+    ]
+    for t in readers:
+        t.start()
+    if stdin is not None:
+        assert proc.stdin is not None
+        proc.stdin.write(stdin)
+        proc.stdin.close()
+    timed_out = threading.Event()
+
+    def _kill() -> None:
+        timed_out.set()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    timer = threading.Timer(timeout, _kill)
+    timer.start()
+    try:
+        _pid, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        timer.cancel()
+    seconds = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    for t in readers:
+        t.join(10)
+    proc.wait()
+    after = _files_under(root, allow)
+    return Run(
+        args=tuple(args),
+        rc=proc.returncode,
+        stdout=out.get("stdout", b"").decode("utf-8", "replace"),
+        stderr=out.get("stderr", b"").decode("utf-8", "replace"),
+        seconds=seconds,
+        peak_rss=usage.ru_maxrss * 1024,
+        new_files=sorted(after - before),
+        timed_out=timed_out.is_set(),
+    )
+
+
+def control_chars(text: str, allow: str = "\n") -> list[str]:
+    """The characters of `text` that could drive a terminal: C0 but `allow`, DEL, C1, bidi."""
+    bad = []
+    for ch in text:
+        code = ord(ch)
+        control = (code < 0x20 and ch not in allow) or code == 0x7F or 0x80 <= code < 0xA0
+        if control or ch in _BIDI or unicodedata.category(ch) == "Cs":
+            bad.append(ch)
+    return bad
+
+
+def assert_contained(
+    run: Run,
+    *,
+    rc: int | tuple[int, ...] = 2,
+    max_seconds: float = 10,
+    max_rss: int = 1 << 30,
+    ls_fields: bool = False,
+) -> None:
+    """Assert that a run on a hostile file stayed contained (see the module docstring).
+
+    `ls_fields=True` is for `treetool ls`, whose stdout separates its three fields by tabs: a tab
+    is then allowed on stdout, and every line must have exactly three fields (so a tab that came
+    from the file, unescaped, still fails).
+    """
+    expected = rc if isinstance(rc, tuple) else (rc,)
+    assert not run.timed_out, f"timed out\n{run}"
+    assert run.rc in expected, f"exit code {run.rc}, expected {expected}\n{run}"
+    if run.rc == 2:
+        lines = run.stderr.splitlines()
+        assert len(lines) == 1, f"expected one error line on stderr\n{run}"
+        assert lines[0].startswith("treetool: error: "), f"not a treetool error line\n{run}"
+        assert "Traceback" not in run.stderr, str(run)
+    if ls_fields:
+        for line in run.stdout.splitlines():
+            assert line.count("\t") == 2, f"not three tab-separated fields: {line!r}\n{run}"
+    for name in ("stdout", "stderr"):
+        bad = control_chars(getattr(run, name), "\n\t" if ls_fields and name == "stdout" else "\n")
+        assert not bad, f"control characters {bad[:10]!r} on {name}\n{run}"
+    assert run.seconds < max_seconds, f"took {run.seconds:.1f} s\n{run}"
+    assert run.peak_rss < max_rss, f"peak RSS {run.peak_rss / 2**20:.0f} MiB\n{run}"
+    assert not run.new_files, f"files written: {run.new_files}\n{run}"
