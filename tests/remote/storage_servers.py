@@ -108,6 +108,12 @@ class _Threading(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that hung up
+            super().handle_error(request, client_address)
+
 
 class GcsServer:
     """gcp-storage-emulator on 127.0.0.1 at a free port; `host` for `STORAGE_EMULATOR_HOST`."""
