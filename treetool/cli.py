@@ -584,7 +584,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_ERROR
     try:
-        return int(args.func(args))
+        from ._cli_progress import remote_progress
+
+        with remote_progress(_shows_read_progress(args)):
+            return int(args.func(args))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -594,6 +597,14 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"treetool: error: {_one_line(e)}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _shows_read_progress(args: argparse.Namespace) -> bool:
+    """Remote reads show progress on stderr, except under the TUI and in `diff` (its own bar)."""
+    if args.command in ("ls", "get", "summary"):
+        return True
+    tui = args.command == "inspect" and not (args.no_tui or args.json) and sys.stdout.isatty()
+    return args.command == "inspect" and not tui
 
 
 def _one_line(e: BaseException) -> str:

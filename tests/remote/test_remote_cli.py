@@ -82,3 +82,35 @@ def test_cli_errors_are_one_line(s3: Any, http: Any, tmp_path: Any) -> None:
     assert out.stderr == f"treetool: error: {http.url}/403/ckpt.pkl: access denied (HTTP 403)\n"
     assert out.stdout == ""
     assert os.listdir(tmp_path) == []  # nothing downloaded or cached on disk
+
+
+def test_progress_line_on_a_terminal_only(http: Any, tmp_path: Any) -> None:
+    import pty
+
+    url = f"{http.url}/big.pkl"
+    env = {**os.environ, "TREETOOL_PROGRESS_AFTER": "0", "HOME": str(tmp_path), "TERM": "xterm"}
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "treetool.cli", "get", url, "['c']"],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env=env,
+        cwd=str(tmp_path),
+    )
+    os.close(slave)
+    stdout, _ = proc.communicate(timeout=60)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 1 << 16)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert proc.returncode == 0
+    assert b"reading remote bytes" in b"".join(chunks)  # on the terminal (stderr)
+    assert b"reading remote bytes" not in stdout and b"mean" in stdout  # stdout stays clean
+    piped = _cli("get", url, "['c']", env={"TREETOOL_PROGRESS_AFTER": "0"}, cwd=str(tmp_path))
+    assert piped.returncode == 0 and piped.stderr == ""  # not a terminal: nothing on stderr

@@ -68,6 +68,15 @@ def prefetcher() -> ThreadPoolExecutor:
         return _ahead
 
 
+_progress: Callable[[int], None] | None = None
+
+
+def set_progress(hook: Callable[[int], None] | None) -> None:
+    """Call `hook(nbytes)` as remote bytes arrive (0 when a read starts); None stops it."""
+    global _progress
+    _progress = hook
+
+
 def forget_listings() -> None:
     """Drop the clients' cached listings (objects may have changed since the last read)."""
     for fs in _fs_cache.values():
@@ -128,14 +137,20 @@ class RemoteSource(Source):
             return self._head[offset : offset + n]
         if not self._head and offset + n <= _FIRST:
             # small reads near the start (headers, sniffing) share one first block
-            self._head = self._fetch(0, min(_FIRST, self.size))
+            self._head = self._first_block()
             if offset + n <= len(self._head):
                 return self._head[offset : offset + n]
         return self._fetch(offset, n)
 
+    def _first_block(self) -> bytes:
+        """The first `_FIRST` bytes (or the whole file, if smaller)."""
+        return self._fetch(0, min(_FIRST, self.size))
+
     def _fetch(self, offset: int, n: int) -> bytes:
         if n <= 0:
             return b""
+        if _progress is not None:
+            _progress(0)
         if n <= _CHUNK:
             data = self._call(
                 f"read of bytes {offset}-{offset + n - 1}", lambda: self._get(offset, n)
@@ -154,6 +169,8 @@ class RemoteSource(Source):
 
             got = sum(_executor().map(one, starts))
             data = bytes(buf) if got == n else bytes(buf[:got])
+        if _progress is not None:
+            _progress(len(data))
         if len(data) != n:
             raise LoadError(
                 f"{self.name}: truncated range: expected {n} bytes at offset {offset}, "
@@ -373,6 +390,35 @@ class HttpSource(RemoteSource):
             finally:
                 conn.close()
         raise LoadError(f"{self.name}: too many redirects")
+
+    def _first_block(self) -> bytes:
+        """One ranged GET that also gives the size (its `Content-Range`): no HEAD needed."""
+        if self._size is not None:
+            return super()._first_block()
+        if _progress is not None:
+            _progress(0)
+        _status, headers, body = self._call(
+            f"read of bytes 0-{_FIRST - 1}",
+            lambda: self._request({"Range": f"bytes=0-{_FIRST - 1}"}, limit=_FIRST),
+        )
+        total = headers.get("content-range", "").rpartition("/")[2]
+        if not total.isdigit():
+            raise LoadError(f"{self.name}: the server does not say the file's size")
+        self._size = int(total)
+        if len(body) != min(_FIRST, self._size):
+            raise LoadError(
+                f"{self.name}: truncated range: expected {min(_FIRST, self._size)} bytes at "
+                f"offset 0, the server sent {len(body)}"
+            )
+        if _progress is not None:
+            _progress(len(body))
+        return body
+
+    @property
+    def size(self) -> int:
+        if self._size is None:
+            self._head = self._first_block()  # sets the size
+        return self._size  # type: ignore[return-value]
 
     def _stat(self) -> int:
         _status, headers, _ = self._request({}, method="HEAD")
