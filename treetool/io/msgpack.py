@@ -60,7 +60,10 @@ class _Reader:
 
     def _int(self, pos: int, fmt: str, n: int, what: str) -> int:
         self.need(pos, n, what)
-        return struct.unpack_from(fmt, self.data[pos : pos + n])[0]
+        try:
+            return struct.unpack_from(fmt, self.data, pos)[0]
+        except TypeError:  # a remote file's block reader: unpack a slice
+            return struct.unpack_from(fmt, self.data[pos : pos + n])[0]
 
     def scalar(self, pos: int) -> tuple[str, Any, int]:
         """Decode one item header at pos: ('value', v, next) or ('map'|'array', n, next)."""
