@@ -121,7 +121,9 @@ class LazyArray:
         >>> os.unlink(f.name)
     """
 
-    __slots__ = ("shape", "dtype", "file", "offset", "fortran_order", "_opener", "_seekable")
+    __slots__ = (
+        "shape", "dtype", "file", "offset", "fortran_order", "_opener", "_seekable", "source",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -133,6 +135,7 @@ class LazyArray:
         fortran_order: bool = False,
         opener: Callable[[], IO[bytes]] | None = None,
         seekable: bool = True,
+        source: Any = None,
     ) -> None:
         self.shape = tuple(int(s) for s in shape)
         self.dtype = _as_dtype(dtype)
@@ -141,6 +144,7 @@ class LazyArray:
         self.fortran_order = bool(fortran_order)
         self._opener = opener
         self._seekable = seekable
+        self.source = source  # a remote `treetool.io._source.Source` (None: the local `file`)
 
     # numpy-like metadata
     @property
@@ -169,10 +173,28 @@ class LazyArray:
             fh = self._opener()
             if not self._seekable:
                 return fh
+        elif self.source is not None or self.file.startswith(
+            ("s3://", "gs://", "gcs://", "http://", "https://")
+        ):
+            if self.source is None:  # a URL: read through its remote source
+                from .io._source import source_for
+
+                self.source = source_for(self.file, reuse=True)
+            fh = self.source.open()
+            fh.limit = self.offset + self.nbytes  # type: ignore[attr-defined]  # no read-ahead past it
         else:
             fh = open(self.file, "rb")  # noqa: SIM115 - returned to the caller, who closes it
         fh.seek(self.offset)
         return fh
+
+    def where(self) -> dict[str, Any]:
+        """Where the bytes live: `file` (path or URL of the file or shard), `offset`, `nbytes`.
+
+        Example:
+            >>> LazyArray((2, 3), "float32", "s3://b/model-00001-of-00002.safetensors", 80).where()
+            {'file': 's3://b/model-00001-of-00002.safetensors', 'offset': 80, 'nbytes': 24}
+        """
+        return {"file": self.file, "offset": self.offset, "nbytes": self.nbytes}
 
     def _read(self, fh: IO[bytes], start_byte: int, nbytes: int) -> bytes:
         if start_byte:

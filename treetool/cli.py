@@ -42,7 +42,9 @@ def load_target(
     records take the skeleton's paths; without one, a note on stderr says why the paths are
     positional.
     """
-    if os.path.exists(spec) or _files.is_run_step(spec):
+    from .io._source import is_url
+
+    if is_url(spec) or os.path.exists(spec) or _files.is_run_step(spec):
         import treetool.io as io
 
         from ._progress import ReadProgress
@@ -175,7 +177,9 @@ def _trace_arg(text: str, *, trust: bool) -> Any:
             ) from None
         shape = tuple(int(d) for d in dims.replace(" ", "").split(",") if d)
         return jax.ShapeDtypeStruct(shape, dtype)
-    if os.path.exists(text) or _is_module_spec(text):
+    from .io._source import is_url
+
+    if is_url(text) or os.path.exists(text) or _is_module_spec(text):
         return load_target(text, trust=trust)[0]
     import ast
 
@@ -257,8 +261,9 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
         # record and their counts: their facts depend on nothing else
         tails: dict[tuple[Any, Any, Any], tuple[str, int, int]] = {}
         same_facts = {np.ndarray}
-        sharded: set[type] = set()  # lazy leaf types that carry a recorded sharding (orbax)
+        with_sharding: set[type] = set()  # lazy leaf types that carry a recorded sharding
         shard_texts: dict[int, str] = {}
+        in_shards = fmt == "sharded"  # a sharded set: each leaf names the file holding it
         for chunk in chunks:
             leaves += len(chunk)
             for text, x in chunk:
@@ -266,8 +271,8 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
                 if t not in same_facts and issubclass(t, LazyArray):
                     same_facts.add(t)
                     if "sharding" in getattr(t, "__slots__", ()):
-                        sharded.add(t)
-                if t in sharded and x.sharding is not None:
+                        with_sharding.add(t)
+                if t in with_sharding and x.sharding is not None:
                     st = shard_texts.get(id(x.sharding))
                     if st is None:
                         st = shard_texts[id(x.sharding)] = _json_text(x.sharding)
@@ -291,7 +296,13 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
                             f'"type": {q(info.type_name)}}}'
                         )
                         facts = tails[key] = (tail, info.params, info.nbytes)
-                    append(f'{{"path": {q(text)}, {facts[0]}')
+                    if in_shards and isinstance(x, LazyArray):  # where its bytes live
+                        append(
+                            f'{{"path": {q(text)}, "shard": {q(x.file)}, '
+                            f'"offset": {x.offset}, {facts[0]}'
+                        )
+                    else:
+                        append(f'{{"path": {q(text)}, {facts[0]}')
                     if id(x) not in seen:  # tied arrays count once
                         add(id(x))
                         params += facts[1]
@@ -727,12 +738,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_ERROR
     try:
-        if getattr(args, "allow_fill", False):
-            from .io._orbax_data import allow_fill
+        from ._cli_progress import remote_progress
 
-            with allow_fill():
-                return int(args.func(args))
-        return int(args.func(args))
+        with remote_progress(_shows_read_progress(args)):
+            if getattr(args, "allow_fill", False):
+                from .io._orbax_data import allow_fill
+
+                with allow_fill():
+                    return int(args.func(args))
+            return int(args.func(args))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -742,6 +756,14 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"treetool: error: {safe(_one_line(e))}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _shows_read_progress(args: argparse.Namespace) -> bool:
+    """Remote reads show progress on stderr, except under the TUI and in `diff` (its own bar)."""
+    if args.command in ("ls", "get", "summary"):
+        return True
+    tui = args.command == "inspect" and not (args.no_tui or args.json) and sys.stdout.isatty()
+    return args.command == "inspect" and not tui
 
 
 def _one_line(e: BaseException) -> str:

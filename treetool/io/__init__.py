@@ -38,6 +38,7 @@ from typing import Any
 
 from .._errors import LoadError
 from ._opaque import GlobalRef, Opaque, ensure_jax_registration
+from ._source import is_url, session, source_for
 
 __all__ = [
     "FORMATS",
@@ -61,8 +62,9 @@ FORMATS: dict[str, str] = {
     "msgpack": "treetool.io.msgpack",
     "equinox": "treetool.io.equinox",
     "orbax": "treetool.io.orbax",
+    "sharded": "treetool.io.sharded",
 }
-_SUBMODULES = frozenset({"pickle", "npz", "safetensors", "msgpack", "equinox", "orbax"})
+_SUBMODULES = frozenset({"pickle", "npz", "safetensors", "msgpack", "equinox", "orbax", "sharded"})
 
 
 def __getattr__(name: str) -> Any:
@@ -101,8 +103,8 @@ class Loaded:
 
 
 def _header(path: str, n: int = 64) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read(n)
+    src = source_for(path)
+    return src.read(0, min(n, src.size))
 
 
 def _is_opcode(byte: int) -> bool:
@@ -112,9 +114,8 @@ def _is_opcode(byte: int) -> bool:
 
 
 def _ends_with_stop(path: str) -> bool:
-    with open(path, "rb") as fh:
-        fh.seek(-1, os.SEEK_END)
-        return fh.read(1) == b"."
+    src = source_for(path)
+    return src.read(src.size - 1, 1) == b"."
 
 
 def _looks_like_old_pickle(path: str, head: bytes) -> bool:
@@ -137,7 +138,11 @@ def detect(path: str | os.PathLike) -> str:
         'npy'
     """
     path = os.fspath(path)
-    if os.path.isdir(path):
+    if is_url(path):
+        from .sharded import check_remote_target
+
+        check_remote_target(path)
+    elif os.path.isdir(path):
         from .orbax import is_orbax_dir
 
         if is_orbax_dir(path):
@@ -145,7 +150,7 @@ def detect(path: str | os.PathLike) -> str:
         raise LoadError(
             f"{path}: a directory that is not an orbax checkpoint (no _METADATA, _CHECKPOINT_METADATA or step directories)"
         )
-    if not os.path.exists(path):
+    if not is_url(path) and not os.path.exists(path):
         raise LoadError(f"{path}: no such file or directory")
     try:
         head = _header(path)
@@ -172,6 +177,10 @@ def detect(path: str | os.PathLike) -> str:
 
     if looks_like_flax_msgpack(head):
         return "msgpack"
+    from .sharded import looks_like_index
+
+    if looks_like_index(head):
+        return "sharded"
     if _looks_like_old_pickle(path, head):
         return "pickle"
     shown = head[:8].hex(" ")
@@ -243,6 +252,13 @@ def read(
         (Opaque('os.system', fields=['[0]']), ['os.system'])
     """
     path = os.fspath(path)
+    with session():
+        return _read(path, trust=trust, lazy=lazy, format=format, like=like, partial=partial)
+
+
+def _read(
+    path: str, *, trust: bool, lazy: bool, format: str | None, like: Any, partial: bool
+) -> Loaded:
     ensure_jax_registration()
     path, step = split_step(path)
     if step is not None and format not in (None, "orbax"):
@@ -258,7 +274,7 @@ def read(
         hint = suggest(fmt, FORMATS)
         more = f" Did you mean {hint[0]!r}?" if hint else ""
         raise LoadError(f"{path}: unknown format {fmt!r}.{more}")
-    if not os.path.exists(path):
+    if not is_url(path) and not os.path.exists(path):
         raise LoadError(f"{path}: no such file or directory")
     module = importlib.import_module(FORMATS[fmt])
     from .._model import no_gc

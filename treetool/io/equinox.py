@@ -8,13 +8,13 @@ are checked against the skeleton's.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 
 from .._arrays import is_array
 from .._errors import LoadError
+from ._source import source_for
 from .npz import read_npy_at
 
 __all__ = ["fill_like", "read", "read_records"]
@@ -25,7 +25,7 @@ def read_records(
 ) -> list[Any]:
     """All `.npy` records of the file, in order (headers only when lazy), appended to `into`
     if given (which then holds the records read before an error)."""
-    size = os.path.getsize(path)
+    size = source_for(path).size
     out: list[Any] = [] if into is None else into
     pos = 0
     while pos < size:

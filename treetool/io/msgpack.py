@@ -9,8 +9,6 @@ a `LazyArray` pointing at the raw bytes in the file. Arrays that flax split into
 from __future__ import annotations
 
 import math
-import mmap
-import os
 import struct
 from typing import IO, Any
 
@@ -19,6 +17,7 @@ import numpy as np
 from .._arrays import LazyArray
 from .._errors import LoadError
 from ._limits import MAX_DIM, MAX_ELEMENTS, MAX_NDIM, Budget, check_dtype, check_shape
+from ._source import source_for
 
 __all__ = ["looks_like_flax_msgpack", "read"]
 
@@ -81,7 +80,10 @@ class _Reader:
 
     def _int(self, pos: int, fmt: str, n: int, what: str) -> int:
         self.need(pos, n, what)
-        return struct.unpack_from(fmt, self.data, pos)[0]
+        try:
+            return struct.unpack_from(fmt, self.data, pos)[0]
+        except TypeError:  # a remote file's block reader: unpack a slice
+            return struct.unpack_from(fmt, self.data[pos : pos + n])[0]
 
     def scalar(self, pos: int) -> tuple[str, Any, int]:
         """Decode one item header at pos: ('value', v, next) or ('map'|'array', n, next)."""
@@ -287,7 +289,7 @@ class _Spans:
     """A read-only stream over several byte ranges of one file, in order."""
 
     def __init__(self, path: str, spans: list[tuple[int, int]]) -> None:
-        self._fh: IO[bytes] = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self._fh: IO[bytes] = source_for(path).open()
         self._spans = list(spans)
         self._i = 0
         self._left = spans[0][1] if spans else 0
@@ -360,10 +362,10 @@ def read(
     """`treetool.io.read` for flax msgpack files."""
     from . import Loaded
 
-    if os.path.getsize(path) == 0:
+    src = source_for(path)
+    if src.size == 0:
         raise LoadError(f"{path}: empty file")
-    with open(path, "rb") as fh:
-        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    mm = src.buffer()
     try:
         r = _Reader(mm, path, lazy, len(mm))
         tree, _ = r.value(0)

@@ -25,6 +25,7 @@ from .._arrays import LazyArray
 from .._errors import LoadError
 from ._keys import tree_from_keystrs
 from ._limits import MAX_NDIM, Budget, check_dtype, check_shape
+from ._source import Source, source_for
 
 __all__ = ["NpyHeader", "is_npy_sequence", "parse_npy_header", "read"]
 
@@ -185,8 +186,9 @@ def _scratch_file() -> tuple[int, str]:
 
 def read_npy_at(path: str, offset: int = 0, lazy: bool = True) -> tuple[Any, int]:
     """One `.npy` record starting at `offset`; returns (array or LazyArray, offset after it)."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as fh:
+    src = source_for(path)
+    size = src.size
+    with src.open() as fh:
         fh.seek(offset)
         hdr = parse_npy_header(fh, path)
         if hdr.dtype.hasobject:
@@ -197,8 +199,14 @@ def read_npy_at(path: str, offset: int = 0, lazy: bool = True) -> tuple[Any, int
             raise LoadError(
                 f"{path}: truncated .npy data: {hdr.dtype.name}{list(hdr.shape)} needs {hdr.nbytes} bytes at offset {start}, {size - start} left"
             )
-        arr = LazyArray(hdr.shape, hdr.dtype, path, start, fortran_order=hdr.fortran_order)
+        arr = LazyArray(
+            hdr.shape, hdr.dtype, path, start, fortran_order=hdr.fortran_order, source=_remote(src)
+        )
         return (arr if lazy else arr.read().copy()), stop
+
+
+def _remote(src: Source) -> Source | None:
+    return src if src.remote else None
 
 
 def is_npy_sequence(path: str) -> bool:
@@ -207,11 +215,10 @@ def is_npy_sequence(path: str) -> bool:
         _, end = read_npy_at(path, 0)
     except LoadError:
         return False
-    if end >= os.path.getsize(path):
+    src = source_for(path)
+    if end + 6 > src.size:
         return False
-    with open(path, "rb") as fh:
-        fh.seek(end)
-        return fh.read(6) == _MAGIC
+    return src.read(end, 6) == _MAGIC
 
 
 def read(
@@ -226,15 +233,16 @@ def read(
     """`treetool.io.read` for `.npy` and `.npz` files."""
     from . import Loaded
 
-    with open(path, "rb") as fh:
-        head = fh.read(6)
+    src = source_for(path)
+    head = src.read(0, min(6, src.size))
     if head == _MAGIC:
-        with open(path, "rb") as fh:
+        with src.open() as fh:
             hdr = parse_npy_header(fh, path)
             if hdr.dtype.hasobject:
                 if trust:
-                    return Loaded(np.load(path, allow_pickle=True), format)
-                limit = object_copy_limit(os.path.getsize(path))
+                    fh.seek(0)
+                    return Loaded(np.load(fh, allow_pickle=True), format)
+                limit = object_copy_limit(src.size)
                 tree, blocked = _object_array(fh, hdr, path, lazy, partial, limit)
                 return Loaded(tree, format, blocked)
         arr, _ = read_npy_at(path, 0, lazy)
@@ -247,49 +255,56 @@ def read(
 _BYTES_PER_MEMBER = 64
 
 
-def _zip_entry_count(path: str, size: int) -> int | None:
+def _zip_entry_count(src: Source, size: int) -> int | None:
     """The member count the zip's end record claims (zip64 too), before zipfile reads them."""
-    with open(path, "rb") as fh:
-        tail_len = min(size, 22 + 65535)
-        fh.seek(size - tail_len)
-        tail = fh.read(tail_len)
-        at = tail.rfind(b"PK\x05\x06")
-        if at < 0 or at + 22 > len(tail):
-            return None
-        count = struct.unpack_from("<H", tail, at + 10)[0]
-        if count != 0xFFFF or at < 20 or tail[at - 20 : at - 16] != b"PK\x06\x07":
-            return count
-        fh.seek(struct.unpack_from("<Q", tail, at - 20 + 8)[0])
-        rec = fh.read(56)
-        if len(rec) < 56 or rec[:4] != b"PK\x06\x06":
-            return None
-        return struct.unpack_from("<Q", rec, 32)[0]
+    tail_len = min(size, 22 + 65535)
+    tail = src.read(size - tail_len, tail_len)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or at + 22 > len(tail):
+        return None
+    count = struct.unpack_from("<H", tail, at + 10)[0]
+    if count != 0xFFFF or at < 20 or tail[at - 20 : at - 16] != b"PK\x06\x07":
+        return count
+    start = struct.unpack_from("<Q", tail, at - 20 + 8)[0]
+    rec = src.read(start, 56) if start + 56 <= size else b""
+    if len(rec) < 56 or rec[:4] != b"PK\x06\x06":
+        return None
+    return struct.unpack_from("<Q", rec, 32)[0]
 
 
 def _read_npz(path: str, *, trust: bool, lazy: bool, partial: bool, format: str) -> Any:
+    src = source_for(path)
+    with src.open() as zfh:
+        return _read_zip(src, zfh, trust=trust, lazy=lazy, partial=partial, format=format)
+
+
+def _read_zip(
+    src: Source, zfh: IO[bytes], *, trust: bool, lazy: bool, partial: bool, format: str
+) -> Any:
     from . import Loaded
 
-    size = os.path.getsize(path)
-    claimed = _zip_entry_count(path, size)
+    path = src.name
+    size = src.size
+    claimed = _zip_entry_count(src, size)
     members = Budget(path, "zip members", 1000 + size // _BYTES_PER_MEMBER)
     if claimed is not None:
         members.take(claimed)
         members.used = 0
     try:
-        zf = zipfile.ZipFile(path)
+        zf = zipfile.ZipFile(zfh)
     except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OverflowError) as e:
         raise LoadError(f"{path}: not a valid npz (zip) file: {e}") from None
     flat: dict[str, Any] = {}
     blocked: set[str] = set()
     error: str | None = None
-    with zf, open(path, "rb") as raw:
+    with zf, src.open() as raw:
         for info in zf.infolist():
             members.take()
             name = info.filename
             key = name[:-4] if name.endswith(".npy") else name
             where = f"{path}[{name}]"
             try:
-                leaf = _read_member(zf, raw, info, where, size, trust, lazy, partial, blocked)
+                leaf = _read_member(zf, src, raw, info, where, trust, lazy, partial, blocked)
             except LoadError as e:
                 if not partial:
                     raise
@@ -301,10 +316,10 @@ def _read_npz(path: str, *, trust: bool, lazy: bool, partial: bool, format: str)
 
 def _read_member(
     zf: zipfile.ZipFile,
+    src: Source,
     raw: IO[bytes],
     info: zipfile.ZipInfo,
     where: str,
-    size: int,
     trust: bool,
     lazy: bool,
     partial: bool,
@@ -312,7 +327,7 @@ def _read_member(
 ) -> Any:
     """`_member`, with what zipfile and zlib raise on damage as one `LoadError`."""
     try:
-        return _member(zf, raw, info, where, size, trust, lazy, partial, blocked)
+        return _member(zf, src, raw, info, where, trust, lazy, partial, blocked)
     except (
         zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError,
         ValueError, OverflowError, struct.error,
@@ -322,16 +337,17 @@ def _read_member(
 
 def _member(
     zf: zipfile.ZipFile,
+    src: Source,
     raw: IO[bytes],
     info: zipfile.ZipInfo,
     where: str,
-    size: int,
     trust: bool,
     lazy: bool,
     partial: bool,
     blocked: set[str],
 ) -> Any:
     """One member of an npz: a LazyArray into the file, or an object array's tree."""
+    size = src.size
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         raise LoadError(f"{where}: unsupported zip compression {info.compress_type}")
     if info.compress_type == zipfile.ZIP_STORED and info.flag_bits & 0x1 == 0:
@@ -344,7 +360,14 @@ def _member(
         offset = start + hdr.data_offset
         if offset + hdr.nbytes > size:
             raise LoadError(f"{where}: truncated member data")
-        leaf = LazyArray(hdr.shape, hdr.dtype, raw.name, offset, fortran_order=hdr.fortran_order)
+        leaf = LazyArray(
+            hdr.shape,
+            hdr.dtype,
+            src.name,
+            offset,
+            fortran_order=hdr.fortran_order,
+            source=_remote(src),
+        )
         return leaf if lazy else leaf.read().copy()
     with zf.open(info) as member:
         hdr = parse_npy_header(member, where)
@@ -354,10 +377,10 @@ def _member(
     leaf = LazyArray(
         hdr.shape,
         hdr.dtype,
-        raw.name,
+        src.name,
         hdr.data_offset,
         fortran_order=hdr.fortran_order,
-        opener=_member_opener(raw.name, info, hdr.data_offset),
+        opener=_member_opener(src, info, hdr.data_offset),
         seekable=False,
     )
     return leaf if lazy else leaf.read().copy()
@@ -418,14 +441,15 @@ def _stored_data_offset(raw: IO[bytes], info: zipfile.ZipInfo, where: str) -> in
     return info.header_offset + 30 + name_len + extra_len
 
 
-def _member_opener(path: str, info: zipfile.ZipInfo, skip: int) -> Callable[[], IO[bytes]]:
+def _member_opener(src: Source, info: zipfile.ZipInfo, skip: int) -> Callable[[], IO[bytes]]:
     """Open a compressed member positioned at its array data (decompresses on read)."""
 
     def opener() -> IO[bytes]:
-        zf = zipfile.ZipFile(path)
+        fh = src.open()
+        zf = zipfile.ZipFile(fh)
         member = zf.open(info)
         member.read(skip)
-        return _Closing(member, zf)
+        return _Closing(member, zf, fh)
 
     return opener
 
@@ -433,9 +457,10 @@ def _member_opener(path: str, info: zipfile.ZipInfo, skip: int) -> Callable[[], 
 class _Closing:
     """A member stream that also closes its zip file."""
 
-    def __init__(self, member: IO[bytes], zf: zipfile.ZipFile) -> None:
+    def __init__(self, member: IO[bytes], zf: zipfile.ZipFile, fh: IO[bytes]) -> None:
         self._member = member
         self._zf = zf
+        self._fh = fh
 
     def read(self, n: int = -1) -> bytes:
         try:
@@ -447,6 +472,7 @@ class _Closing:
     def close(self) -> None:
         self._member.close()
         self._zf.close()
+        self._fh.close()
 
     def __enter__(self) -> _Closing:
         return self

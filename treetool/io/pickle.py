@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import collections
 import mmap
-import os
 import pickle as _stdlib_pickle
 import re
 import struct
@@ -69,6 +68,7 @@ from ._pickle_ops import (
     imitate,
     walk_check,
 )
+from ._source import source_for
 
 __all__ = ["MAX_DEPTH", "ParseResult", "read_pickle", "walk_check"]
 
@@ -110,6 +110,31 @@ _SET_COST = 216 - 64  # an empty set, beyond the 64 bytes a byte of the file may
 _SIMPLE_KEYS = frozenset((str, int))
 
 
+def _over_reads(data: Any) -> tuple[Any, ...]:
+    """The struct and regex helpers of `_run` for a buffer that only supports slicing."""
+
+    def sliced(unpack: Any, width: int) -> Any:
+        return lambda buf, at=0: unpack(buf[at : at + width])
+
+    class _At:  # a match made on a slice, reporting positions in the file
+        __slots__ = ("_m", "_start")
+
+        def __init__(self, m: Any, start: int) -> None:
+            self._m, self._start = m, start
+
+        def groups(self) -> Any:
+            return self._m.groups()
+
+        def end(self) -> int:
+            return self._m.end() + self._start
+
+    def match(buf: Any, start: int) -> Any:
+        m = _FAST_ARRAY.match(buf[start : start + 64])
+        return None if m is None else _At(m, start)
+
+    return sliced(_U32, 4), sliced(_I32, 4), sliced(_U16, 2), sliced(_U64, 8), match
+
+
 class ParseResult:
     """What a safe read produced: the tree, the blocked class paths, and an error if partial."""
 
@@ -141,16 +166,16 @@ def read_pickle(
     """
     if trust:
         try:
-            with open(path, "rb") as fh:
+            with source_for(path).open() as fh:
                 return ParseResult(_stdlib_pickle.load(fh), [])
         except Exception as e:  # the file's own code ran: anything can come out of it
             raise LoadError(f"{path}: {type(e).__name__}: {e}") from None
     try:
-        size = os.path.getsize(path)
+        src = source_for(path)
+        size = src.size
         if size == 0:
             raise LoadError(f"{path}: empty file")
-        with open(path, "rb") as fh:
-            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        mm = src.buffer()  # a memory map; remotely, block-cached ranged reads
     except OSError as e:
         raise LoadError(f"{path}: {e.strerror or e}") from None
     budget = Budget(path, size)
@@ -327,6 +352,9 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any], budget: Budge
     globals_: dict[tuple[str, str], Any] = {}
     append = stack.append
     u32, i32, u16, u64 = _U32, _I32, _U16, _U64
+    match_fast = _FAST_ARRAY.match
+    if not isinstance(data, mmap.mmap):  # a remote file: the same walk over ranged reads
+        u32, i32, u16, u64, match_fast = _over_reads(data)
     reconstruct: Any = _UNDEF  # numpy's _reconstruct global, once the file names it
     keycheck: KeyCheck = st["keycheck"]
     simple_keys = _SIMPLE_KEYS
@@ -390,7 +418,7 @@ def _run(mm: mmap.mmap, path: str, lazy: bool, st: dict[str, Any], budget: Budge
         return at + n + 4
 
     def match_header(start: int) -> tuple | None:
-        m = _FAST_ARRAY.match(data, start)
+        m = match_fast(data, start)
         if m is None:
             return None
         g = m.groups()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import struct
 from typing import Any
 
@@ -19,6 +18,7 @@ from .._arrays import LazyArray
 from .._errors import LoadError
 from ._keys import tree_from_keystrs
 from ._limits import check_json_text, check_shape
+from ._source import Source, source_for
 
 __all__ = ["DTYPES", "PATHS_KEY", "looks_like_safetensors", "read", "write"]
 
@@ -64,11 +64,11 @@ def looks_like_safetensors(path: str, head: bytes) -> bool:
     if len(head) < 10 or head[8:9] != b"{":
         return False
     n = struct.unpack("<Q", head[:8])[0]
-    if not 2 <= n <= min(_MAX_HEADER, os.path.getsize(path) - 8):
+    src = source_for(path)
+    if not 2 <= n <= min(_MAX_HEADER, src.size - 8):
         return False
-    with open(path, "rb") as fh:  # the header's last bytes: `}` then optional space padding
-        fh.seek(8 + max(n - 4096, 0))
-        tail = fh.read(min(n, 4096)).rstrip(b" ")
+    # the header's last bytes: `}` then optional space padding
+    tail = src.read(8 + max(n - 4096, 0), min(n, 4096)).rstrip(b" ")
     return tail.endswith(b"}")
 
 
@@ -84,8 +84,22 @@ def read(
     """`treetool.io.read` for safetensors files."""
     from . import Loaded
 
-    size = os.path.getsize(path)
-    with open(path, "rb") as fh:
+    flat, meta = _read(source_for(path), lazy)
+    paths = _saved_paths(meta, flat) if meta else None
+    if paths is not None:  # written by tt.save: the dotted names back to the tree's paths
+        flat = {paths[name]: leaf for name, leaf in flat.items()}
+    return Loaded(tree_from_keystrs(flat), format, metadata=meta)
+
+
+def read_flat(src: Source, lazy: bool = True) -> dict[str, Any]:
+    """`{tensor name: LazyArray}` of one safetensors file (one ranged read remotely)."""
+    return _read(src, lazy)[0]
+
+
+def _read(src: Source, lazy: bool) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The tensors by name and the `__metadata__` dict (None when absent) of one file."""
+    path, size = src.name, src.size
+    with src.open() as fh:
         raw = fh.read(8)
         if len(raw) < 8:
             raise LoadError(f"{path}: truncated safetensors file")
@@ -107,13 +121,9 @@ def read(
     for name, entry in header.items():
         if name == "__metadata__":
             continue
-        flat[name] = _leaf(path, name, entry, base, size, lazy)
+        flat[name] = _leaf(src, name, entry, base, size, lazy)
     meta = header.get("__metadata__")
-    meta = meta if isinstance(meta, dict) else None
-    paths = _saved_paths(meta, flat) if meta else None
-    if paths is not None:  # written by tt.save: the dotted names back to the tree's paths
-        flat = {paths[name]: leaf for name, leaf in flat.items()}
-    return Loaded(tree_from_keystrs(flat), format, metadata=meta)
+    return flat, (meta if isinstance(meta, dict) else None)
 
 
 #: `__metadata__` key under which `tt.save` records `{dotted name: key path}` as JSON
@@ -138,7 +148,8 @@ def _saved_paths(meta: dict[str, Any], flat: dict[str, Any]) -> dict[str, str] |
     return paths
 
 
-def _leaf(path: str, name: str, entry: Any, base: int, size: int, lazy: bool) -> Any:
+def _leaf(src: Source, name: str, entry: Any, base: int, size: int, lazy: bool) -> Any:
+    path = src.name
     shown = name if len(name) <= 120 else name[:117] + "..."
     where = f"{path}: tensor {shown!r}"
     if not isinstance(entry, dict):
@@ -160,7 +171,7 @@ def _leaf(path: str, name: str, entry: Any, base: int, size: int, lazy: bool) ->
         )
     if base + stop > size:
         raise LoadError(f"{where}: data ends at byte {base + stop}, the file has {size}")
-    leaf = LazyArray(shape, dtype, path, base + start)
+    leaf = LazyArray(tuple(shape), dtype, path, base + start, source=src if src.remote else None)
     return leaf if lazy else leaf.read().copy()
 
 

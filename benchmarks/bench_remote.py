@@ -1,0 +1,272 @@
+"""Remote checkpoints on local servers: treetool vs download-then-inspect, in one run.
+
+Two servers on 127.0.0.1: moto's S3 server (as `moto_server` runs it) and a ranged HTTP
+server (`tests/remote/storage_servers.py`). Requests and bytes come from the servers' request
+logs, so they do not depend on the machine; wall times and peak RSS (from wait4) are of fresh
+`treetool` processes against the same server, next to downloading the same files (boto3 for
+S3, urllib for HTTP) and running the same command on the local copies:
+
+- inspect (`ls`) a 16-shard safetensors set of ~1 GB through its index: requests (target <= 2
+  per shard + 1 for the index), bytes read as a share of the total (target < 1%), wall time
+  vs download + local (target >= 20x faster);
+- inspect a ~1 GB pickle of 128 arrays: the same figures;
+- value diff of two ~1 GB pickles that differ in one leaf: wall time vs download + local diff
+  (target <= 1x) and peak RSS as a share of the data (target < 10%).
+
+moto answers every ranged GET by loading the whole object (its `_handle_range_header` slices
+the full value), so its wall times grow with the object's size whatever the client does: the
+S3 rows run at `--s3-scale` (default 0.05, ~50 MB files) and are there for the request and
+byte counts; the HTTP rows (ranged reads in O(range)) run at `--scale` and give the times.
+
+    python benchmarks/bench_remote.py [--scale 1.0] [--s3-scale 0.05]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "remote"))
+
+from storage_servers import BUCKET, HttpServer, S3Server
+
+TREETOOL = [sys.executable, "-m", "treetool.cli"]
+
+# A small launcher measures the child: Linux keeps the peak RSS of a forked process across
+# exec, so a child forked from this (big) process would report this process's peak.
+_LAUNCHER = """
+import os, subprocess, sys, time
+t0 = time.perf_counter()
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+_, status, usage = os.wait4(p.pid, 0)
+wall = time.perf_counter() - t0
+err = p.stderr.read().decode()
+code = os.waitstatus_to_exitcode(status)
+print(wall, usage.ru_maxrss / 1024, code)
+if code not in (0, 1):
+    print(err, file=sys.stderr)
+"""
+
+_DOWNLOAD = """
+import os, shutil, sys, urllib.request
+dest, urls = sys.argv[1], sys.argv[2:]
+if urls[0].startswith("s3://"):
+    import boto3
+    c = boto3.client("s3")
+    for url in urls:
+        bucket, key = url[5:].split("/", 1)
+        c.download_file(bucket, key, os.path.join(dest, os.path.basename(key)))
+else:
+    for url in urls:
+        with urllib.request.urlopen(url) as r, open(os.path.join(dest, url.rsplit("/", 1)[1]), "wb") as f:
+            shutil.copyfileobj(r, f, 1 << 20)
+"""
+
+
+def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall time (s) and peak RSS (MB) of a fresh process running `cmd`."""
+    out = subprocess.run(
+        [sys.executable, "-c", _LAUNCHER, *cmd], capture_output=True, text=True, env=env
+    )
+    wall, rss, code = out.stdout.split()
+    if int(code) not in (0, 1):
+        raise SystemExit(f"command failed ({code}): {' '.join(cmd)}\n{out.stderr}")
+    return float(wall), float(rss)
+
+
+def download_then(
+    urls: list[str], then: list[str], dest: str, env: dict[str, str]
+) -> tuple[float, float]:
+    """Download `urls` (boto3 for s3://) into `dest`, then run `then`; wall of both, max RSS."""
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(dest)
+    t1, r1 = run([sys.executable, "-c", _DOWNLOAD, dest, *urls], env)
+    t2, r2 = run(then, env)
+    return t1 + t2, max(r1, r2)
+
+
+def write_shards(root: str, total: int, shards: int = 16, per_shard: int = 8) -> list[str]:
+    import json
+
+    from safetensors.numpy import save_file
+
+    n = max(1, total // (shards * per_shard * 4))
+    names, weight_map = [], {}
+    for s in range(shards):
+        fname = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
+        tensors = {
+            f"model.layers.{s * per_shard + i}.mlp.weight": np.full(n, s + i, np.float32)
+            for i in range(per_shard)
+        }
+        save_file(tensors, os.path.join(root, fname))
+        weight_map.update(dict.fromkeys(tensors, fname))
+        names.append(fname)
+    with open(os.path.join(root, "model.safetensors.index.json"), "w") as fh:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, fh)
+    return names
+
+
+def write_pickles(root: str, total: int, arrays: int = 128) -> None:
+    n = max(1, total // (arrays * 4))
+    tree = {f"layer_{i}": {"w": np.full(n, i, np.float32), "step": i} for i in range(arrays)}
+    with open(os.path.join(root, "ckpt_1000.pkl"), "wb") as fh:
+        pickle.dump(tree, fh, protocol=4)
+    tree[f"layer_{arrays // 2}"]["w"] = tree[f"layer_{arrays // 2}"]["w"] + 1
+    with open(os.path.join(root, "ckpt_2000.pkl"), "wb") as fh:
+        pickle.dump(tree, fh, protocol=4)
+
+
+def _tasks(
+    label: str,
+    base: str,
+    log: Any,
+    size: dict[str, int],
+    shard_names: list[str],
+    dl: str,
+    env: dict[str, str],
+) -> list[tuple[str, ...]]:
+    rows = []
+    # 1. inspect a sharded set
+    index = "model.safetensors.index.json"
+    log.clear()
+    t_tt, _ = run([*TREETOOL, "ls", f"{base}/{index}"], env)
+    reqs, sent = log.count, log.bytes_sent
+    set_bytes = sum(size[n] for n in shard_names) + size[index]
+    urls = [f"{base}/{n}" for n in [index, *shard_names]]
+    t_dl, _ = download_then(urls, [*TREETOOL, "ls", os.path.join(dl, index)], dl, env)
+    rows.append(
+        (
+            label,
+            f"inspect 16-shard safetensors ({set_bytes / 2**30:.2f} GB)",
+            f"{reqs} ({reqs / len(shard_names):.2f}/shard)",
+            f"{sent / set_bytes:.4%}",
+            f"{t_tt:.2f} s",
+            f"{t_dl:.2f} s",
+            f"{t_dl / t_tt:.1f}x faster",
+        )
+    )
+    # 2. inspect a pickle
+    pkl = "ckpt_1000.pkl"
+    log.clear()
+    t_tt, _ = run([*TREETOOL, "ls", f"{base}/{pkl}"], env)
+    reqs, sent = log.count, log.bytes_sent
+    t_dl, _ = download_then([f"{base}/{pkl}"], [*TREETOOL, "ls", os.path.join(dl, pkl)], dl, env)
+    rows.append(
+        (
+            label,
+            f"inspect pickle ({size[pkl] / 2**30:.2f} GB, 128 arrays)",
+            str(reqs),
+            f"{sent / size[pkl]:.4%}",
+            f"{t_tt:.2f} s",
+            f"{t_dl:.2f} s",
+            f"{t_dl / t_tt:.1f}x faster",
+        )
+    )
+    # 3. value diff of two checkpoints differing in one leaf
+    a, b = "ckpt_1000.pkl", "ckpt_2000.pkl"
+    data = size[a] + size[b]
+    log.clear()
+    t_tt, rss_tt = run([*TREETOOL, "diff", f"{base}/{a}", f"{base}/{b}"], env)
+    reqs, sent = log.count, log.bytes_sent
+    t_dl, rss_dl = download_then(
+        [f"{base}/{a}", f"{base}/{b}"],
+        [*TREETOOL, "diff", os.path.join(dl, a), os.path.join(dl, b)],
+        dl,
+        env,
+    )
+    rows.append(
+        (
+            label,
+            f"value diff of 2 pickles ({data / 2**30:.2f} GB)",
+            str(reqs),
+            f"{sent / data:.1%}",
+            f"{t_tt:.2f} s, peak {rss_tt:.0f} MB ({rss_tt * 2**20 / data:.1%} of data)",
+            f"{t_dl:.2f} s, peak {rss_dl:.0f} MB",
+            f"{t_tt / t_dl:.2f}x the time",
+        )
+    )
+    return rows
+
+
+def _store_s3(total: int, tmp: str, env: dict[str, str]) -> list[tuple[str, ...]]:
+    src = os.path.join(tmp, "s3src")
+    os.makedirs(src)
+    shard_names = write_shards(src, total)
+    write_pickles(src, total)
+    server = S3Server()
+    try:
+        client = server.client()
+        client.create_bucket(Bucket=BUCKET)
+        for name in sorted(os.listdir(src)):
+            client.upload_file(os.path.join(src, name), BUCKET, f"a/{name}")
+        env = {
+            **env,
+            "AWS_ENDPOINT_URL": server.endpoint,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+        size = {n: os.path.getsize(os.path.join(src, n)) for n in os.listdir(src)}
+        dl = os.path.join(tmp, "dl")
+        return _tasks("s3 (moto)", f"s3://{BUCKET}/a", server.log, size, shard_names, dl, env)
+    finally:
+        server.stop()
+        shutil.rmtree(src, ignore_errors=True)
+
+
+def _store_http(total: int, tmp: str, env: dict[str, str]) -> list[tuple[str, ...]]:
+    src = os.path.join(tmp, "httpsrc")
+    os.makedirs(src)
+    shard_names = write_shards(src, total)
+    write_pickles(src, total)
+    server = HttpServer(src)
+    try:
+        size = {n: os.path.getsize(os.path.join(src, n)) for n in os.listdir(src)}
+        dl = os.path.join(tmp, "dl")
+        return _tasks("http (ranged)", server.url, server.log, size, shard_names, dl, env)
+    finally:
+        server.stop()
+        shutil.rmtree(src, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scale", type=float, default=1.0, help="HTTP files: 1.0 is ~1 GB each")
+    ap.add_argument("--s3-scale", type=float, default=0.05, help="S3 (moto) files")
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="bench_remote_")
+    rows: list[tuple[str, ...]] = []
+    try:
+        for store, scale in ((_store_s3, args.s3_scale), (_store_http, args.scale)):
+            total = int((1 << 30) * scale)
+            print(f"{store.__name__}: files of {total / 2**30:.2f} GB ...", file=sys.stderr)
+            rows.extend(store(total, tmp, dict(os.environ)))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    head = (
+        "store",
+        "task",
+        "requests",
+        "bytes read",
+        "treetool, remote",
+        "download + local",
+        "ratio",
+    )
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+"""Real local servers (moto S3, gcp-storage-emulator, a ranged HTTP server) and real files.
+
+The servers start once per session on 127.0.0.1 at free ports; the checkpoint files are written
+by the real libraries (safetensors, flax, numpy, pickle, equinox) into a local folder and
+uploaded to each server, so every test compares a remote read with the same file read locally.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+pytest.importorskip("moto.server", reason="moto[server] is needed for the S3 server")
+pytest.importorskip("gcp_storage_emulator", reason="gcp-storage-emulator is needed for GCS")
+pytest.importorskip("s3fs", reason="s3fs (treetool[remote]) is needed to read s3://")
+pytest.importorskip("gcsfs", reason="gcsfs (treetool[remote]) is needed to read gs://")
+
+from storage_servers import BUCKET, GcsServer, HttpServer, S3Server
+
+
+def _rng_tree() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {
+        "model.embed.weight": rng.standard_normal((64, 16)).astype(np.float32),
+        "model.layers.0.attn.weight": rng.standard_normal((16, 16)).astype(np.float32),
+        "model.layers.0.attn.bias": np.arange(16, dtype=np.float16),
+        "model.layers.1.attn.weight": rng.standard_normal((16, 16)).astype(np.float32),
+        "model.layers.1.attn.bias": np.zeros(16, dtype=np.float16),
+        "model.norm.scale": np.ones(16, dtype=np.float32),
+        "lm_head.weight": rng.standard_normal((16, 64)).astype(np.float32),
+        "step": np.array(12, dtype=np.int64),
+    }
+
+
+def _write_files(root: str) -> dict[str, Any]:
+    """Every checkpoint the tests read, made by the real libraries; returns facts about them."""
+    import equinox as eqx
+    import jax
+    from flax.serialization import to_bytes
+    from safetensors.numpy import save_file
+
+    tensors = _rng_tree()
+    names = list(tensors)
+    # a safetensors set of 3 shards and its index, as transformers writes it
+    shards = [names[:3], names[3:6], names[6:]]
+    weight_map = {}
+    for i, group in enumerate(shards, 1):
+        fname = f"model-{i:05d}-of-00003.safetensors"
+        save_file({k: tensors[k] for k in group}, os.path.join(root, fname))
+        weight_map.update(dict.fromkeys(group, fname))
+    total = sum(a.nbytes for a in tensors.values())
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    with open(os.path.join(root, "model.safetensors.index.json"), "w") as fh:
+        json.dump(index, fh, indent=2)
+    # the same set with one shard missing from the folder
+    with open(os.path.join(root, "broken.safetensors.index.json"), "w") as fh:
+        json.dump({"metadata": {}, "weight_map": {"x": "model-00009-of-00009.safetensors"}}, fh)
+    # one safetensors file with all tensors
+    save_file(tensors, os.path.join(root, "model.safetensors"))
+    # flax msgpack shards of "a/b/c" keys (transformers' flax_shard_checkpoint) and the index
+    flax_params = {
+        "params/Dense_0/kernel": tensors["model.layers.0.attn.weight"],
+        "params/Dense_0/bias": tensors["model.norm.scale"],
+        "params/Dense_1/kernel": tensors["lm_head.weight"],
+    }
+    fmap = {}
+    for i, keys in enumerate(
+        [["params/Dense_0/kernel", "params/Dense_0/bias"], ["params/Dense_1/kernel"]], 1
+    ):
+        fname = f"flax_model-{i:05d}-of-00002.msgpack"
+        with open(os.path.join(root, fname), "wb") as fh:
+            fh.write(to_bytes({k: flax_params[k] for k in keys}))
+        fmap.update(dict.fromkeys(keys, fname))
+    with open(os.path.join(root, "flax_model.msgpack.index.json"), "w") as fh:
+        json.dump({"metadata": {"total_size": 0}, "weight_map": fmap}, fh)
+    # npz: stored and compressed
+    np.savez(
+        os.path.join(root, "arrays.npz"), **{k.replace(".", "_"): v for k, v in tensors.items()}
+    )
+    np.savez_compressed(os.path.join(root, "small.npz"), a=np.arange(2000, dtype=np.int32))
+    # a pickle of a nested dict of arrays
+    ckpt = {"params": {"w": tensors["model.embed.weight"], "b": tensors["model.norm.scale"]},
+            "opt": [tensors["lm_head.weight"], 3], "step": 7}  # fmt: skip
+    with open(os.path.join(root, "ckpt.pkl"), "wb") as fh:
+        pickle.dump(ckpt, fh, protocol=4)
+    # a pickle whose last array lies past the first block read
+    rng = np.random.default_rng(1)
+    big = {k: rng.standard_normal(50_000).astype(np.float32) for k in ("a", "b", "c")}
+    with open(os.path.join(root, "big.pkl"), "wb") as fh:
+        pickle.dump(big, fh, protocol=4)
+    # two pickles that differ in one leaf (value diff)
+    other = {**ckpt, "params": {**ckpt["params"], "b": ckpt["params"]["b"] + 1}}
+    with open(os.path.join(root, "ckpt2.pkl"), "wb") as fh:
+        pickle.dump(other, fh, protocol=4)
+    # equinox serialised leaves
+    model = eqx.nn.MLP(4, 2, 8, 2, key=jax.random.PRNGKey(0))
+    eqx.tree_serialise_leaves(os.path.join(root, "mlp.eqx"), model)
+    return {"tensors": tensors, "flax": flax_params, "mlp": model, "big": big}
+
+
+@pytest.fixture(scope="session")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = str(tmp_path_factory.mktemp("remote_files"))
+    facts = _write_files(root)
+    facts["root"] = root
+    facts["names"] = sorted(os.listdir(root))
+    return facts
+
+
+@pytest.fixture(scope="session")
+def s3_server(files: dict[str, Any]) -> Any:
+    server = S3Server()
+    client = server.client()
+    client.create_bucket(Bucket=BUCKET)
+    for name in files["names"]:
+        client.upload_file(os.path.join(files["root"], name), BUCKET, f"run/{name}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def gcs_server(files: dict[str, Any]) -> Any:
+    server = GcsServer()
+    server.create_bucket(BUCKET)
+    for name in files["names"]:
+        with open(os.path.join(files["root"], name), "rb") as fh:
+            server.upload(BUCKET, f"run/{name}", fh.read())
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def http_server(files: dict[str, Any]) -> Any:
+    server = HttpServer(files["root"])
+    yield server
+    server.stop()
+
+
+def _fresh_clients() -> None:
+    from treetool.io import _remote
+
+    _remote._fs_cache.clear()
+
+
+@pytest.fixture
+def s3(s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The S3 server, with the standard AWS environment pointing at it; log cleared."""
+    for k, v in s3_env(s3_server).items():
+        monkeypatch.setenv(k, v)
+    _fresh_clients()
+    s3_server.log.clear()
+    yield s3_server
+    _fresh_clients()
+
+
+def s3_env(server: Any) -> dict[str, str]:
+    return {
+        "AWS_ENDPOINT_URL": server.endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+
+
+@pytest.fixture
+def gcs(gcs_server: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The GCS emulator, named by `STORAGE_EMULATOR_HOST`; log cleared."""
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_server.host)
+    _fresh_clients()
+    gcs_server.log.clear()
+    yield gcs_server
+    _fresh_clients()
+
+
+@pytest.fixture
+def http(http_server: Any) -> Any:
+    http_server.log.clear()
+    return http_server

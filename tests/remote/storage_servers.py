@@ -1,0 +1,258 @@
+"""Real local storage servers on 127.0.0.1 at free ports, each with a request log.
+
+- `S3Server`: moto's S3 server (its WSGI app under werkzeug's threaded server, as
+  `moto_server` runs it), wrapped to log every request and the bytes it sent back.
+- `GcsServer`: gcp-storage-emulator's request handler in a threading HTTP server, logged.
+- `HttpServer`: a ranged static-file server on `http.server` with fault paths: `/403/...`
+  answers 403, `/hang/...` never answers, `/norange/...` ignores `Range`, `/short/...` sends
+  half of each range, `/long/...` a MiB more than each range.
+
+Used by the tests in this folder and by `benchmarks/bench_remote.py`.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import re
+import socketserver
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+BUCKET = "ckpts"
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    range: str | None
+    sent: int = 0
+
+
+@dataclass
+class Log:
+    requests: list[Request] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, r: Request) -> None:
+        with self.lock:
+            self.requests.append(r)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.requests.clear()
+
+    @property
+    def count(self) -> int:
+        return len(self.requests)
+
+    @property
+    def bytes_sent(self) -> int:
+        return sum(r.sent for r in self.requests)
+
+
+class S3Server:
+    """moto's S3 server on 127.0.0.1 at a free port; `endpoint` for `AWS_ENDPOINT_URL`."""
+
+    def __init__(self) -> None:
+        from moto.server import DomainDispatcherApplication, create_backend_app
+        from werkzeug.serving import WSGIRequestHandler, make_server
+
+        class Quiet(WSGIRequestHandler):
+            def log_request(self, *args: Any, **kwargs: Any) -> None:
+                pass
+
+        self.log = Log()
+        app = DomainDispatcherApplication(create_backend_app)
+        log = self.log
+
+        def logged(environ: dict[str, Any], start_response: Any) -> Any:
+            rec = Request(
+                environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""), environ.get("HTTP_RANGE")
+            )
+            log.add(rec)
+
+            def start(status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
+                for k, v in headers:
+                    if k.lower() == "content-length" and environ["REQUEST_METHOD"] != "HEAD":
+                        rec.sent = int(v)  # counted before the client can see the answer
+                return start_response(status, headers, *exc)
+
+            yield from app(environ, start)
+
+        self._server = make_server("127.0.0.1", 0, logged, threaded=True, request_handler=Quiet)
+        self.port = self._server.server_port
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def client(self) -> Any:
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            region_name="us-east-1",
+        )
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class _Threading(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that hung up
+            super().handle_error(request, client_address)
+
+
+class GcsServer:
+    """gcp-storage-emulator on 127.0.0.1 at a free port; `host` for `STORAGE_EMULATOR_HOST`."""
+
+    def __init__(self) -> None:
+        from gcp_storage_emulator.server import RequestHandler
+        from gcp_storage_emulator.storage import Storage
+
+        self.log = Log()
+        self.storage = Storage(use_memory_fs=True)
+        log, storage = self.log, self.storage
+
+        class Handler(RequestHandler):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(storage, *args, **kwargs)
+
+            def send_response(self, code: int, message: str | None = None) -> None:
+                self._rec = Request(self.command, self.path, self.headers.get("Range"))
+                log.add(self._rec)
+                super().send_response(code, message)
+
+            def send_header(self, keyword: str, value: str) -> None:
+                if keyword.lower() == "content-length" and hasattr(self, "_rec"):
+                    self._rec.sent = int(value)
+                super().send_header(keyword, value)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = _Threading(("127.0.0.1", 0), Handler)
+        self.port = self._server.server_address[1]
+        self.host = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def create_bucket(self, name: str) -> None:
+        from gcp_storage_emulator.handlers import buckets
+
+        buckets.create_bucket(name, self.storage)
+
+    def upload(self, bucket: str, key: str, data: bytes) -> None:
+        import urllib.parse
+        import urllib.request
+
+        url = (
+            f"{self.host}/upload/storage/v1/b/{bucket}/o?uploadType=media&name="
+            + urllib.parse.quote(key, safe="")
+        )
+        req = urllib.request.Request(url, data=data, method="POST")
+        req.add_header("Content-Type", "application/octet-stream")
+        with urllib.request.urlopen(req) as resp:
+            resp.read()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+_RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
+
+
+class HttpServer:
+    """Static files from `root` with `Range` support, fault paths and a request log."""
+
+    def __init__(self, root: str) -> None:
+        self.log = Log()
+        self.root = root
+        log = self.log
+        self._release = threading.Event()
+        release = self._release
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _file(self) -> tuple[str, str]:
+                mode, _, rest = self.path.lstrip("/").partition("/")
+                if mode not in ("403", "hang", "norange", "short", "long"):
+                    mode, rest = "", self.path.lstrip("/")
+                return mode, os.path.join(root, rest)
+
+            def _answer(self, head: bool) -> None:
+                rec = Request(self.command, self.path, self.headers.get("Range"))
+                log.add(rec)
+                mode, path = self._file()
+                if mode == "hang":
+                    release.wait(30)
+                    return
+                if mode == "403":
+                    self.send_response(403)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if not os.path.isfile(path):
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                size = os.path.getsize(path)
+                m = _RANGE.match(self.headers.get("Range") or "")
+                if m and mode != "norange":
+                    start = int(m.group(1))
+                    stop = min(size - 1, int(m.group(2))) if m.group(2) else size - 1
+                    n = max(0, stop - start + 1)
+                    with open(path, "rb") as fh:
+                        fh.seek(start)
+                        body = fh.read(n)
+                    if mode == "short":
+                        body = body[: len(body) // 2]
+                    elif mode == "long":  # a hostile server: far more than asked for
+                        body = body + b"\0" * (1 << 20)
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{stop}/{size}")
+                else:
+                    with open(path, "rb") as fh:
+                        body = b"" if head else fh.read()
+                    self.send_response(200)
+                self.send_header("Content-Length", str(size if head else len(body)))
+                self.send_header("Accept-Ranges", "bytes")
+                self.end_headers()
+                if not head:
+                    rec.sent = len(body)
+                    self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                self._answer(head=False)
+
+            def do_HEAD(self) -> None:
+                self._answer(head=True)
+
+        self._server = _Threading(("127.0.0.1", 0), Handler)
+        self.port = self._server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._release.set()
+        self._server.shutdown()
+        self._server.server_close()

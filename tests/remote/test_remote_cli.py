@@ -1,0 +1,116 @@
+"""The `treetool` command on URLs, in a real subprocess with the standard environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+from conftest import s3_env
+from storage_servers import BUCKET
+
+
+def _cli(*args: str, env: dict[str, str], cwd: str) -> subprocess.CompletedProcess:
+    full = {**os.environ, **env, "HOME": cwd, "TMPDIR": cwd}
+    return subprocess.run(
+        [sys.executable, "-m", "treetool.cli", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        cwd=cwd,
+        timeout=60,
+    )
+
+
+def test_ls_of_a_sharded_s3_set_equals_the_single_local_file(
+    s3: Any, files: dict, tmp_path: Any
+) -> None:
+    env = s3_env(s3)
+    remote = _cli(
+        "ls", f"s3://{BUCKET}/run/model.safetensors.index.json", env=env, cwd=str(tmp_path)
+    )
+    local = _cli("ls", os.path.join(files["root"], "model.safetensors"), env={}, cwd=str(tmp_path))
+    assert remote.returncode == 0, remote.stderr
+    assert remote.stdout == local.stdout
+    assert "['model.layers.1.attn.weight']" in remote.stdout
+    assert remote.stderr == ""
+
+
+def test_inspect_json_names_each_leaf_shard(gcs: Any, tmp_path: Any) -> None:
+    env = {"STORAGE_EMULATOR_HOST": gcs.host}
+    url = f"gs://{BUCKET}/run/model.safetensors.index.json"
+    out = _cli("inspect", "--json", url, env=env, cwd=str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["format"] == "sharded"
+    by_path = {leaf["path"]: leaf for leaf in data["leaves"]}
+    head = by_path["['lm_head.weight']"]
+    assert head["shard"] == f"gs://{BUCKET}/run/model-00003-of-00003.safetensors"
+    assert head["shape"] == [16, 64] and head["dtype"] == "float32"
+    assert isinstance(head["offset"], int) and head["offset"] > 8
+    assert data["totals"]["leaves"] == 8
+
+
+def test_value_diff_of_two_s3_checkpoints(s3: Any, tmp_path: Any) -> None:
+    a, b = f"s3://{BUCKET}/run/ckpt.pkl", f"s3://{BUCKET}/run/ckpt2.pkl"
+    out = _cli("diff", a, b, "--json", env=s3_env(s3), cwd=str(tmp_path))
+    assert out.returncode == 1, out.stderr
+    changes = json.loads(out.stdout)["changes"]
+    assert [(c["path"], c["kind"]) for c in changes] == [("['params']['b']", "value")]
+    same = _cli("diff", a, a, env=s3_env(s3), cwd=str(tmp_path))
+    assert same.returncode == 0, same.stderr
+
+
+def test_get_reads_one_leaf_over_http(http: Any, tmp_path: Any) -> None:
+    out = _cli("get", f"{http.url}/big.pkl", "['c']", env={}, cwd=str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "f32[50000]" in out.stdout or "(50000,)" in out.stdout
+    assert "mean" in out.stdout
+
+
+def test_cli_errors_are_one_line(s3: Any, http: Any, tmp_path: Any) -> None:
+    out = _cli("ls", f"s3://{BUCKET}/run/nope.pkl", env=s3_env(s3), cwd=str(tmp_path))
+    assert out.returncode == 2
+    assert out.stderr == (
+        f"treetool: error: s3://{BUCKET}/run/nope.pkl: no such object "
+        f"(bucket '{BUCKET}' or its key does not exist)\n"
+    )
+    out = _cli("inspect", "--no-tui", f"{http.url}/403/ckpt.pkl", env={}, cwd=str(tmp_path))
+    assert out.returncode == 2
+    assert out.stderr == f"treetool: error: {http.url}/403/ckpt.pkl: access denied (HTTP 403)\n"
+    assert out.stdout == ""
+    assert os.listdir(tmp_path) == []  # nothing downloaded or cached on disk
+
+
+def test_progress_line_on_a_terminal_only(http: Any, tmp_path: Any) -> None:
+    import pty
+
+    url = f"{http.url}/big.pkl"
+    env = {**os.environ, "TREETOOL_PROGRESS_AFTER": "0", "HOME": str(tmp_path), "TERM": "xterm"}
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "treetool.cli", "get", url, "['c']"],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env=env,
+        cwd=str(tmp_path),
+    )
+    os.close(slave)
+    stdout, _ = proc.communicate(timeout=60)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 1 << 16)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert proc.returncode == 0
+    assert b"reading remote bytes" in b"".join(chunks)  # on the terminal (stderr)
+    assert b"reading remote bytes" not in stdout and b"mean" in stdout  # stdout stays clean
+    piped = _cli("get", url, "['c']", env={"TREETOOL_PROGRESS_AFTER": "0"}, cwd=str(tmp_path))
+    assert piped.returncode == 0 and piped.stderr == ""  # not a terminal: nothing on stderr

@@ -1,0 +1,448 @@
+"""Remote `Source`s: S3 and GCS through fsspec (s3fs, gcsfs), HTTP(S) through ranged GETs.
+
+Clients are configured by each ecosystem's standard environment, so a user's set-up just works:
+`AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_S3`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+`AWS_PROFILE`, ... for S3; `STORAGE_EMULATOR_HOST` and application default credentials for GCS.
+HTTP uses the standard library: a `Range` GET per read, and the answer's `Content-Range` is
+checked, so a server that ignores ranges is refused instead of sending a whole file.
+
+Every request has a timeout (`TREETOOL_REMOTE_TIMEOUT`, seconds, default 30) and transient
+failures (timeouts, connection resets, 5xx) are retried a bounded number of times
+(`TREETOOL_REMOTE_RETRIES`, default 3); failures become one `LoadError` line naming the URL.
+Reads bigger than `_CHUNK` are split into chunks fetched in parallel.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import IO, Any, TypeVar
+
+from .._errors import LoadError
+from ._source import BlockReader, Source, source_for
+
+__all__ = ["FsspecSource", "HttpSource", "remote_source"]
+
+_T = TypeVar("_T")
+_CHUNK = 8 << 20
+_FIRST = 64 << 10  # the first read of a file: headers (safetensors, npy, msgpack) fit in it
+_WORKERS = 8
+_pool: ThreadPoolExecutor | None = None
+_ahead: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+_fs_cache: dict[str, Any] = {}
+
+
+def _timeout() -> float:
+    try:
+        return max(0.01, float(os.environ.get("TREETOOL_REMOTE_TIMEOUT", "30")))
+    except ValueError:
+        return 30.0
+
+
+def _retries() -> int:
+    try:
+        return max(1, int(os.environ.get("TREETOOL_REMOTE_RETRIES", "3")))
+    except ValueError:
+        return 3
+
+
+def _executor() -> ThreadPoolExecutor:
+    """The pool that fetches the chunks of one big read (its tasks submit nothing)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="treetool-remote")
+        return _pool
+
+
+def prefetcher() -> ThreadPoolExecutor:
+    """The pool that reads ahead for streamed reads (its tasks may use `_executor`)."""
+    global _ahead
+    with _pool_lock:
+        if _ahead is None:
+            _ahead = ThreadPoolExecutor(4, thread_name_prefix="treetool-readahead")
+        return _ahead
+
+
+_progress: Callable[[int], None] | None = None
+
+
+def set_progress(hook: Callable[[int], None] | None) -> None:
+    """Call `hook(nbytes)` as remote bytes arrive (0 when a read starts); None stops it."""
+    global _progress
+    _progress = hook
+
+
+def forget_listings() -> None:
+    """Drop the clients' cached listings (objects may have changed since the last read)."""
+    for fs in _fs_cache.values():
+        fs.invalidate_cache()
+
+
+def remote_source(url: str) -> Source:
+    """The `Source` of a URL: `s3://`, `gs://` (or `gcs://`), `http://`, `https://`."""
+    if url.startswith(("http://", "https://")):
+        return HttpSource(url)
+    return FsspecSource(url)
+
+
+class _Transient(Exception):
+    """A failure worth retrying (timeout, reset connection, server error)."""
+
+
+class RemoteSource(Source):
+    """Shared by the remote sources: retries, parallel chunked reads, block-cached files."""
+
+    remote = True
+
+    def __init__(self, url: str) -> None:
+        self.name = url
+        self._size: int | None = None
+        self._head = b""  # the first bytes read from offset 0: detection and reading share them
+
+    # subclasses: one ranged read, and the size
+    def _get(self, offset: int, n: int) -> bytes:
+        raise NotImplementedError
+
+    def _stat(self) -> int:
+        raise NotImplementedError
+
+    def _call(self, what: str, fn: Callable[[], _T]) -> _T:
+        tries = _retries()
+        for i in range(tries):
+            try:
+                return fn()
+            except _Transient as e:
+                if i + 1 == tries:
+                    raise LoadError(
+                        f"{self.name}: {what} failed after {tries} tries: {e}"
+                    ) from None
+                time.sleep(min(0.05 * 2**i, 1.0))
+        raise AssertionError("unreachable")
+
+    @property
+    def size(self) -> int:
+        if self._size is None:
+            self._size = self._call("stat", self._stat)
+        return self._size
+
+    def read(self, offset: int, n: int) -> bytes:
+        if n <= 0:
+            return b""
+        if offset + n <= len(self._head):
+            return self._head[offset : offset + n]
+        if not self._head and offset + n <= _FIRST:
+            # small reads near the start (headers, sniffing) share one first block
+            self._head = self._first_block()
+            if offset + n <= len(self._head):
+                return self._head[offset : offset + n]
+        return self._fetch(offset, n)
+
+    def _first_block(self) -> bytes:
+        """The first `_FIRST` bytes (or the whole file, if smaller)."""
+        return self._fetch(0, min(_FIRST, self.size))
+
+    def _fetch(self, offset: int, n: int) -> bytes:
+        if n <= 0:
+            return b""
+        if _progress is not None:
+            _progress(0)
+        if n <= _CHUNK:
+            data = self._call(
+                f"read of bytes {offset}-{offset + n - 1}", lambda: self._get(offset, n)
+            )
+        else:
+            buf = bytearray(n)
+            starts = range(offset, offset + n, _CHUNK)
+
+            def one(start: int) -> int:
+                m = min(_CHUNK, offset + n - start)
+                got = self._call(
+                    f"read of bytes {start}-{start + m - 1}", lambda: self._get(start, m)
+                )
+                buf[start - offset : start - offset + len(got)] = got
+                return len(got)
+
+            got = sum(_executor().map(one, starts))
+            data = bytes(buf) if got == n else bytes(buf[:got])
+        if _progress is not None:
+            _progress(len(data))
+        if len(data) != n:
+            raise LoadError(
+                f"{self.name}: truncated range: expected {n} bytes at offset {offset}, "
+                f"the server sent {len(data)}"
+            )
+        return data
+
+    def open(self) -> IO[bytes]:
+        return BlockReader(self)
+
+
+# --- S3 and GCS through fsspec --------------------------------------------------------------
+
+
+def _filesystem(protocol: str) -> Any:
+    fs = _fs_cache.get(protocol)
+    if fs is not None:
+        return fs
+    t = _timeout()
+    try:
+        if protocol == "s3":
+            import s3fs
+
+            endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+            fs = s3fs.S3FileSystem(
+                endpoint_url=endpoint or None,
+                config_kwargs={
+                    "connect_timeout": t,
+                    "read_timeout": t,
+                    "retries": {"max_attempts": 1, "mode": "standard"},
+                },
+                skip_instance_cache=True,
+            )
+            fs.retries = 1  # treetool retries, boundedly, itself
+        else:
+            from gcsfs.core import GCSFileSystem  # the plain client: no bucket-layout probes
+
+            fs = GCSFileSystem(requests_timeout=t, skip_instance_cache=True)
+    except ImportError as e:
+        raise LoadError(
+            f"reading {protocol}:// needs the optional clients: pip install 'treetool[remote]' ({e.name} is missing)"
+        ) from None
+    _fs_cache[protocol] = fs
+    return fs
+
+
+def _split(url: str) -> tuple[str, str]:
+    scheme, rest = url.split("://", 1)
+    return ("s3" if scheme == "s3" else "gs"), rest
+
+
+class FsspecSource(RemoteSource):
+    """An object in S3 (`s3://bucket/key`) or GCS (`gs://bucket/key`), read through fsspec."""
+
+    def __init__(self, url: str, fs: Any = None) -> None:
+        super().__init__(url.rstrip("/") if url.count("/") > 3 else url)
+        self._protocol, self._path = _split(self.name)
+        self._fs = fs
+
+    @property
+    def fs(self) -> Any:
+        if self._fs is None:
+            self._fs = _filesystem(self._protocol)
+        return self._fs
+
+    def _wrap(self, fn: Callable[[], _T]) -> _T:
+        """Run a client call, turning its failures into one line (or `_Transient`)."""
+        try:
+            return fn()
+        except FileNotFoundError:
+            bucket = self._path.split("/", 1)[0]
+            raise LoadError(
+                f"{self.name}: no such object (bucket {bucket!r} or its key does not exist)"
+            ) from None
+        except PermissionError as e:
+            raise LoadError(f"{self.name}: access denied (403): {_first_line(e)}") from None
+        except (TimeoutError, ConnectionError) as e:
+            raise _Transient(_first_line(e) or type(e).__name__) from None
+        except LoadError:
+            raise
+        except Exception as e:
+            raise _classify(self.name, e) from None
+
+    def _stat(self) -> int:
+        info = self._wrap(lambda: self.fs.info(self._path))
+        if info.get("type") == "directory":
+            raise LoadError(f"{self.name}: a prefix (directory), not an object")
+        return int(info["size"])
+
+    def _get(self, offset: int, n: int) -> bytes:
+        return self._wrap(lambda: self.fs.cat_file(self._path, start=offset, end=offset + n))
+
+    def read_all(self) -> bytes:
+        """The whole object in one request (small files: an index)."""
+        return self._call("read", lambda: self._wrap(lambda: self.fs.cat_file(self._path)))
+
+    def join(self, name: str) -> Source:
+        base = self.name if self._size is None and self.is_dir() else self.name.rsplit("/", 1)[0]
+        return source_for(f"{base}/{name}")  # shared with the rest of the read
+
+    def list_parent(self) -> None:
+        """List this object's prefix once: the client caches the sizes of its neighbours."""
+        parent = self._path.rsplit("/", 1)[0]
+        try:
+            self._wrap(lambda: self.fs.ls(parent, detail=True))
+        except LoadError:
+            pass
+
+    def list(self) -> list[str]:
+        try:
+            entries = self._wrap(lambda: self.fs.ls(self._path, detail=False))
+        except LoadError:
+            return []
+        return sorted(e.rstrip("/").rsplit("/", 1)[-1] for e in entries)
+
+    def is_dir(self) -> bool:
+        try:
+            return bool(self._wrap(lambda: self.fs.isdir(self._path)))
+        except LoadError:
+            return False
+
+    def exists(self) -> bool:
+        try:
+            return bool(self._wrap(lambda: self.fs.exists(self._path)))
+        except LoadError:
+            return False
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:200] if text else ""
+
+
+def _classify(url: str, e: Exception) -> Exception:
+    """A client's exception as a `LoadError` line, or `_Transient` for what deserves a retry."""
+    name = type(e).__name__
+    text = _first_line(e)
+    if name in ("NoCredentialsError", "PartialCredentialsError", "DefaultCredentialsError"):
+        return LoadError(
+            f"{url}: no credentials found (S3: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or "
+            "AWS_PROFILE; GCS: application default credentials)"
+        )
+    if "Forbidden" in text or "AccessDenied" in text or "403" in text:
+        return LoadError(f"{url}: access denied (403): {text}")
+    if "NoSuchBucket" in text or "NoSuchKey" in text:
+        return LoadError(f"{url}: no such object ({text})")
+    if (
+        isinstance(e, (TimeoutError, ConnectionError))
+        or "Timeout" in name
+        or "timeout" in text.lower()
+        or "Connect" in name
+        or "ServerDisconnected" in name
+    ):
+        return _Transient(text or name)
+    return LoadError(f"{url}: {name}: {text}" if text else f"{url}: {name}")
+
+
+# --- HTTP(S) ----------------------------------------------------------------------------------
+
+
+class HttpSource(RemoteSource):
+    """A file served over HTTP(S), read by `Range` requests (the server must honour them)."""
+
+    def _request(
+        self, headers: dict[str, str], method: str = "GET", limit: int = 0
+    ) -> tuple[int, dict, bytes]:
+        """(status, headers, body); a ranged GET answered without 206 is refused unread.
+
+        Redirects (a hub sending to its CDN) are followed up to 5 times; the connection is
+        closed whatever happens.
+        """
+        import http.client
+        import urllib.parse
+
+        url = self.name
+        for _ in range(6):
+            u = urllib.parse.urlsplit(url)
+            cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+            conn = cls(u.hostname or "", u.port, timeout=_timeout())
+            try:
+                target = (u.path or "/") + (f"?{u.query}" if u.query else "")
+                conn.request(method, target, headers=headers)
+                resp = conn.getresponse()
+                status = resp.status
+                if status in (301, 302, 303, 307, 308) and resp.getheader("Location"):
+                    url = urllib.parse.urljoin(url, resp.getheader("Location") or "")
+                    continue
+                if status == 404:
+                    raise LoadError(f"{self.name}: no such file (HTTP 404)")
+                if status in (401, 403):
+                    raise LoadError(f"{self.name}: access denied (HTTP {status})")
+                if status == 416:
+                    raise LoadError(f"{self.name}: range not satisfiable (HTTP 416)")
+                if status >= 500:
+                    raise _Transient(f"HTTP {status}")
+                if status >= 400:
+                    raise LoadError(f"{self.name}: HTTP {status} {resp.reason}")
+                if "Range" in headers and status != 206:
+                    raise LoadError(
+                        f"{self.name}: the server does not support range requests "
+                        f"(HTTP {status}); refusing to download the whole file"
+                    )
+                body = b"" if method == "HEAD" else resp.read(limit + 1)
+                if len(body) > limit and method != "HEAD":
+                    raise LoadError(
+                        f"{self.name}: the server sent more than the {limit} bytes asked for"
+                    )
+                return status, {k.lower(): v for k, v in resp.getheaders()}, body
+            except TimeoutError:
+                raise _Transient(f"timed out after {_timeout():g} s") from None
+            except ConnectionRefusedError:
+                raise _Transient("connection refused") from None
+            except (ConnectionError, http.client.HTTPException) as e:
+                raise _Transient(_first_line(e) or type(e).__name__) from None
+            except OSError as e:
+                raise LoadError(f"{self.name}: {e.strerror or e}") from None
+            finally:
+                conn.close()
+        raise LoadError(f"{self.name}: too many redirects")
+
+    def _first_block(self) -> bytes:
+        """One ranged GET that also gives the size (its `Content-Range`): no HEAD needed."""
+        if self._size is not None:
+            return super()._first_block()
+        if _progress is not None:
+            _progress(0)
+        _status, headers, body = self._call(
+            f"read of bytes 0-{_FIRST - 1}",
+            lambda: self._request({"Range": f"bytes=0-{_FIRST - 1}"}, limit=_FIRST),
+        )
+        total = headers.get("content-range", "").rpartition("/")[2]
+        if not total.isdigit():
+            raise LoadError(f"{self.name}: the server does not say the file's size")
+        self._size = int(total)
+        if len(body) != min(_FIRST, self._size):
+            raise LoadError(
+                f"{self.name}: truncated range: expected {min(_FIRST, self._size)} bytes at "
+                f"offset 0, the server sent {len(body)}"
+            )
+        if _progress is not None:
+            _progress(len(body))
+        return body
+
+    @property
+    def size(self) -> int:
+        if self._size is None:
+            self._head = self._first_block()  # sets the size
+        return self._size  # type: ignore[return-value]
+
+    def _stat(self) -> int:
+        _status, headers, _ = self._request({}, method="HEAD")
+        length = headers.get("content-length")
+        if length is None or not length.isdigit():
+            raise LoadError(f"{self.name}: the server does not say the file's size")
+        return int(length)
+
+    def _get(self, offset: int, n: int) -> bytes:
+        return self._request({"Range": f"bytes={offset}-{offset + n - 1}"}, limit=n)[2]
+
+    def join(self, name: str) -> Source:
+        base = self.name if self.name.endswith("/") else self.name.rsplit("/", 1)[0] + "/"
+        return source_for(base + name)  # shared with the rest of the read
+
+    def list(self) -> list[str]:
+        return []  # HTTP has no listing
+
+    def is_dir(self) -> bool:
+        return self.name.endswith("/")
+
+    def exists(self) -> bool:
+        try:
+            _ = self.size
+        except LoadError:
+            return False
+        return True

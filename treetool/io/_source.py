@@ -1,0 +1,338 @@
+"""Where a checkpoint's bytes live: one small `Source` abstraction for local and remote files.
+
+Readers ask a `Source` for its size, ranged reads, a seekable file object, a sibling (`join`)
+and a listing; they never call `open()` or `os.path` themselves, so each format is written once
+for local files and for `s3://`, `gs://` and `http(s)://` objects. Remote clients are imported
+only when a URL is read (`treetool.io._remote`).
+
+Example:
+    >>> import os, tempfile
+    >>> p = os.path.join(tempfile.mkdtemp(), "x.bin")
+    >>> with open(p, "wb") as fh:
+    ...     _ = fh.write(b"0123456789")
+    >>> src = source_for(p)
+    >>> src.size, src.read(2, 3), src.join("y.bin").name == os.path.join(os.path.dirname(p), "y.bin")
+    (10, b'234', True)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import io
+import os
+import sys
+from collections.abc import Iterator
+from typing import IO, Any
+
+from .._errors import LoadError
+
+__all__ = ["LocalSource", "Source", "is_url", "session", "source_for"]
+
+_SCHEMES = ("s3://", "gs://", "gcs://", "http://", "https://")
+
+
+def is_url(target: str) -> bool:
+    """Whether `target` names a remote object (`s3://`, `gs://`, `http(s)://`)."""
+    return isinstance(target, str) and target.startswith(_SCHEMES)
+
+
+class Source:
+    """Bytes of one file, local or remote: size, ranged reads, a file object, siblings.
+
+    Attributes:
+        name: how the file is shown (the local path or the URL).
+        remote: whether reads cross the network (readers then avoid memory maps).
+    """
+
+    name: str
+    remote: bool = False
+
+    @property
+    def size(self) -> int:
+        """The file's size in bytes (`LoadError` when it does not exist)."""
+        raise NotImplementedError
+
+    def read(self, offset: int, n: int) -> bytes:
+        """Exactly `n` bytes at `offset` (`LoadError` naming the range when fewer exist)."""
+        raise NotImplementedError
+
+    def open(self) -> IO[bytes]:
+        """A seekable binary file object over the bytes (remote ones read ahead in blocks)."""
+        raise NotImplementedError
+
+    def join(self, name: str) -> Source:
+        """The file `name` next to (or under, for a directory) this one."""
+        raise NotImplementedError
+
+    def list(self) -> list[str]:
+        """Names of the entries under this directory or prefix (empty when there are none)."""
+        raise NotImplementedError
+
+    def is_dir(self) -> bool:
+        """Whether this names a directory (a prefix with entries, remotely)."""
+        raise NotImplementedError
+
+    def exists(self) -> bool:
+        """Whether a file or directory of that name exists."""
+        raise NotImplementedError
+
+    def buffer(self) -> Any:
+        """The bytes as an indexable buffer (`buf[i]`, `buf[a:b]`, `len(buf)`): a memory map
+        locally, a block-cached reader remotely. The caller closes it."""
+        return self.open()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class LocalSource(Source):
+    """A file on the local disk."""
+
+    def __init__(self, path: str) -> None:
+        self.name = path
+
+    @property
+    def size(self) -> int:
+        try:
+            return os.path.getsize(self.name)
+        except FileNotFoundError:
+            raise LoadError(f"{self.name}: no such file or directory") from None
+        except OSError as e:
+            raise LoadError(f"{self.name}: {e.strerror or e}") from None
+
+    def read(self, offset: int, n: int) -> bytes:
+        with open(self.name, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read(n)
+        if len(data) != n:
+            raise LoadError(
+                f"{self.name}: truncated: expected {n} bytes at offset {offset}, found {len(data)}"
+            )
+        return data
+
+    def open(self) -> IO[bytes]:
+        return open(self.name, "rb")
+
+    def join(self, name: str) -> Source:
+        base = self.name if os.path.isdir(self.name) else os.path.dirname(self.name)
+        return LocalSource(os.path.join(base, name))
+
+    def list(self) -> list[str]:
+        try:
+            return sorted(os.listdir(self.name))
+        except OSError:
+            return []
+
+    def is_dir(self) -> bool:
+        return os.path.isdir(self.name)
+
+    def exists(self) -> bool:
+        return os.path.exists(self.name)
+
+    def buffer(self) -> Any:
+        import mmap
+
+        with open(self.name, "rb") as fh:
+            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def source_for(target: str | os.PathLike | Source, *, reuse: bool = False) -> Source:
+    """The `Source` of a local path or a URL (`s3://`, `gs://`, `http(s)://`).
+
+    Remote sources are shared for the same URL while a read is in progress (so that detection
+    and reading cost one set of requests), and clients are imported only here. `reuse=True`
+    (a lazy leaf reading its bytes later) also takes one of the last sources made for that URL,
+    whose size and first block are known.
+    """
+    if isinstance(target, Source):
+        return target
+    target = os.fspath(target)
+    if is_url(target):
+        shared = _session.get()
+        if shared is not None and target in shared:
+            return shared[target]
+        if reuse and target in _recent:
+            return _recent[target]
+        from ._remote import remote_source
+
+        src = remote_source(target)
+        if shared is not None:
+            shared[target] = src
+        _recent[target] = src
+        while len(_recent) > 64:
+            del _recent[next(iter(_recent))]
+        return src
+    return LocalSource(target)
+
+
+_recent: dict[str, Source] = {}  # the last remote sources made, oldest first
+
+
+_session: contextvars.ContextVar[dict[str, Source] | None] = contextvars.ContextVar(
+    "treetool_sources", default=None
+)
+
+
+@contextlib.contextmanager
+def session() -> Iterator[None]:
+    """Share remote sources (their size and first block) by URL until the block ends."""
+    if _session.get() is not None:
+        yield
+        return
+    token = _session.set({})
+    remote = sys.modules.get("treetool.io._remote")
+    if remote is not None:
+        remote.forget_listings()  # listings cached by the clients are fresh for each read
+    try:
+        yield
+    finally:
+        _session.reset(token)
+
+
+class BlockReader(io.RawIOBase):
+    """A seekable, read-ahead file over a `Source`'s ranged reads, also usable as a buffer.
+
+    Small reads are served from cached blocks (the first one bigger, so that a header is one
+    request); a read larger than a block goes straight to the source (in parallel chunks
+    there). Sequential block reads double the read-ahead up to `max_block`.
+    """
+
+    def __init__(self, src: Source, *, block: int = 16 << 10, first: int = 64 << 10) -> None:
+        super().__init__()
+        self._src = src
+        self._size = src.size
+        self._pos = 0
+        self._block = block
+        self._first = first
+        self._cache: dict[int, bytes] = {}  # block start -> bytes (a few blocks kept)
+        self._last_end = -1
+        self._ahead = block
+        self._pending: tuple[int, int, Any] | None = None
+        #: reads ahead stop here (a lazy array sets the end of its bytes)
+        self.limit = self._size
+
+    # -- file protocol
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if whence == 1:
+            offset += self._pos
+        elif whence == 2:
+            offset += self._size
+        if offset < 0:
+            raise OSError(f"{self._src.name}: negative seek position {offset}")
+        self._pos = offset
+        return offset
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            n = self._size - self._pos
+        n = max(0, min(n, self._size - self._pos))
+        data = self._range(self._pos, n)
+        self._pos += len(data)
+        return data
+
+    def readinto(self, b: Any) -> int:
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    # -- buffer protocol (what the opcode walks use)
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            start, stop, _ = index.indices(self._size)
+            return self._range(start, max(0, stop - start))
+        if index < 0:
+            index += self._size
+        if not 0 <= index < self._size:
+            raise IndexError("index out of range")
+        return self._range(index, 1)[0]
+
+    def find(self, sub: bytes, start: int = 0, end: int | None = None) -> int:
+        end = self._size if end is None else min(end, self._size)
+        pos = start
+        while pos < end:
+            chunk = self._range(pos, min(self._block, end - pos) + len(sub) - 1)
+            i = chunk.find(sub)
+            if i >= 0 and pos + i + len(sub) <= end:
+                return pos + i
+            pos += self._block
+        return -1
+
+    # -- reads
+    def _range(self, start: int, n: int) -> bytes:
+        if n <= 0:
+            return b""
+        stop = min(start + n, self._size)
+        out = []
+        pos = start
+        while pos < stop:
+            blk = self._find_block(pos)
+            if blk is None:
+                if stop - pos > self._block:
+                    out.append(self._big(pos, stop - pos))
+                    break
+                blk = self._fetch(pos)
+            bstart, data = blk
+            piece = data[pos - bstart : stop - bstart]
+            if not piece:
+                break
+            out.append(piece)
+            pos += len(piece)
+        return out[0] if len(out) == 1 else b"".join(out)
+
+    def _big(self, start: int, n: int) -> bytes:
+        """A large read; a remote one that continues the last starts fetching the next."""
+        pending, self._pending = self._pending, None
+        if pending is not None and pending[0] == start and pending[1] == n:
+            data = pending[2].result()
+        else:
+            if pending is not None:
+                pending[2].cancel()
+            data = self._src.read(start, n)
+        nxt = start + n
+        if self._src.remote and nxt < self.limit:
+            from ._remote import prefetcher
+
+            m = min(n, self.limit - nxt)
+            self._pending = (nxt, m, prefetcher().submit(self._src.read, nxt, m))
+        return data
+
+    def _find_block(self, pos: int) -> tuple[int, bytes] | None:
+        for bstart, data in self._cache.items():
+            if bstart <= pos < bstart + len(data):
+                return bstart, data
+        return None
+
+    def _fetch(self, pos: int) -> tuple[int, bytes]:
+        if not self._cache and pos < self._first:
+            start, n = 0, self._first
+        else:
+            start = pos
+            self._ahead = min(self._ahead * 2, 8 << 20) if pos == self._last_end else self._block
+            n = self._ahead
+        n = min(n, self._size - start)
+        data = self._src.read(start, n)
+        if len(self._cache) >= 8:
+            self._cache.pop(next(iter(self._cache)))
+        self._cache[start] = data
+        self._last_end = start + len(data)
+        return start, data
+
+    def close(self) -> None:
+        self._cache.clear()
+        if self._pending is not None:
+            self._pending[2].cancel()
+            self._pending = None
+        super().close()

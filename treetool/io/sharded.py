@@ -1,0 +1,196 @@
+"""Sharded checkpoints read as one tree: `*.safetensors.index.json`, `flax_model.msgpack.index.json`.
+
+An index is a JSON object whose `weight_map` names, for every tensor, the shard file (next to
+the index) that holds it. treetool reads the index, then the header of each shard (one ranged
+read per safetensors shard remotely, shards in parallel), and returns one tree whose leaves are
+`LazyArray`s pointing into their shards (`leaf.file` is the shard, `leaf.offset` the byte where
+its data starts). safetensors names rebuild the tree as a single safetensors file would; flax
+msgpack shards hold `a/b/c` keys, which become nested dicts.
+
+Example:
+    >>> import json, os, tempfile, numpy as np, treetool as tt
+    >>> d = tempfile.mkdtemp()
+    >>> tt.save({"a": np.zeros(2, np.float32)}, os.path.join(d, "m-1.safetensors"))
+    >>> tt.save({"b": np.ones(3, np.float32)}, os.path.join(d, "m-2.safetensors"))
+    >>> index = {"metadata": {}, "weight_map": {"['a']": "m-1.safetensors", "['b']": "m-2.safetensors"}}
+    >>> with open(os.path.join(d, "m.safetensors.index.json"), "w") as fh:
+    ...     json.dump(index, fh)
+    >>> tree = tt.load(os.path.join(d, "m.safetensors.index.json"))
+    >>> tree["b"].shape, os.path.basename(tree["b"].file)
+    ((3,), 'm-2.safetensors')
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .._arrays import LazyArray
+from .._errors import LoadError
+from ._keys import tree_from_keystrs
+from ._source import Source, source_for
+
+__all__ = ["check_remote_target", "looks_like_index", "read", "read_index"]
+
+_MAX_INDEX = 64 << 20
+
+
+def looks_like_index(head: bytes) -> bool:
+    """A JSON object that starts like a sharded-checkpoint index (`metadata`, `weight_map`)."""
+    text = head.lstrip()
+    return text[:1] == b"{" and (b'"weight_map"' in text or b'"metadata"' in text)
+
+
+def check_remote_target(url: str) -> None:
+    """Fail in one line when a URL does not name a readable object."""
+    src = source_for(url)
+    try:
+        _ = src.size
+    except LoadError:
+        if src.list():
+            raise LoadError(
+                f"{url}: a directory (prefix); treetool reads single objects and sharded "
+                "indexes from object storage, not orbax directories"
+            ) from None
+        raise
+
+
+def read_index(src: Source) -> dict[str, str]:
+    """`{tensor name: shard file name}` from an index, validated (names stay next to it)."""
+    size = src.size
+    if size > _MAX_INDEX:
+        raise LoadError(f"{src.name}: index of {size} bytes is larger than {_MAX_INDEX}")
+    try:
+        index = json.loads(src.read(0, size))
+    except (ValueError, RecursionError):
+        raise LoadError(f"{src.name}: sharded index is not valid JSON") from None
+    if not isinstance(index, dict) or not isinstance(index.get("weight_map"), dict):
+        raise LoadError(f"{src.name}: sharded index has no weight_map object")
+    out: dict[str, str] = {}
+    for name, shard in index["weight_map"].items():
+        if not isinstance(shard, str) or not _plain_name(shard):
+            raise LoadError(
+                f"{src.name}: weight_map[{name!r}]: expected a shard file name next to the "
+                f"index, found {shard!r}"
+            )
+        out[name] = shard
+    return out
+
+
+def _plain_name(name: str) -> bool:
+    return (
+        0 < len(name) <= 255
+        and name not in (".", "..")
+        and not any(c in name for c in "/\\:\x00")
+        and name.isprintable()
+    )
+
+
+def _shard_leaves(src: Source, lazy: bool) -> tuple[str, dict[str, Any]]:
+    """(kind, `{name: leaf}`) of one shard, by its content."""
+    from . import detect
+
+    fmt = detect(src.name)
+    if fmt == "safetensors":
+        from .safetensors import read_flat
+
+        return fmt, read_flat(src, lazy)
+    if fmt == "msgpack":
+        from .msgpack import read as read_msgpack
+
+        tree = read_msgpack(src.name, lazy=lazy).tree
+        flat: dict[str, Any] = {}
+        _flatten(tree, "", flat)
+        return fmt, flat
+    raise LoadError(f"{src.name}: a shard must be safetensors or flax msgpack, found {fmt}")
+
+
+def _flatten(tree: Any, prefix: str, out: dict[str, Any]) -> None:
+    if isinstance(tree, dict) and tree:
+        for k, v in tree.items():
+            _flatten(v, f"{prefix}/{k}" if prefix else str(k), out)
+    else:
+        out[prefix] = tree
+
+
+def read(
+    path: str,
+    *,
+    trust: bool = False,
+    lazy: bool = True,
+    like: Any = None,
+    partial: bool = False,
+    format: str = "sharded",
+) -> Any:
+    """`treetool.io.read` for sharded indexes: one tree, leaves pointing into their shards."""
+    from . import Loaded
+
+    src = source_for(path)
+    weight_map = read_index(src)
+    shards = sorted(set(weight_map.values()))
+    if src.remote and hasattr(src, "list_parent"):
+        src.list_parent()  # one listing gives every shard's size (no stat per shard)
+    results = _map(lambda s: _read_shard(src, s, lazy), shards, parallel=src.remote)
+    by_shard = dict(zip(shards, results))
+    kinds = {kind for kind, _ in results}
+    if len(kinds) > 1:
+        raise LoadError(f"{path}: shards of different formats ({', '.join(sorted(kinds))})")
+    flat: dict[str, Any] = {}
+    for name, shard in weight_map.items():
+        leaves = by_shard[shard][1]
+        if name not in leaves:
+            raise LoadError(
+                f"{path}: {name}: the index puts it in {shard}, which has no such tensor"
+            )
+        flat[name] = leaves[name]
+    if kinds == {"msgpack"}:
+        return Loaded(_nest(flat, path), format)
+    return Loaded(tree_from_keystrs(flat), format)
+
+
+def _read_shard(index: Source, shard: str, lazy: bool) -> tuple[str, dict[str, Any]]:
+    src = index.join(shard)
+    try:
+        return _shard_leaves(src, lazy)
+    except LoadError as e:
+        msg = str(e)
+        if msg.startswith(src.name):
+            msg = msg[len(src.name) :].lstrip(": ")
+        raise LoadError(f"{index.name}: shard {shard}: {msg}") from None
+
+
+def _map(fn: Any, items: list[str], parallel: bool) -> list[Any]:
+    if not parallel or len(items) < 2:
+        return [fn(x) for x in items]
+    import contextvars
+    from concurrent.futures import ThreadPoolExecutor
+
+    ctx = contextvars.copy_context()  # the read's shared sources, in every worker
+
+    def run(x: str) -> Any:
+        return ctx.copy().run(fn, x)
+
+    with ThreadPoolExecutor(min(8, len(items)), thread_name_prefix="treetool-shards") as pool:
+        return list(pool.map(run, items))
+
+
+def _nest(flat: dict[str, Any], path: str) -> dict[str, Any]:
+    """`{"a/b/c": leaf}` -> nested dicts (flax's `unflatten_dict(sep="/")`)."""
+    root: dict[str, Any] = {}
+    for name, leaf in flat.items():
+        node = root
+        parts = name.split("/")
+        for part in parts[:-1]:
+            nxt = node.setdefault(part, {})
+            if not isinstance(nxt, dict):
+                raise LoadError(f"{path}: {name}: {part} is both a leaf and a subtree")
+            node = nxt
+        if parts[-1] in node:
+            raise LoadError(f"{path}: {name}: named twice")
+        node[parts[-1]] = leaf
+    return root
+
+
+def shard_of(leaf: Any) -> str | None:
+    """The shard file (path or URL) a leaf of a sharded tree reads from."""
+    return leaf.file if isinstance(leaf, LazyArray) else None
