@@ -11,7 +11,6 @@ code the caller expects), no control bytes on either stream, bounded time and me
 from __future__ import annotations
 
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -61,9 +60,15 @@ def _files_under(root: Path, allow: Iterable[Path]) -> set[str]:
     return found
 
 
-def _limit_child() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_CAP, ADDRESS_SPACE_CAP))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+#: the child caps its own address space, then becomes `python -m treetool.cli` (same process, so
+#: wait4 measures it). No `preexec_fn`: that makes subprocess fork through os.fork's hooks, and
+#: jax (imported by earlier tests) warns from its at-fork hook, an error in this suite.
+_LAUNCH = (
+    "import os, resource, sys; "
+    "resource.setrlimit(resource.RLIMIT_AS, ({cap}, {cap})); "
+    "resource.setrlimit(resource.RLIMIT_CORE, (0, 0)); "
+    "os.execv(sys.executable, [sys.executable, '-m', 'treetool.cli', *sys.argv[1:]])"
+)
 
 
 def run_cli(
@@ -102,13 +107,12 @@ def run_cli(
         child_env.update(env)
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "treetool.cli", *args],
+        [sys.executable, "-c", _LAUNCH.format(cap=ADDRESS_SPACE_CAP), *args],
         cwd=root,
         env=child_env,
         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        preexec_fn=_limit_child,
         start_new_session=True,
     )
     out: dict[str, bytes] = {}
