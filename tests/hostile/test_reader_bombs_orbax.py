@@ -315,3 +315,20 @@ def test_orbax_rows_read_as_numpy_indexes_them(plain):
     assert leaf[::2].tolist() == [1, 3]
     with pytest.raises(IndexError):
         leaf[4]
+
+
+def test_allow_fill_streams_a_sparse_array_in_bounded_memory(plain, tmp_path):
+    """256 MiB of fill values (just past the limit): `get --allow-fill` computes its stats and
+    corners slice by slice, never holding the array; `diff` without the flag is refused."""
+    ck = _copy(plain, tmp_path / "ck")
+    _edit_json(ck / "w" / ".zarray", lambda z: z.update(shape=[2**26 + 1024], chunks=[2**20]))
+    for f in (ck / "w").iterdir():
+        if f.name != ".zarray":
+            f.unlink()
+    run = run_cli("get", "ck", "w", "--allow-fill", cwd=tmp_path)
+    assert_contained(run, rc=0, max_rss=200 << 20)  # the array alone is 256 MiB
+    assert "zeros      67.1M" in run.stdout
+    assert "first and last 3 along each axis:\n[0. 0. 0. 0. 0. 0.]" in run.stdout
+    run = run_cli("diff", "ck", "ck", cwd=tmp_path)
+    assert_contained(run)
+    assert "claims 268439552 bytes" in run.stderr and "pass --allow-fill" in run.stderr
