@@ -271,10 +271,10 @@ def _read_npz(path: str, *, trust: bool, lazy: bool, partial: bool, format: str)
 
     size = os.path.getsize(path)
     claimed = _zip_entry_count(path, size)
-    members = Budget(path, "zip members", 1000 + size // _BYTES_PER_MEMBER)
-    if claimed is not None:
-        members.take(claimed)
-        members.used = 0
+    limit = 1000 + size // _BYTES_PER_MEMBER
+    if claimed is not None:  # what the end record claims, before zipfile reads the directory
+        Budget(path, "zip members", limit).take(claimed)
+    members = Budget(path, "zip members", limit)
     try:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OverflowError) as e:
