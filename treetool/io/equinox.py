@@ -28,11 +28,12 @@ def read_records(
     size = os.path.getsize(path)
     out: list[Any] = [] if into is None else into
     pos = 0
-    while pos < size:
-        arr, pos = read_npy_at(path, pos, lazy)
-        out.append(arr)
-        if limit is not None and len(out) >= limit:
-            break
+    with open(path, "rb") as fh:
+        while pos < size:
+            arr, pos = read_npy_at(path, pos, lazy, fh)
+            out.append(arr)
+            if limit is not None and len(out) >= limit:
+                break
     return out
 
 

@@ -183,22 +183,29 @@ def _scratch_file() -> tuple[int, str]:
     return fd, name
 
 
-def read_npy_at(path: str, offset: int = 0, lazy: bool = True) -> tuple[Any, int]:
-    """One `.npy` record starting at `offset`; returns (array or LazyArray, offset after it)."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as fh:
-        fh.seek(offset)
-        hdr = parse_npy_header(fh, path)
-        if hdr.dtype.hasobject:
-            raise LoadError(f"{path}: object arrays inside an equinox leaf file are not supported")
-        start = offset + hdr.data_offset
-        stop = start + hdr.nbytes
-        if stop > size:
-            raise LoadError(
-                f"{path}: truncated .npy data: {hdr.dtype.name}{list(hdr.shape)} needs {hdr.nbytes} bytes at offset {start}, {size - start} left"
-            )
-        arr = LazyArray(hdr.shape, hdr.dtype, path, start, fortran_order=hdr.fortran_order)
-        return (arr if lazy else arr.read().copy()), stop
+def read_npy_at(
+    path: str, offset: int = 0, lazy: bool = True, fh: IO[bytes] | None = None
+) -> tuple[Any, int]:
+    """One `.npy` record starting at `offset`; returns (array or LazyArray, offset after it).
+
+    `fh`, an open handle on `path`, saves opening the file for each of many records.
+    """
+    if fh is None:
+        with open(path, "rb") as own:
+            return read_npy_at(path, offset, lazy, own)
+    size = os.fstat(fh.fileno()).st_size
+    fh.seek(offset)
+    hdr = parse_npy_header(fh, path)
+    if hdr.dtype.hasobject:
+        raise LoadError(f"{path}: object arrays inside an equinox leaf file are not supported")
+    start = offset + hdr.data_offset
+    stop = start + hdr.nbytes
+    if stop > size:
+        raise LoadError(
+            f"{path}: truncated .npy data: {hdr.dtype.name}{list(hdr.shape)} needs {hdr.nbytes} bytes at offset {start}, {size - start} left"
+        )
+    arr = LazyArray(hdr.shape, hdr.dtype, path, start, fortran_order=hdr.fortran_order)
+    return (arr if lazy else arr.read().copy()), stop
 
 
 def is_npy_sequence(path: str) -> bool:
