@@ -332,3 +332,20 @@ def test_allow_fill_streams_a_sparse_array_in_bounded_memory(plain, tmp_path):
     run = run_cli("diff", "ck", "ck", cwd=tmp_path)
     assert_contained(run)
     assert "claims 268439552 bytes" in run.stderr and "pass --allow-fill" in run.stderr
+
+
+def test_a_step_or_item_linked_out_of_the_run_is_refused(plain, tmp_path):
+    """A CheckpointManager run whose latest step is a link to another checkpoint elsewhere."""
+    elsewhere = _copy(plain, tmp_path / "elsewhere")
+    run = tmp_path / "run"
+    (run / "1").mkdir(parents=True)
+    _copy(plain, run / "1" / "default")
+    (run / "2").symlink_to(elsewhere.parent)  # step 2 -> a directory outside the run
+    with pytest.raises(LoadError, match=r"run/2: a link to outside the checkpoint"):
+        tt.load(run)
+    (run / "2").unlink()
+    (run / "1" / "extra").symlink_to(elsewhere)  # an item of step 1 -> outside
+    with pytest.raises(LoadError, match=r"1/extra: a link to outside the checkpoint"):
+        tt.load(run)
+    (run / "1" / "extra").unlink()
+    assert tt.load(run)["b"].shape == (4,)

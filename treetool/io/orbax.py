@@ -155,11 +155,21 @@ def _steps(path: str) -> list[str]:
         names = os.listdir(path)
     except OSError:
         return []
-    return [n for n in names if n.isdigit() and os.path.isdir(os.path.join(path, n))]
+    return [n for n in names if n.isdigit() and _confined(path, n, os.path.isdir)]
 
 
 def _items(step_dir: str) -> list[str]:
-    return sorted(n for n in os.listdir(step_dir) if _is_item(os.path.join(step_dir, n)))
+    return sorted(n for n in os.listdir(step_dir) if _confined(step_dir, n, _is_item))
+
+
+def _confined(parent: str, name: str, test: Any) -> bool:
+    """`test(parent/name)`, refusing an entry that is a link to outside `parent`."""
+    full = os.path.join(parent, name)
+    if not test(full):
+        return False
+    if os.path.islink(full) and not inside(parent, full):
+        raise LoadError(f"{full}: a link to outside the checkpoint {parent}")
+    return True
 
 
 def is_orbax_dir(path: str) -> bool:
