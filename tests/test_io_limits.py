@@ -110,3 +110,20 @@ def test_array_names_stay_below_their_directory():
     for bad in ["..", "a/../b", "/etc", "a/./b", "", "a\0b"]:
         with pytest.raises(LoadError, match="leaves the checkpoint directory"):
             check_component(bad, "ck")
+
+
+def test_a_lazy_array_never_allocates_more_than_its_file_holds(tmp_path):
+    """A claim past the end of a plain file is refused before any buffer is allocated."""
+    from treetool._arrays import LazyArray
+
+    f = tmp_path / "x.bin"
+    f.write_bytes(bytes(64))
+    leaf = LazyArray((2**40,), "float32", str(f), 0)  # 4 TiB claimed, 64 bytes held
+    with pytest.raises(
+        LoadError,
+        match=r"x\.bin: array data is truncated: expected 4398046511104 bytes at offset 0, the file has 64$",
+    ):
+        np.asarray(leaf)
+    with pytest.raises(LoadError, match="the file has 64"):
+        leaf[2**39]
+    assert LazyArray((4, 4), "float32", str(f), 0)[3].tolist() == [0.0] * 4

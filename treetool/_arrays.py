@@ -8,6 +8,7 @@ has already been imported, so `sys.modules` tells whether to look for one.
 from __future__ import annotations
 
 import math
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -197,6 +198,15 @@ class LazyArray:
         return {"file": self.file, "offset": self.offset, "nbytes": self.nbytes}
 
     def _read(self, fh: IO[bytes], start_byte: int, nbytes: int) -> bytes:
+        if self._opener is None:  # a plain file: refuse to allocate bytes it does not hold
+            size = os.fstat(fh.fileno()).st_size
+            if self.offset + start_byte + nbytes > size:
+                from ._errors import LoadError
+
+                raise LoadError(
+                    f"{self.file}: array data is truncated: expected {nbytes} bytes at offset "
+                    f"{self.offset + start_byte}, the file has {size}"
+                )
         if start_byte:
             if self._seekable:
                 fh.seek(self.offset + start_byte)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -20,40 +22,50 @@ from treetool import LoadError
 from treetool.io._limits import MAX_DEPTH
 from treetool.io.orbax import OrbaxArray, allow_fill
 
-orbax = pytest.importorskip("orbax.checkpoint")
-
-# orbax starts jax's runtime in this process, and jax warns on every fork (the harness forks,
-# then execs at once, to run the command)
-pytestmark = pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
+pytest.importorskip("orbax.checkpoint")
 
 HUGE = 2**64 - 1
 
+# The checkpoints are written by orbax in a child process: orbax starts jax's runtime, and jax
+# then warns on every fork of this process (the harness forks to run each command), which
+# would fail every hostile-file test that runs after this module.
+_WRITE = """
+import sys
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
 
-def _save(path, tree, *, ocdbt: bool):
-    ck = orbax.Checkpointer(orbax.PyTreeCheckpointHandler(use_ocdbt=ocdbt))
-    ck.save(path, args=orbax.args.PyTreeSave(tree))
-    return path
-
-
-def _tree(fill: float):
-    import jax.numpy as jnp  # a jax array: orbax records its sharding in `_sharding`
-
-    return {
-        "w": jnp.full((64, 64), fill, jnp.float32),
-        "b": np.arange(4, dtype=np.int32) + int(fill),
-    }
-
-
-@pytest.fixture(scope="module")
-def plain(tmp_path_factory):
-    """A real checkpoint with one zarr directory per array (`use_ocdbt=False`)."""
-    return _save(tmp_path_factory.mktemp("plain") / "ck", _tree(1.0), ocdbt=False)
+root = sys.argv[1]
+for name, fill, ocdbt in [("plain", 1, False), ("ocdbt", 1, True), ("plain7", 7, False),
+                          ("ocdbt7", 7, True)]:
+    tree = {"w": jnp.full((64, 64), fill, jnp.float32), "b": np.arange(4, dtype=np.int32) + fill}
+    ocp.Checkpointer(ocp.PyTreeCheckpointHandler(use_ocdbt=ocdbt)).save(
+        f"{root}/{name}", args=ocp.args.PyTreeSave(tree)
+    )
+"""
 
 
 @pytest.fixture(scope="module")
-def ocdbt(tmp_path_factory):
-    """A real checkpoint in one OCDBT database."""
-    return _save(tmp_path_factory.mktemp("ocdbt") / "ck", _tree(1.0), ocdbt=True)
+def made(tmp_path_factory):
+    """Real checkpoints written by orbax: `w` f32[64,64] and `b` i32[4] of ones (`plain`: one
+    zarr directory per array, `ocdbt`: one OCDBT database) and of sevens (`plain7`, `ocdbt7`);
+    `w` is a jax array, so orbax records its sharding."""
+    root = tmp_path_factory.mktemp("orbax")
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    subprocess.run(
+        [sys.executable, "-c", _WRITE, str(root)], check=True, env=env, capture_output=True
+    )
+    return root
+
+
+@pytest.fixture(scope="module")
+def plain(made):
+    return made / "plain"
+
+
+@pytest.fixture(scope="module")
+def ocdbt(made):
+    return made / "ocdbt"
 
 
 def _copy(src, dst):
@@ -187,12 +199,11 @@ def test_a_tree_at_the_depth_limit_diffs_and_saves(plain, tmp_path):
 # --- 14. paths ------------------------------------------------------------------------------
 
 
-def test_percent_encoded_item_name_reads_its_own_data(tmp_path):
+def test_percent_encoded_item_name_reads_its_own_data(made, tmp_path):
     """`x%2F..%2Fvictim` as a file:// URL is `x/../victim`: a sibling's data. Specs are JSON."""
-    _save(tmp_path / "victim", _tree(7.0), ocdbt=True)
+    _copy(made / "ocdbt7", tmp_path / "victim")
     (tmp_path / "x").mkdir()
-    _save(tmp_path / "own", _tree(1.0), ocdbt=True)
-    os.rename(tmp_path / "own", tmp_path / "x%2F..%2Fvictim")
+    _copy(made / "ocdbt", tmp_path / "x%2F..%2Fvictim")
     tree = tt.load(tmp_path / "x%2F..%2Fvictim")
     assert np.asarray(tree["w"]).max() == 1.0 and np.asarray(tree["b"]).tolist() == [1, 2, 3, 4]
 
@@ -204,9 +215,9 @@ def test_item_names_with_url_characters_load(ocdbt, tmp_path, name):
 
 
 @pytest.fixture
-def secret(tmp_path):
+def secret(made, tmp_path):
     """A valid zarr chunk of sevens, outside any checkpoint."""
-    other = _save(tmp_path / "other", _tree(7.0), ocdbt=False)
+    other = made / "plain7"
     (tmp_path / "secret").mkdir()
     shutil.copy(other / "w" / "0.0", tmp_path / "secret" / "chunk")
     return tmp_path / "secret" / "chunk"
@@ -255,8 +266,8 @@ def test_metadata_linked_out_is_refused(plain, tmp_path):
 
 
 @pytest.mark.parametrize("key", ["../victim", "a/../../victim", "/etc"])
-def test_array_names_that_leave_the_checkpoint(plain, tmp_path, key):
-    _save(tmp_path / "victim", _tree(7.0), ocdbt=False)
+def test_array_names_that_leave_the_checkpoint(made, plain, tmp_path, key):
+    _copy(made / "plain7", tmp_path / "victim")
     ck = _copy(plain, tmp_path / "ck")
 
     def edit(meta):
@@ -315,3 +326,37 @@ def test_orbax_rows_read_as_numpy_indexes_them(plain):
     assert leaf[::2].tolist() == [1, 3]
     with pytest.raises(IndexError):
         leaf[4]
+
+
+def test_allow_fill_streams_a_sparse_array_in_bounded_memory(plain, tmp_path):
+    """256 MiB of fill values (just past the limit): `get --allow-fill` computes its stats and
+    corners slice by slice, never holding the array; `diff` without the flag is refused."""
+    ck = _copy(plain, tmp_path / "ck")
+    _edit_json(ck / "w" / ".zarray", lambda z: z.update(shape=[2**26 + 1024], chunks=[2**20]))
+    for f in (ck / "w").iterdir():
+        if f.name != ".zarray":
+            f.unlink()
+    run = run_cli("get", "ck", "w", "--allow-fill", cwd=tmp_path)
+    assert_contained(run, rc=0, max_rss=200 << 20)  # the array alone is 256 MiB
+    assert "zeros      67.1M" in run.stdout
+    assert "first and last 3 along each axis:\n[0. 0. 0. 0. 0. 0.]" in run.stdout
+    run = run_cli("diff", "ck", "ck", cwd=tmp_path)
+    assert_contained(run)
+    assert "claims 268439552 bytes" in run.stderr and "pass --allow-fill" in run.stderr
+
+
+def test_a_step_or_item_linked_out_of_the_run_is_refused(plain, tmp_path):
+    """A CheckpointManager run whose latest step is a link to another checkpoint elsewhere."""
+    elsewhere = _copy(plain, tmp_path / "elsewhere")
+    run = tmp_path / "run"
+    (run / "1").mkdir(parents=True)
+    _copy(plain, run / "1" / "default")
+    (run / "2").symlink_to(elsewhere.parent)  # step 2 -> a directory outside the run
+    with pytest.raises(LoadError, match=r"run/2: a link to outside the checkpoint"):
+        tt.load(run)
+    (run / "2").unlink()
+    (run / "1" / "extra").symlink_to(elsewhere)  # an item of step 1 -> outside
+    with pytest.raises(LoadError, match=r"1/extra: a link to outside the checkpoint"):
+        tt.load(run)
+    (run / "1" / "extra").unlink()
+    assert tt.load(run)["b"].shape == (4,)

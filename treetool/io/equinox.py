@@ -25,14 +25,16 @@ def read_records(
 ) -> list[Any]:
     """All `.npy` records of the file, in order (headers only when lazy), appended to `into`
     if given (which then holds the records read before an error)."""
-    size = source_for(path).size
+    src = source_for(path)
+    size = src.size
     out: list[Any] = [] if into is None else into
     pos = 0
-    while pos < size:
-        arr, pos = read_npy_at(path, pos, lazy)
-        out.append(arr)
-        if limit is not None and len(out) >= limit:
-            break
+    with src.open() as fh:
+        while pos < size:
+            arr, pos = read_npy_at(path, pos, lazy, fh, src)
+            out.append(arr)
+            if limit is not None and len(out) >= limit:
+                break
     return out
 
 

@@ -184,25 +184,37 @@ def _scratch_file() -> tuple[int, str]:
     return fd, name
 
 
-def read_npy_at(path: str, offset: int = 0, lazy: bool = True) -> tuple[Any, int]:
-    """One `.npy` record starting at `offset`; returns (array or LazyArray, offset after it)."""
-    src = source_for(path)
+def read_npy_at(
+    path: str,
+    offset: int = 0,
+    lazy: bool = True,
+    fh: IO[bytes] | None = None,
+    src: Source | None = None,
+) -> tuple[Any, int]:
+    """One `.npy` record starting at `offset`; returns (array or LazyArray, offset after it).
+
+    `fh`, an open handle on `path` (and `src`, its Source), saves opening the file for each of
+    many records.
+    """
+    src = source_for(path) if src is None else src
+    if fh is None:
+        with src.open() as own:
+            return read_npy_at(path, offset, lazy, own, src)
     size = src.size
-    with src.open() as fh:
-        fh.seek(offset)
-        hdr = parse_npy_header(fh, path)
-        if hdr.dtype.hasobject:
-            raise LoadError(f"{path}: object arrays inside an equinox leaf file are not supported")
-        start = offset + hdr.data_offset
-        stop = start + hdr.nbytes
-        if stop > size:
-            raise LoadError(
-                f"{path}: truncated .npy data: {hdr.dtype.name}{list(hdr.shape)} needs {hdr.nbytes} bytes at offset {start}, {size - start} left"
-            )
-        arr = LazyArray(
-            hdr.shape, hdr.dtype, path, start, fortran_order=hdr.fortran_order, source=_remote(src)
+    fh.seek(offset)
+    hdr = parse_npy_header(fh, path)
+    if hdr.dtype.hasobject:
+        raise LoadError(f"{path}: object arrays inside an equinox leaf file are not supported")
+    start = offset + hdr.data_offset
+    stop = start + hdr.nbytes
+    if stop > size:
+        raise LoadError(
+            f"{path}: truncated .npy data: {hdr.dtype.name}{list(hdr.shape)} needs {hdr.nbytes} bytes at offset {start}, {size - start} left"
         )
-        return (arr if lazy else arr.read().copy()), stop
+    arr = LazyArray(
+        hdr.shape, hdr.dtype, path, start, fortran_order=hdr.fortran_order, source=_remote(src)
+    )
+    return (arr if lazy else arr.read().copy()), stop
 
 
 def _remote(src: Source) -> Source | None:
@@ -286,10 +298,10 @@ def _read_zip(
     path = src.name
     size = src.size
     claimed = _zip_entry_count(src, size)
-    members = Budget(path, "zip members", 1000 + size // _BYTES_PER_MEMBER)
-    if claimed is not None:
-        members.take(claimed)
-        members.used = 0
+    limit = 1000 + size // _BYTES_PER_MEMBER
+    if claimed is not None:  # what the end record claims, before zipfile reads the directory
+        Budget(path, "zip members", limit).take(claimed)
+    members = Budget(path, "zip members", limit)
     try:
         zf = zipfile.ZipFile(zfh)
     except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OverflowError) as e:

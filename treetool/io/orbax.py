@@ -156,7 +156,7 @@ def _steps(path: str) -> list[str]:
         names = os.listdir(path)
     except OSError:
         return []
-    return [n for n in names if n.isdigit() and os.path.isdir(os.path.join(path, n))]
+    return [n for n in names if n.isdigit() and _confined(path, n, os.path.isdir)]
 
 
 def _is_json_item(path: str) -> bool:
@@ -166,12 +166,11 @@ def _is_json_item(path: str) -> bool:
 
 def _items(step_dir: str) -> list[str]:
     """The items of a step directory: array items (`_METADATA`) and JSON items."""
-    out = []
-    for n in os.listdir(step_dir):
-        sub = os.path.join(step_dir, n)
-        if _is_item(sub) or _is_json_item(sub):
-            out.append(n)
-    return sorted(out)
+    return sorted(n for n in os.listdir(step_dir) if _confined(step_dir, n, _is_item_or_json))
+
+
+def _is_item_or_json(path: str) -> bool:
+    return _is_item(path) or _is_json_item(path)
 
 
 def _other_dirs(step_dir: str, items: list[str]) -> list[str]:
@@ -198,6 +197,16 @@ def run_steps(path: str) -> list[int]:
     if os.path.isfile(os.path.join(path, "_CHECKPOINT_METADATA")) or _is_item(path):
         return []
     return sorted(int(s) for s in _steps(path))
+
+
+def _confined(parent: str, name: str, test: Any) -> bool:
+    """`test(parent/name)`, refusing an entry that is a link to outside `parent`."""
+    full = os.path.join(parent, name)
+    if not test(full):
+        return False
+    if os.path.islink(full) and not inside(parent, full):
+        raise LoadError(f"{full}: a link to outside the checkpoint {parent}")
+    return True
 
 
 def is_orbax_dir(path: str) -> bool:
