@@ -432,3 +432,19 @@ def test_orbax_values_are_read_in_chunks_of_rows(tmp_path):
     assert [(c.path, c.kind, c.detail["first_index"]) for c in d.changes] == [
         ("['x']", "value", [63, 15])
     ]
+
+
+def test_orbax_run_with_prefixed_zero_padded_steps(tmp_path):
+    import orbax.checkpoint as ocp
+
+    opts = ocp.CheckpointManagerOptions(step_prefix="ckpt", step_format_fixed_length=6)
+    with ocp.CheckpointManager(tmp_path / "run", options=opts) as mngr:
+        for k in (10, 20):
+            mngr.save(k, args=ocp.args.StandardSave({"w": np.full(2, k, np.float32)}))
+        mngr.wait_until_finished()
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["ckpt_000010", "ckpt_000020"]
+    latest = tio.read(tmp_path / "run")
+    assert (latest.step, latest.steps) == (20, [10, 20])
+    assert np.asarray(latest.tree["w"]).tolist() == [20.0, 20.0]
+    first = tio.read(f"{tmp_path / 'run'}@10")
+    assert first.step == 10 and np.asarray(first.tree["w"]).tolist() == [10.0, 10.0]

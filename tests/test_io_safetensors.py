@@ -99,6 +99,7 @@ def test_hf_flat_names_get_glob_and_suggestions(tmp_path):
     ]
     with pytest.raises(KeyError) as e:
         tt.get(tree, "encoder.layer.2.weight")
+    assert "no flat key 'encoder.layer.2.weight'" in str(e.value)
     close = re.findall(r'"(\[[^"]*)"', str(e.value))
     assert close and all(
         c

@@ -70,3 +70,19 @@ def test_pipe_gets_whole_lines_and_columns_is_respected(tmp_path):
     assert len(lines) == 2 and lines[1].startswith(f"└── ['{key}']  f32[2,3]")
     narrow = inspect({"COLUMNS": "60"})
     assert max(len(line) for line in narrow) <= 60 and len(narrow) > 2
+
+
+def test_show_into_a_pipe_does_not_wrap(tmp_path):
+    key = "k" * 150
+    code = (
+        f"import numpy as np, treetool as tt\ntt.show({{{key!r}: np.ones((2, 3), np.float32)}})\n"
+    )
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2 and lines[1].startswith(f"└── ['{key}']  f32[2,3]")

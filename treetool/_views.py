@@ -540,6 +540,9 @@ def _miss_message(tree: Any, query: Path, i: int, obj: Any, prefix: Path, is_lea
     else:
         names = [str(k) for k, _ in kids]
         shown = ", ".join(names[:8]) + (f", … ({len(names)} in all)" if len(names) > 8 else "")
+        flat = ".".join(k.text for k in query.keys[i:])
+        if i + 1 < len(query) and any(type(k) is DictKey and "." in str(k.key) for k, _ in kids):
+            missing += f" and no flat key {flat!r}"  # the file names its leaves `a.b.c`
         has = f"{where} has no {missing}; it has {shown}"
     close = []
     if kind != LEAF and kids:

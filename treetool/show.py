@@ -115,8 +115,10 @@ def _show_text(obj: Any, *, depth: int, width: int, is_leaf: Any) -> None:
     from rich.console import Console
 
     from .render import render
+    from .render.plain import output_width
 
-    Console(soft_wrap=False, markup=False, emoji=False).print(
+    # COLUMNS, the terminal's width, or no wrapping (a pipe, a log): never 80 columns mid-line
+    Console(soft_wrap=False, markup=False, emoji=False, width=output_width()).print(
         render(obj, depth=depth, width=width, is_leaf=is_leaf)
     )
 

@@ -19,6 +19,7 @@ import base64
 import io
 import json
 import os
+import re
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -151,12 +152,32 @@ def _is_item(path: str) -> bool:
     return os.path.isfile(os.path.join(path, "_METADATA"))
 
 
+_PREFIXED_STEP = re.compile(r"[A-Za-z][\w.-]{0,63}_(\d{1,18})")
+
+
 def _steps(path: str) -> list[str]:
+    """Step directories: `1200`, `0001200`, or `PREFIX_1200` (orbax's `step_prefix`, which
+    must hold `_CHECKPOINT_METADATA`)."""
     try:
         names = os.listdir(path)
     except OSError:
         return []
-    return [n for n in names if n.isdigit() and _confined(path, n, os.path.isdir)]
+    out = []
+    for n in names:
+        if n.isdigit() and len(n) <= 18:
+            if _confined(path, n, os.path.isdir):
+                out.append(n)
+        elif _PREFIXED_STEP.fullmatch(n) and _confined(path, n, _has_checkpoint_metadata):
+            out.append(n)
+    return out
+
+
+def _step_number(name: str) -> int:
+    return int(name.rpartition("_")[2])
+
+
+def _has_checkpoint_metadata(full: str) -> bool:
+    return os.path.isfile(os.path.join(full, "_CHECKPOINT_METADATA"))
 
 
 def _is_json_item(path: str) -> bool:
@@ -196,7 +217,7 @@ def run_steps(path: str) -> list[int]:
     """
     if os.path.isfile(os.path.join(path, "_CHECKPOINT_METADATA")) or _is_item(path):
         return []
-    return sorted(int(s) for s in _steps(path))
+    return sorted({_step_number(s) for s in _steps(path)})
 
 
 def _confined(parent: str, name: str, test: Any) -> bool:
@@ -264,9 +285,9 @@ def read(
 
 
 def _step_dir(path: str, step: int) -> str:
-    """The directory of `step` (`1200`, or zero-padded names such as `0001200`)."""
-    for name in _steps(path):
-        if int(name) == step:
+    """The directory of `step` (`1200`, zero-padded `0001200`, or prefixed `ckpt_1200`)."""
+    for name in sorted(_steps(path)):
+        if _step_number(name) == step:
             return os.path.join(path, name)
     raise LoadError(f"{path}: no step {step}")
 
