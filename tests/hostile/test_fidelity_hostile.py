@@ -57,7 +57,9 @@ def test_orbax_run_with_a_deep_json_item_is_one_error_line(tmp_path):
     (step / "meta" / "metadata").write_text("[" * 200_000 + "]" * 200_000)
     run = run_cli("ls", "run", cwd=tmp_path)
     assert_contained(run)
-    assert "metadata: not valid JSON" in run.stderr
+    # the JSON budget refuses it before json.loads would recurse
+    assert "run/1/meta/metadata: more than " in run.stderr
+    assert "JSON objects and arrays in 400000 bytes" in run.stderr
 
 
 def test_orbax_json_item_with_escapes_lists_cleanly(tmp_path):
