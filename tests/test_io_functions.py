@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import pickle
 import re
@@ -145,3 +146,20 @@ def test_jit_functions_are_named_by_the_function_they_wrap(tmp_path):
         f"{__name__}.double",
         "builtins.abs",
     )
+
+
+def test_static_fields_show_no_memory_address():
+    class Thing:  # an object whose repr carries its address
+        pass
+
+    class Block:
+        def __init__(self, w, how):
+            self.w, self.how = w, how
+
+    tt.register_node(Block, data_fields=["w"], static_fields=["how"])
+    d = tt.diff(Block(np.ones(2), Thing()), Block(np.ones(2), Thing()))
+    (c,) = d.changes
+    assert c.kind == "static" and "0x" not in str(c.before) + str(c.after)
+    assert "0x" not in json.dumps(d.to_dict())
+    same = tt.diff(Block(np.ones(2), lambda x: x), Block(np.ones(2), lambda x: x))
+    assert not same.changes  # one lambda, two objects: the same function
