@@ -126,7 +126,7 @@ def array_from_data(
             raise LoadError("object array data does not match its shape")
         arr = np.empty(len(data), dtype=object)
         arr[:] = data if data else arr[:0]
-        return arr.reshape(shape, order="F" if fortran else "C")
+        return arr.reshape(shape)  # numpy lists object items in C order, fortran flag or not
     if isinstance(data, LazyArray):
         if data.nbytes != nbytes:
             raise LoadError(
