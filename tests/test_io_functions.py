@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import pickle
 import re
@@ -145,3 +146,43 @@ def test_jit_functions_are_named_by_the_function_they_wrap(tmp_path):
         f"{__name__}.double",
         "builtins.abs",
     )
+
+
+def test_static_fields_show_no_memory_address():
+    class Thing:  # an object whose repr carries its address
+        pass
+
+    class Block:
+        def __init__(self, w, how):
+            self.w, self.how = w, how
+
+    tt.register_node(Block, data_fields=["w"], static_fields=["how"])
+    d = tt.diff(Block(np.ones(2), Thing()), Block(np.ones(2), Thing()))
+    (c,) = d.changes
+    assert c.kind == "static" and "0x" not in str(c.before) + str(c.after)
+    assert "0x" not in json.dumps(d.to_dict())
+    same = tt.diff(Block(np.ones(2), lambda x: x), Block(np.ones(2), lambda x: x))
+    assert not same.changes  # one lambda, two objects: the same function
+
+
+def test_functions_inside_object_arrays(tmp_path):
+    import treetool.io as tio
+
+    arr = np.empty((2, 2), dtype=object, order="F")
+    arr[:] = [[lambda x: x, 1], [os.path.join, "s"]]
+    p = tmp_path / "obj.pkl"
+    p.write_bytes(cloudpickle.dumps({"a": arr}))
+    r = tio.read(str(p))
+    a = r.tree["a"]
+    assert type(a[0, 0]) is OpaqueFunction and a[0, 1] == 1 and a[1, 1] == "s"
+    assert type(a[1, 0]) is GlobalRef and r.blocked == [
+        "cloudpickle.cloudpickle._make_function",
+        "posixpath.join",
+    ]
+
+
+def test_fortran_ordered_object_arrays_keep_their_layout(tmp_path):
+    arr = np.empty((2, 3), dtype=object, order="F")
+    arr[:] = [[1, "a", None], [2.5, "b", (1, 2)]]
+    t = load(tmp_path, {"a": arr}, dumps=pickle.dumps)
+    assert t["a"].shape == (2, 3) and t["a"].tolist() == arr.tolist()

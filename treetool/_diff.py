@@ -494,17 +494,34 @@ def _static_change(a: Any, b: Any, kids_a: list) -> tuple[str, Any, Any, dict] |
             before[n], after[n] = _static_value(va), _static_value(vb)
     name = _node_label(a, CUSTOM, [])
     if not before:
-        ra, rb = no_address(repr(da[1])), no_address(repr(db[1]))
-        if ra == rb:  # aux data that differ only by identity (functions held as static)
+        if _aux_equal(da[1], db[1]):  # they differ only by functions of one name
             return None
+        ra, rb = no_address(repr(da[1])), no_address(repr(db[1]))
         return "static", ra, rb, {"fields": [], "type": name}
     return "static", before, after, {"fields": list(before), "type": name}
 
 
+def _aux_equal(x: Any, y: Any, depth: int = 0) -> bool:
+    """Aux data equal, a function equal to another of the same name (nested tuples, dicts)."""
+    if depth < 8 and type(x) is type(y) and isinstance(x, tuple | list) and len(x) == len(y):
+        return all(_aux_equal(a, b, depth + 1) for a, b in zip(x, y))
+    if depth < 8 and type(x) is dict and type(y) is dict and x.keys() == y.keys():
+        return all(_aux_equal(x[k], y[k], depth + 1) for k in x)
+    return _equal(x, y)
+
+
 def _static_value(x: Any) -> Any:
-    """A static field's value as a change shows it: a function by its label."""
+    """A static field's value as a change shows it: a function by its label, no addresses."""
     f = callable_identity(x)
-    return f[3] if f is not None else x
+    if f is not None:
+        return f[3]
+    if x is None or isinstance(x, bool | int | float | str):
+        return x
+    try:
+        r = repr(x)
+    except Exception:
+        return type(x).__name__
+    return no_address(r) if " at 0x" in r else x
 
 
 def _equal(x: Any, y: Any) -> bool:
@@ -544,5 +561,5 @@ def _jsonable(x: Any) -> Any:
             return _jsonable(item())
         except Exception:
             pass
-    r = repr(x)
+    r = no_address(repr(x))
     return r if len(r) <= 200 else r[:199] + "…"

@@ -14,6 +14,8 @@ from __future__ import annotations
 import collections
 from typing import Any
 
+import numpy as np
+
 from .._callables import OpaqueFunction, code_key, printable_name
 from ._opaque import GlobalRef, Opaque
 
@@ -148,6 +150,8 @@ _WALKED = frozenset((*_MUTABLE, *_IMMUTABLE, Opaque))
 
 def _kids(obj: Any) -> list[Any]:
     t = type(obj)
+    if t is np.ndarray:  # an object array (others are never pushed)
+        return obj.reshape(-1).tolist()
     if t is Opaque:
         return [obj.args, obj.state, obj.listitems, obj.dictitems, obj.kwargs, obj.source]
     if t in (dict, collections.OrderedDict, collections.defaultdict):
@@ -194,12 +198,13 @@ def collapse_functions(tree: Any) -> tuple[Any, list[str]]:
                 continue
             if obj.source is None:
                 blocked.add(obj.class_path)
-        elif t not in _WALKED:
+        elif t not in _WALKED and not (t is np.ndarray and obj.dtype.hasobject):
             done.add(oid)
             continue
         push((obj, True))
         for c in _kids(obj):
-            if type(c) in _WALKED or type(c) is GlobalRef:
+            tc = type(c)
+            if tc in _WALKED or tc is GlobalRef or (tc is np.ndarray and c.dtype.hasobject):
                 push((c, False))
     return repl.get(id(tree), tree), sorted(blocked)
 
@@ -218,6 +223,11 @@ def _rebuild(obj: Any, repl: dict[int, Any]) -> Any:
         for k, v in obj.items():
             if id(v) in repl:
                 obj[k] = repl[id(v)]
+        return obj
+    if t is np.ndarray:
+        for i, v in enumerate(obj.flat):  # .flat writes through, whatever the layout
+            if id(v) in repl:
+                obj.flat[i] = repl[id(v)]
         return obj
     if t is list:
         for i, v in enumerate(obj):

@@ -172,7 +172,7 @@ def array_from_data(
         # element by element: numpy's sequence discovery (arr[:] = data) would read every
         # lazy element and build an (n, ...) array of them
         arr = np.fromiter(data, dtype=object, count=len(data))
-        return arr.reshape(shape, order="F" if fortran else "C")
+        return arr.reshape(shape)  # numpy lists object items in C order, fortran flag or not
     if isinstance(data, LazyArray):
         if data.nbytes != nbytes:
             raise LoadError(
