@@ -60,15 +60,27 @@ def _files_under(root: Path, allow: Iterable[Path]) -> set[str]:
     return found
 
 
-#: the child caps its own address space, then becomes `python -m treetool.cli` (same process, so
-#: wait4 measures it). No `preexec_fn`: that makes subprocess fork through os.fork's hooks, and
-#: jax (imported by earlier tests) warns from its at-fork hook, an error in this suite.
-_LAUNCH = (
-    "import os, resource, sys; "
-    "resource.setrlimit(resource.RLIMIT_AS, ({cap}, {cap})); "
-    "resource.setrlimit(resource.RLIMIT_CORE, (0, 0)); "
-    "os.execv(sys.executable, [sys.executable, '-m', 'treetool.cli', *sys.argv[1:]])"
-)
+#: a small launcher caps the address space, runs `python -m treetool.cli ARGS` as its own child
+#: and reports that child's peak RSS (from wait4) on a pipe, then exits as the child did. Two
+#: reasons: no `preexec_fn` in the pytest process (that makes subprocess go through os.fork's
+#: hooks, where jax, imported by earlier tests, warns: an error in this suite), and a peak RSS
+#: that is the command's own (a process started straight from pytest by vfork and exec starts
+#: its high-water mark at pytest's size).
+_LAUNCH = """
+import os, resource, signal, subprocess, sys
+resource.setrlimit(resource.RLIMIT_AS, ({cap}, {cap}))
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+report = int(sys.argv[1])
+child = subprocess.Popen([sys.executable, "-m", "treetool.cli", *sys.argv[2:]])
+_, status, usage = os.wait4(child.pid, 0)
+os.write(report, str(usage.ru_maxrss * 1024).encode())
+os.close(report)
+code = os.waitstatus_to_exitcode(status)
+if code < 0:
+    signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code)
+"""
 
 
 def run_cli(
@@ -105,9 +117,11 @@ def run_cli(
     )
     if env:
         child_env.update(env)
+    report_r, report_w = os.pipe()
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-c", _LAUNCH.format(cap=ADDRESS_SPACE_CAP), *args],
+        [sys.executable, "-c", _LAUNCH.format(cap=ADDRESS_SPACE_CAP), str(report_w), *args],
+        pass_fds=(report_w,),
         cwd=root,
         env=child_env,
         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
@@ -143,9 +157,12 @@ def run_cli(
     timer = threading.Timer(timeout, _kill)
     timer.start()
     try:
-        _pid, status, usage = os.wait4(proc.pid, 0)
+        _pid, status, _usage = os.wait4(proc.pid, 0)
     finally:
         timer.cancel()
+        os.close(report_w)
+    with os.fdopen(report_r, "rb") as report:
+        peak = int(report.read() or 0)
     seconds = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
     for t in readers:
@@ -158,7 +175,7 @@ def run_cli(
         stdout=out.get("stdout", b"").decode("utf-8", "replace"),
         stderr=out.get("stderr", b"").decode("utf-8", "replace"),
         seconds=seconds,
-        peak_rss=usage.ru_maxrss * 1024,
+        peak_rss=peak,
         new_files=sorted(after - before),
         timed_out=timed_out.is_set(),
     )
