@@ -43,6 +43,11 @@ def _timeout() -> float:
         return 30.0
 
 
+def _deadline() -> float:
+    """The most one S3/GCS call may take, the client's own retries included."""
+    return 2 * _timeout() + 1
+
+
 def _retries() -> int:
     try:
         return max(1, int(os.environ.get("TREETOOL_REMOTE_RETRIES", "3")))
@@ -185,10 +190,22 @@ class RemoteSource(Source):
 # --- S3 and GCS through fsspec --------------------------------------------------------------
 
 
+def _quiet_client_logs() -> None:
+    """The clients log their retries and tracebacks; treetool reports one line instead."""
+    import logging
+
+    for name in ("fsspec", "s3fs", "gcsfs", "aiobotocore", "botocore", "google"):
+        log = logging.getLogger(name)
+        if not log.handlers:
+            log.addHandler(logging.NullHandler())
+            log.propagate = False
+
+
 def _filesystem(protocol: str) -> Any:
     fs = _fs_cache.get(protocol)
     if fs is not None:
         return fs
+    _quiet_client_logs()
     t = _timeout()
     try:
         if protocol == "s3":
@@ -208,13 +225,37 @@ def _filesystem(protocol: str) -> Any:
         else:
             from gcsfs.core import GCSFileSystem  # the plain client: no bucket-layout probes
 
-            fs = GCSFileSystem(requests_timeout=t, skip_instance_cache=True)
+            fs = GCSFileSystem(token=_gcs_token(), requests_timeout=t, skip_instance_cache=True)
     except ImportError as e:
         raise LoadError(
             f"reading {protocol}:// needs the optional clients: pip install 'treetool[remote]' ({e.name} is missing)"
         ) from None
     _fs_cache[protocol] = fs
     return fs
+
+
+def _gcs_token() -> str:
+    """How gcsfs authenticates, decided without probing the network.
+
+    The emulator needs none; application default credentials when they are configured (a key
+    file, `gcloud auth application-default login`) or on a Google Cloud VM (its metadata
+    server); otherwise anonymous (public buckets read, private ones answer 401/403, reported
+    as one line). gcsfs's own chain probes the metadata server: 16 s off Google Cloud.
+    """
+    if os.environ.get("STORAGE_EMULATOR_HOST"):
+        return "anon"
+    config = os.environ.get("CLOUDSDK_CONFIG") or os.path.expanduser("~/.config/gcloud")
+    if os.environ.get("GOOGLE_APPLICATION_CREDENTIALS") or os.path.isfile(
+        os.path.join(config, "application_default_credentials.json")
+    ):
+        return "google_default"
+    try:
+        with open("/sys/class/dmi/id/product_name") as fh:
+            if "Google" in fh.read():
+                return "google_default"
+    except OSError:
+        pass
+    return "anon"
 
 
 def _split(url: str) -> tuple[str, str]:
@@ -248,6 +289,11 @@ class FsspecSource(RemoteSource):
         except PermissionError as e:
             raise LoadError(f"{self.name}: access denied (403): {_first_line(e)}") from None
         except (TimeoutError, ConnectionError) as e:
+            if type(e).__name__ == "FSTimeoutError":  # the whole call, client retries included
+                raise LoadError(
+                    f"{self.name}: no answer within {_deadline():g} s "
+                    "(TREETOOL_REMOTE_TIMEOUT sets the time per request)"
+                ) from None
             raise _Transient(_first_line(e) or type(e).__name__) from None
         except LoadError:
             raise
@@ -255,17 +301,21 @@ class FsspecSource(RemoteSource):
             raise _classify(self.name, e) from None
 
     def _stat(self) -> int:
-        info = self._wrap(lambda: self.fs.info(self._path))
+        info = self._wrap(lambda: self.fs.info(self._path, timeout=_deadline()))
         if info.get("type") == "directory":
             raise LoadError(f"{self.name}: a prefix (directory), not an object")
         return int(info["size"])
 
     def _get(self, offset: int, n: int) -> bytes:
-        return self._wrap(lambda: self.fs.cat_file(self._path, start=offset, end=offset + n))
+        return self._wrap(
+            lambda: self.fs.cat_file(self._path, start=offset, end=offset + n, timeout=_deadline())
+        )
 
     def read_all(self) -> bytes:
         """The whole object in one request (small files: an index)."""
-        return self._call("read", lambda: self._wrap(lambda: self.fs.cat_file(self._path)))
+        return self._call(
+            "read", lambda: self._wrap(lambda: self.fs.cat_file(self._path, timeout=_deadline()))
+        )
 
     def join(self, name: str) -> Source:
         base = self.name if self._size is None and self.is_dir() else self.name.rsplit("/", 1)[0]
@@ -275,26 +325,26 @@ class FsspecSource(RemoteSource):
         """List this object's prefix once: the client caches the sizes of its neighbours."""
         parent = self._path.rsplit("/", 1)[0]
         try:
-            self._wrap(lambda: self.fs.ls(parent, detail=True))
+            self._wrap(lambda: self.fs.ls(parent, detail=True, timeout=_deadline()))
         except LoadError:
             pass
 
     def list(self) -> list[str]:
         try:
-            entries = self._wrap(lambda: self.fs.ls(self._path, detail=False))
+            entries = self._wrap(lambda: self.fs.ls(self._path, detail=False, timeout=_deadline()))
         except LoadError:
             return []
         return sorted(e.rstrip("/").rsplit("/", 1)[-1] for e in entries)
 
     def is_dir(self) -> bool:
         try:
-            return bool(self._wrap(lambda: self.fs.isdir(self._path)))
+            return bool(self._wrap(lambda: self.fs.isdir(self._path, timeout=_deadline())))
         except LoadError:
             return False
 
     def exists(self) -> bool:
         try:
-            return bool(self._wrap(lambda: self.fs.exists(self._path)))
+            return bool(self._wrap(lambda: self.fs.exists(self._path, timeout=_deadline())))
         except LoadError:
             return False
 

@@ -46,8 +46,8 @@ def check_remote_target(url: str) -> None:
     src = source_for(url)
     try:
         _ = src.size
-    except LoadError:
-        if src.list():
+    except LoadError as e:
+        if "no such object" in str(e) and src.list():  # a prefix, not an object
             raise LoadError(
                 f"{url}: a directory (prefix); treetool reads single objects and sharded "
                 "indexes from object storage, not orbax directories"
