@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Any, TypeVar
+from typing import IO, Any, TypeVar, cast
 
 from .._errors import LoadError
 from ._source import BlockReader, Source, source_for
@@ -184,7 +184,7 @@ class RemoteSource(Source):
         return data
 
     def open(self) -> IO[bytes]:
-        return BlockReader(self)
+        return cast(IO[bytes], BlockReader(self))  # a RawIOBase, typed as a file
 
 
 # --- S3 and GCS through fsspec --------------------------------------------------------------
