@@ -14,6 +14,7 @@ Reads bigger than `_CHUNK` are split into chunks fetched in parallel.
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import time
@@ -34,6 +35,32 @@ _pool: ThreadPoolExecutor | None = None
 _ahead: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 _fs_cache: dict[str, Any] = {}
+_idle: dict[tuple, list[Any]] = {}  # (scheme, host, port) -> idle keep-alive connections
+_idle_lock = threading.Lock()
+
+
+def _idle_take(key: tuple) -> Any:
+    with _idle_lock:
+        conns = _idle.get(key)
+        return conns.pop() if conns else None
+
+
+def _idle_put(key: tuple, conn: Any) -> None:
+    with _idle_lock:
+        conns = _idle.setdefault(key, [])
+        if len(conns) < _WORKERS:
+            conns.append(conn)
+            return
+    conn.close()
+
+
+@atexit.register
+def _close_idle() -> None:
+    with _idle_lock:
+        for conns in _idle.values():
+            for conn in conns:
+                conn.close()
+        _idle.clear()
 
 
 def _timeout() -> float:
@@ -389,8 +416,9 @@ class HttpSource(RemoteSource):
     ) -> tuple[int, dict, bytes]:
         """(status, headers, body); a ranged GET answered without 206 is refused unread.
 
-        Redirects (a hub sending to its CDN) are followed up to 5 times; the connection is
-        closed whatever happens.
+        Redirects (a hub sending to its CDN) are followed up to 5 times. A connection whose
+        answer was read to the end is kept for the thread's next request to that server
+        (keep-alive); any other is closed.
         """
         import http.client
         import urllib.parse
@@ -398,8 +426,20 @@ class HttpSource(RemoteSource):
         url = self.name
         for _ in range(6):
             u = urllib.parse.urlsplit(url)
-            cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
-            conn = cls(u.hostname or "", u.port, timeout=_timeout())
+            key = (u.scheme, u.hostname, u.port)
+            conn = _idle_take(key)
+            if conn is None:
+                cls = (
+                    http.client.HTTPSConnection
+                    if u.scheme == "https"
+                    else http.client.HTTPConnection
+                )
+                conn = cls(u.hostname or "", u.port, timeout=_timeout())
+            else:
+                conn.timeout = _timeout()
+                if conn.sock is not None:
+                    conn.sock.settimeout(conn.timeout)
+            keep = False
             try:
                 target = (u.path or "/") + (f"?{u.query}" if u.query else "")
                 conn.request(method, target, headers=headers)
@@ -428,6 +468,7 @@ class HttpSource(RemoteSource):
                     raise LoadError(
                         f"{self.name}: the server sent more than the {limit} bytes asked for"
                     )
+                keep = resp.isclosed() and not resp.will_close  # read to the end
                 return status, {k.lower(): v for k, v in resp.getheaders()}, body
             except TimeoutError:
                 raise _Transient(f"timed out after {_timeout():g} s") from None
@@ -438,7 +479,10 @@ class HttpSource(RemoteSource):
             except OSError as e:
                 raise LoadError(f"{self.name}: {e.strerror or e}") from None
             finally:
-                conn.close()
+                if keep:
+                    _idle_put(key, conn)
+                else:
+                    conn.close()
         raise LoadError(f"{self.name}: too many redirects")
 
     def _first_block(self) -> bytes:
