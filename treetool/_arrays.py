@@ -168,7 +168,9 @@ class LazyArray:
             fh = self._opener()
             if not self._seekable:
                 return fh
-        elif self.source is not None or self.file.startswith(("s3://", "gs://", "gcs://", "http://", "https://")):
+        elif self.source is not None or self.file.startswith(
+            ("s3://", "gs://", "gcs://", "http://", "https://")
+        ):
             if self.source is None:  # a URL: read through its remote source
                 from .io._source import source_for
 

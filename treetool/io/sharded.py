@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .._arrays import LazyArray
 from .._errors import LoadError
 from ._keys import tree_from_keystrs
 from ._source import Source, source_for
@@ -189,8 +188,3 @@ def _nest(flat: dict[str, Any], path: str) -> dict[str, Any]:
             raise LoadError(f"{path}: {name}: named twice")
         node[parts[-1]] = leaf
     return root
-
-
-def shard_of(leaf: Any) -> str | None:
-    """The shard file (path or URL) a leaf of a sharded tree reads from."""
-    return leaf.file if isinstance(leaf, LazyArray) else None
