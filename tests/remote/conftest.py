@@ -18,12 +18,41 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-pytest.importorskip("moto.server", reason="moto[server] is needed for the S3 server")
-pytest.importorskip("gcp_storage_emulator", reason="gcp-storage-emulator is needed for GCS")
-pytest.importorskip("s3fs", reason="s3fs (treetool[remote]) is needed to read s3://")
-pytest.importorskip("gcsfs", reason="gcsfs (treetool[remote]) is needed to read gs://")
-
 from storage_servers import BUCKET, GcsServer, HttpServer, S3Server
+
+#: what the servers and clients need: a test here is skipped, with the reason, without them
+_NEEDED = {
+    "moto.server": "moto[server] (the S3 server)",
+    "werkzeug": "werkzeug (moto's server)",
+    "boto3": "boto3 (uploads to the S3 server)",
+    "gcp_storage_emulator": "gcp-storage-emulator (the GCS server)",
+    "s3fs": "s3fs (treetool[remote], s3://)",
+    "gcsfs": "gcsfs (treetool[remote], gs://)",
+}
+
+
+def _missing() -> list[str]:
+    import importlib.util
+
+    out = []
+    for mod, what in _NEEDED.items():
+        try:
+            found = importlib.util.find_spec(mod) is not None
+        except ModuleNotFoundError:
+            found = False
+        if not found:
+            out.append(what)
+    return out
+
+
+MISSING = _missing()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _servers_installed() -> None:
+    """First of the session's fixtures: no server starts when a package is missing."""
+    if MISSING:
+        pytest.skip(f"not installed: {', '.join(MISSING)}")
 
 
 def _rng_tree() -> dict[str, np.ndarray]:

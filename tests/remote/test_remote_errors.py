@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -136,3 +137,39 @@ def test_local_reads_import_no_remote_client(tmp_path: Any) -> None:
     out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_gcs_without_emulator_or_credentials_is_one_bounded_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from treetool.io import _remote
+
+    for k in ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))  # no application default credentials
+    monkeypatch.setenv("TREETOOL_REMOTE_TIMEOUT", "0.2")
+    product = Path("/sys/class/dmi/id/product_name")
+    on_gcp = product.is_file() and "Google" in product.read_text()
+    assert _remote._gcs_token() == ("google_default" if on_gcp else "anon")
+    _remote._fs_cache.clear()
+    try:
+        msg = _error("gs://treetool-no-such-bucket/x.safetensors")
+    finally:
+        _remote._fs_cache.clear()
+    assert msg.startswith("gs://treetool-no-such-bucket/x.safetensors: ")
+
+
+def test_gcs_auth_choice_follows_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from treetool.io import _remote
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:1")
+    assert _remote._gcs_token() == "anon"
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST")
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "key.json"))
+    assert _remote._gcs_token() == "google_default"
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS")
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))
+    (tmp_path / "application_default_credentials.json").write_text("{}")
+    assert _remote._gcs_token() == "google_default"

@@ -18,7 +18,13 @@ msgpack         `flax.serialization.to_bytes`                `treetool.io.msgpac
 equinox         `eqx.tree_serialise_leaves` (+ `like=`)      `treetool.io.equinox`
 orbax           checkpoints, runs (`run@STEP`), composites:  `treetool.io.orbax`
                 structure from metadata, values on demand
+sharded         `*.safetensors.index.json`, flax msgpack     `treetool.io.sharded`
+                indexes: one tree over the shards
 ==============  ===========================================  =================================
+
+Every reader reads through a `Source` (`treetool.io._source`), so a target may also be an
+`s3://`, `gs://` or `http(s)://` URL: headers and structure come from ranged reads and array
+payloads stay remote until read (`treetool.io._remote`, the `treetool[remote]` extra).
 
 Example:
     >>> import numpy as np, tempfile, os, treetool as tt

@@ -14,12 +14,13 @@ Reads bigger than `_CHUNK` are split into chunks fetched in parallel.
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Any, TypeVar
+from typing import IO, Any, TypeVar, cast
 
 from .._errors import LoadError
 from ._source import BlockReader, Source, source_for
@@ -34,6 +35,32 @@ _pool: ThreadPoolExecutor | None = None
 _ahead: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 _fs_cache: dict[str, Any] = {}
+_idle: dict[tuple, list[Any]] = {}  # (scheme, host, port) -> idle keep-alive connections
+_idle_lock = threading.Lock()
+
+
+def _idle_take(key: tuple) -> Any:
+    with _idle_lock:
+        conns = _idle.get(key)
+        return conns.pop() if conns else None
+
+
+def _idle_put(key: tuple, conn: Any) -> None:
+    with _idle_lock:
+        conns = _idle.setdefault(key, [])
+        if len(conns) < _WORKERS:
+            conns.append(conn)
+            return
+    conn.close()
+
+
+@atexit.register
+def _close_idle() -> None:
+    with _idle_lock:
+        for conns in _idle.values():
+            for conn in conns:
+                conn.close()
+        _idle.clear()
 
 
 def _timeout() -> float:
@@ -41,6 +68,11 @@ def _timeout() -> float:
         return max(0.01, float(os.environ.get("TREETOOL_REMOTE_TIMEOUT", "30")))
     except ValueError:
         return 30.0
+
+
+def _deadline() -> float:
+    """The most one S3/GCS call may take, the client's own retries included."""
+    return 2 * _timeout() + 1
 
 
 def _retries() -> int:
@@ -179,16 +211,28 @@ class RemoteSource(Source):
         return data
 
     def open(self) -> IO[bytes]:
-        return BlockReader(self)
+        return cast(IO[bytes], BlockReader(self))  # a RawIOBase, typed as a file
 
 
 # --- S3 and GCS through fsspec --------------------------------------------------------------
+
+
+def _quiet_client_logs() -> None:
+    """The clients log their retries and tracebacks; treetool reports one line instead."""
+    import logging
+
+    for name in ("fsspec", "s3fs", "gcsfs", "aiobotocore", "botocore", "google"):
+        log = logging.getLogger(name)
+        if not log.handlers:
+            log.addHandler(logging.NullHandler())
+            log.propagate = False
 
 
 def _filesystem(protocol: str) -> Any:
     fs = _fs_cache.get(protocol)
     if fs is not None:
         return fs
+    _quiet_client_logs()
     t = _timeout()
     try:
         if protocol == "s3":
@@ -208,13 +252,37 @@ def _filesystem(protocol: str) -> Any:
         else:
             from gcsfs.core import GCSFileSystem  # the plain client: no bucket-layout probes
 
-            fs = GCSFileSystem(requests_timeout=t, skip_instance_cache=True)
+            fs = GCSFileSystem(token=_gcs_token(), requests_timeout=t, skip_instance_cache=True)
     except ImportError as e:
         raise LoadError(
             f"reading {protocol}:// needs the optional clients: pip install 'treetool[remote]' ({e.name} is missing)"
         ) from None
     _fs_cache[protocol] = fs
     return fs
+
+
+def _gcs_token() -> str:
+    """How gcsfs authenticates, decided without probing the network.
+
+    The emulator needs none; application default credentials when they are configured (a key
+    file, `gcloud auth application-default login`) or on a Google Cloud VM (its metadata
+    server); otherwise anonymous (public buckets read, private ones answer 401/403, reported
+    as one line). gcsfs's own chain probes the metadata server: 16 s off Google Cloud.
+    """
+    if os.environ.get("STORAGE_EMULATOR_HOST"):
+        return "anon"
+    config = os.environ.get("CLOUDSDK_CONFIG") or os.path.expanduser("~/.config/gcloud")
+    if os.environ.get("GOOGLE_APPLICATION_CREDENTIALS") or os.path.isfile(
+        os.path.join(config, "application_default_credentials.json")
+    ):
+        return "google_default"
+    try:
+        with open("/sys/class/dmi/id/product_name") as fh:
+            if "Google" in fh.read():
+                return "google_default"
+    except OSError:
+        pass
+    return "anon"
 
 
 def _split(url: str) -> tuple[str, str]:
@@ -248,6 +316,11 @@ class FsspecSource(RemoteSource):
         except PermissionError as e:
             raise LoadError(f"{self.name}: access denied (403): {_first_line(e)}") from None
         except (TimeoutError, ConnectionError) as e:
+            if type(e).__name__ == "FSTimeoutError":  # the whole call, client retries included
+                raise LoadError(
+                    f"{self.name}: no answer within {_deadline():g} s "
+                    "(TREETOOL_REMOTE_TIMEOUT sets the time per request)"
+                ) from None
             raise _Transient(_first_line(e) or type(e).__name__) from None
         except LoadError:
             raise
@@ -255,17 +328,21 @@ class FsspecSource(RemoteSource):
             raise _classify(self.name, e) from None
 
     def _stat(self) -> int:
-        info = self._wrap(lambda: self.fs.info(self._path))
+        info = self._wrap(lambda: self.fs.info(self._path, timeout=_deadline()))
         if info.get("type") == "directory":
             raise LoadError(f"{self.name}: a prefix (directory), not an object")
         return int(info["size"])
 
     def _get(self, offset: int, n: int) -> bytes:
-        return self._wrap(lambda: self.fs.cat_file(self._path, start=offset, end=offset + n))
+        return self._wrap(
+            lambda: self.fs.cat_file(self._path, start=offset, end=offset + n, timeout=_deadline())
+        )
 
     def read_all(self) -> bytes:
         """The whole object in one request (small files: an index)."""
-        return self._call("read", lambda: self._wrap(lambda: self.fs.cat_file(self._path)))
+        return self._call(
+            "read", lambda: self._wrap(lambda: self.fs.cat_file(self._path, timeout=_deadline()))
+        )
 
     def join(self, name: str) -> Source:
         base = self.name if self._size is None and self.is_dir() else self.name.rsplit("/", 1)[0]
@@ -275,26 +352,26 @@ class FsspecSource(RemoteSource):
         """List this object's prefix once: the client caches the sizes of its neighbours."""
         parent = self._path.rsplit("/", 1)[0]
         try:
-            self._wrap(lambda: self.fs.ls(parent, detail=True))
+            self._wrap(lambda: self.fs.ls(parent, detail=True, timeout=_deadline()))
         except LoadError:
             pass
 
     def list(self) -> list[str]:
         try:
-            entries = self._wrap(lambda: self.fs.ls(self._path, detail=False))
+            entries = self._wrap(lambda: self.fs.ls(self._path, detail=False, timeout=_deadline()))
         except LoadError:
             return []
         return sorted(e.rstrip("/").rsplit("/", 1)[-1] for e in entries)
 
     def is_dir(self) -> bool:
         try:
-            return bool(self._wrap(lambda: self.fs.isdir(self._path)))
+            return bool(self._wrap(lambda: self.fs.isdir(self._path, timeout=_deadline())))
         except LoadError:
             return False
 
     def exists(self) -> bool:
         try:
-            return bool(self._wrap(lambda: self.fs.exists(self._path)))
+            return bool(self._wrap(lambda: self.fs.exists(self._path, timeout=_deadline())))
         except LoadError:
             return False
 
@@ -339,8 +416,9 @@ class HttpSource(RemoteSource):
     ) -> tuple[int, dict, bytes]:
         """(status, headers, body); a ranged GET answered without 206 is refused unread.
 
-        Redirects (a hub sending to its CDN) are followed up to 5 times; the connection is
-        closed whatever happens.
+        Redirects (a hub sending to its CDN) are followed up to 5 times. A connection whose
+        answer was read to the end is kept for the thread's next request to that server
+        (keep-alive); any other is closed.
         """
         import http.client
         import urllib.parse
@@ -348,8 +426,20 @@ class HttpSource(RemoteSource):
         url = self.name
         for _ in range(6):
             u = urllib.parse.urlsplit(url)
-            cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
-            conn = cls(u.hostname or "", u.port, timeout=_timeout())
+            key = (u.scheme, u.hostname, u.port)
+            conn = _idle_take(key)
+            if conn is None:
+                cls = (
+                    http.client.HTTPSConnection
+                    if u.scheme == "https"
+                    else http.client.HTTPConnection
+                )
+                conn = cls(u.hostname or "", u.port, timeout=_timeout())
+            else:
+                conn.timeout = _timeout()
+                if conn.sock is not None:
+                    conn.sock.settimeout(conn.timeout)
+            keep = False
             try:
                 target = (u.path or "/") + (f"?{u.query}" if u.query else "")
                 conn.request(method, target, headers=headers)
@@ -378,6 +468,7 @@ class HttpSource(RemoteSource):
                     raise LoadError(
                         f"{self.name}: the server sent more than the {limit} bytes asked for"
                     )
+                keep = resp.isclosed() and not resp.will_close  # read to the end
                 return status, {k.lower(): v for k, v in resp.getheaders()}, body
             except TimeoutError:
                 raise _Transient(f"timed out after {_timeout():g} s") from None
@@ -388,7 +479,10 @@ class HttpSource(RemoteSource):
             except OSError as e:
                 raise LoadError(f"{self.name}: {e.strerror or e}") from None
             finally:
-                conn.close()
+                if keep:
+                    _idle_put(key, conn)
+                else:
+                    conn.close()
         raise LoadError(f"{self.name}: too many redirects")
 
     def _first_block(self) -> bytes:

@@ -195,7 +195,7 @@ class BlockReader(io.RawIOBase):
 
     Small reads are served from cached blocks (the first one bigger, so that a header is one
     request); a read larger than a block goes straight to the source (in parallel chunks
-    there). Sequential block reads double the read-ahead up to `max_block`.
+    there). Sequential block reads double the read-ahead, up to 8 MiB.
     """
 
     def __init__(self, src: Source, *, block: int = 16 << 10, first: int = 64 << 10) -> None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .._arrays import LazyArray
 from .._errors import LoadError
 from ._keys import tree_from_keystrs
 from ._source import Source, source_for
@@ -46,8 +45,8 @@ def check_remote_target(url: str) -> None:
     src = source_for(url)
     try:
         _ = src.size
-    except LoadError:
-        if src.list():
+    except LoadError as e:
+        if "no such object" in str(e) and src.list():  # a prefix, not an object
             raise LoadError(
                 f"{url}: a directory (prefix); treetool reads single objects and sharded "
                 "indexes from object storage, not orbax directories"
@@ -189,8 +188,3 @@ def _nest(flat: dict[str, Any], path: str) -> dict[str, Any]:
             raise LoadError(f"{path}: {name}: named twice")
         node[parts[-1]] = leaf
     return root
-
-
-def shard_of(leaf: Any) -> str | None:
-    """The shard file (path or URL) a leaf of a sharded tree reads from."""
-    return leaf.file if isinstance(leaf, LazyArray) else None
