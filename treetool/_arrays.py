@@ -199,7 +199,7 @@ class LazyArray:
 
     def _read(self, fh: IO[bytes], start_byte: int, nbytes: int) -> bytes:
         if self._opener is None:  # a plain file: refuse to allocate bytes it does not hold
-            size = os.fstat(fh.fileno()).st_size
+            size = self.source.size if self.source is not None else os.fstat(fh.fileno()).st_size
             if self.offset + start_byte + nbytes > size:
                 from ._errors import LoadError
 
