@@ -40,7 +40,7 @@ __all__ = ["GlobalRef", "Opaque"]
 #: top-level packages whose classes treetool may import to read their field layout
 KNOWN_PACKAGES = frozenset({"jax", "jaxlib", "equinox", "flax", "optax", "haiku", "chex"})
 #: submodules that importing their package does not load, also imported for their layouts
-_IMPORTABLE_SUBMODULES = ("flax.nnx",)
+_IMPORTABLE_SUBMODULES = ("flax.nnx", "flax.training.train_state")
 
 
 class GlobalRef:
@@ -195,7 +195,8 @@ def _import_known(class_path: str) -> Any:
     names = module.split(".")
     if any(_is_test_module(n) for n in names):
         return None
-    for pkg in (names[0], *(m for m in _IMPORTABLE_SUBMODULES if module.startswith(m + "."))):
+    subs = (m for m in _IMPORTABLE_SUBMODULES if (module + ".").startswith(m + "."))
+    for pkg in (names[0], *subs):
         if pkg in sys.modules:
             continue
         try:
