@@ -25,9 +25,7 @@ from treetool.io.pickle import read_pickle
 
 def _files(tmp: str, n: int) -> dict[str, tuple[str, int]]:
     arrays = {f"layer{i}": np.full((4,), i, np.float32) for i in range(n)}
-    scalars = {
-        f"k{i}": [i, float(i), f"s{i}", None, True] for i in range(n // 5)
-    }
+    scalars = {f"k{i}": [i, float(i), f"s{i}", None, True] for i in range(n // 5)}
     tuples = {(i, f"t{i}"): (i, i + 1) for i in range(n // 2)}
     out = {}
     for name, obj, leaves in (
@@ -61,7 +59,9 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         files = _files(tmp, args.n)
-        print(f"{'file':<12} {'MB':>7} {'pickle.load':>12} {'treetool':>10} {'ratio':>6} {'B/leaf':>7}")
+        print(
+            f"{'file':<12} {'MB':>7} {'pickle.load':>12} {'treetool':>10} {'ratio':>6} {'B/leaf':>7}"
+        )
         for name, (p, leaves) in files.items():
 
             def plain(p: str = p) -> None:
