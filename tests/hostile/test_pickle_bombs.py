@@ -406,3 +406,31 @@ def test_a_class_path_does_not_import_a_test_module(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == "False None"
     assert "optax._src.sharding_test.ShardingTest" in out.stdout
+
+
+@pytest.mark.parametrize(("chain", "ok"), [(300, True), (500, False)])
+def test_a_shared_subtree_met_again_deeper_counts_its_height(tmp_path, chain, ok):
+    # X: 600 nested lists, memoised; the tree is [chain of `chain` lists ending in X, X]. The
+    # walk meets X at depth 1 first, then again at the bottom of the chain: 601 + chain levels.
+    x = b"]" * 600 + b"a" * 599 + b"\x94" + b"0"
+    body = x + b"]" + b"]" * chain + b"h\x00" + b"a" * chain + b"a" + b"h\x00a."
+    f = _write(tmp_path, "d.pkl", P4 + body)
+    if ok:
+        tree = tt.load(f)
+        assert tree[1] is not None and len(tree) == 2
+        node, depth = tree[0], 1
+        while node is not tree[1]:
+            (node,) = node
+            depth += 1
+        assert depth == chain + 1
+    else:
+        _api_raises(f, f"nested deeper than {MAX_DEPTH} levels")
+
+
+@pytest.mark.parametrize("how", [b"]\x94h\x00a.", b"]2a.", b"]2\x85a."])
+def test_a_cycle_through_the_memo_is_refused(tmp_path, how):
+    # a list appended to itself (through the memo, or DUP)
+    f = _write(tmp_path, "c.pkl", P4 + how)
+    _api_raises(f, "cyclic reference")
+    run = run_cli("ls", "c.pkl", cwd=tmp_path)
+    assert_contained(run)

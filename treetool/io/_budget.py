@@ -17,8 +17,10 @@ alloc        bytes a reader allocates beyond what it reads (copies made   64 MiB
              by reconstructors, memo slots skipped over by a PUT)
 ===========  ===========================================================  =====================
 
-What a reader makes in proportion to the bytes it consumes is not charged: each byte may make
-up to 64 bytes of objects (a pickle opcode consumes at least one byte and makes at most one
+The object limit is for readers whose counts come from the file's headers (a msgpack map
+length); the pickle reader stays under it by construction (one object at most per opcode, and
+each opcode consumes a byte). What a reader makes in proportion to the bytes it consumes is
+not charged: each byte may make up to 64 bytes of objects (a pickle opcode makes at most one
 empty dict or list); whatever costs more than that is (an empty set, memo slots skipped over,
 a copy of a shared value). Exceeding a limit raises `BudgetError` (a `LoadError`) with one
 line naming the file, what was exceeded and the limit; readers that salvage (`partial=True`)

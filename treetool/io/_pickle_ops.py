@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import collections
+import itertools
 from typing import Any
 
 import numpy as np
@@ -112,6 +113,15 @@ def _kids(obj: Any, t: type) -> Any:
     return obj
 
 
+def _flat_tuple_keys(d: dict, not_leaves: frozenset) -> bool:
+    types = set(map(type, d))
+    return (
+        len(types) == 1
+        and tuple in types
+        and not_leaves.isdisjoint(map(type, itertools.chain.from_iterable(d)))
+    )
+
+
 def walk_check(tree: Any, budget: Budget, shared: set[int] | None = None) -> WalkResult:
     """Check a freshly loaded tree against the budget; collect the globals that were not run.
 
@@ -183,7 +193,15 @@ def walk_check(tree: Any, budget: Budget, shared: set[int] | None = None) -> Wal
             deep = depth
         t = type(obj)
         if t is dict:
-            kids = obj.values() if plain_keys.issuperset(map(type, obj)) else _kids(obj, t)
+            if plain_keys.issuperset(map(type, obj)):
+                kids = obj.values()
+            elif _flat_tuple_keys(obj, not_leaves):  # e.g. {(i, j): ...}: counted here
+                walked += sum(map(len, obj))
+                if depth + 1 >= max_depth:
+                    raise budget.exceeded("depth")
+                kids = obj.values()
+            else:
+                kids = _kids(obj, t)
         elif t is list or t is tuple:
             kids = obj
         else:
@@ -203,6 +221,17 @@ def walk_check(tree: Any, budget: Budget, shared: set[int] | None = None) -> Wal
                         if tc is GlobalRef:
                             if not c.tag:
                                 blocked.add(c.class_path)
+                        elif (
+                            tc is tuple
+                            and not_leaves.isdisjoint(map(type, c))
+                            and (every or id(c) not in shared)  # type: ignore[operator]
+                        ):
+                            # a tuple of leaves met once (a dict key, a pair): counted here
+                            walked += len(c)
+                            if d > deep:
+                                if d >= max_depth:
+                                    raise budget.exceeded("depth")
+                                deep = d
                         else:
                             push((c, d))
                     elif tc is ndarray and c.dtype.hasobject:
@@ -244,22 +273,23 @@ class KeyCheck:
 
     def keys(self, keys: Any, at: int, fail: Any) -> None:
         """Check every key of `keys` (an iterable) that is a tuple or a frozenset."""
-        flat = 0
-        for k in keys:
-            tk = type(k)
-            if tk is tuple:
-                # a flat tuple (the common case) costs its length; nothing is remembered
-                for c in k:
-                    tc = type(c)
-                    if tc is tuple or tc is frozenset:
-                        self.one(k, at, fail)
-                        break
-                else:
-                    flat += len(k)
-            elif tk is frozenset:
-                self.one(k, at, fail)
-        if flat:
-            self.budget.charge_expanded(flat, f"hashing tuple keys, at byte {at}")
+        if type(keys) is not list and type(keys) is not tuple:
+            keys = list(keys)
+        types = set(map(type, keys))
+        if tuple in types:
+            tuples = keys if len(types) == 1 else [k for k in keys if type(k) is tuple]
+            if _NESTABLE.isdisjoint(map(type, itertools.chain.from_iterable(tuples))):
+                # flat tuples (the common case) cost their length; nothing is remembered
+                self.budget.charge_expanded(
+                    sum(map(len, tuples)), f"hashing tuple keys, at byte {at}"
+                )
+            else:
+                for k in tuples:
+                    self.one(k, at, fail)
+        if frozenset in types:
+            for k in keys:
+                if type(k) is frozenset:
+                    self.one(k, at, fail)
 
     def one(self, key: Any, at: int, fail: Any) -> None:
         known = self.known.get(id(key))
@@ -306,6 +336,7 @@ class KeyCheck:
 
 
 _EXIT = object()
+_NESTABLE = frozenset((tuple, frozenset))
 
 
 def _utf8(b: bytes, at: int, fail: Any) -> str:

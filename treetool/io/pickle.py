@@ -295,7 +295,7 @@ def _walk(
         if not partial:
             raise err from None
         return _salvage(state), msg.split("; `--partial`")[0]
-    except (RecursionError, MemoryError, ArithmeticError, ValueError, TypeError) as e:
+    except Exception as e:
         # not expected (every opcode checks its input): still one LoadError, never a traceback
         msg = f"{path}: malformed pickle ({type(e).__name__}: {nr._short(str(e))})"
         if not partial:
