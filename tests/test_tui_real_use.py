@@ -237,7 +237,7 @@ def test_cycles_are_leaves_in_every_view():
     cyc = pairs[1][1]
     assert isinstance(cyc, Cycle) and str(cyc.path) == "['a']"
     assert repr(cyc) == "↻ same object as ['a']"
-    from treetool import find
+    from treetool._views import find
 
     found = [(str(p), x) for p, x in find(tree, "**")]
     assert [p for p, _ in found] == ["", "['a']", "['a'][0]", "['a'][1]", "['b']"]
