@@ -276,6 +276,8 @@ def main(argv: list[str] | None = None) -> None:
         print("| measure | " + " | ".join(labels) + (" | ratio |" if len(labels) == 2 else " |"))
         print("|---" * (len(labels) + 1 + (len(labels) == 2)) + "|")
         for key in by[labels[-1]]:
+            if isinstance(by[labels[-1]][key], list):  # the per-key list: printed above
+                continue
             unit = "MB" if key.endswith("MB") else "s"
             cells = [_fmt(by[lb].get(key), unit) for lb in labels]
             ratio = ""
