@@ -219,7 +219,8 @@ def run_case(case: dict, src: str | None, tmp: Path) -> dict:
     out["leaves End"] = None if at_end is None else time.perf_counter() - sent
     term.settle()
     sent = term.send(b"\r")
-    shown = term.wait_for(lambda t: "─ " + last + "  " in t)  # its row in the Tree tab
+    # its row in the Tree tab (an inner node's row has an arrow before its key)
+    shown = term.wait_for(lambda t: any(m + last + "  " in t for m in ("─ ", "▼ ", "▶ ")))
     out["reveal last"] = None if shown is None else time.perf_counter() - sent
     term.settle()
     # Leaves tab key latency: Home, then Down x30
