@@ -57,7 +57,10 @@ def load_target(spec: str, *, trust: bool = False, partial: bool = False) -> tup
             _KEEP.append(loaded)
         return loaded.tree, loaded.format
     if ":" in spec and not spec.startswith(("/", ".")):
-        return _import_target(spec), "python"
+        from ._progress import ReadProgress
+
+        with ReadProgress(spec, verb="importing"):  # the module may take seconds (jax)
+            return _import_target(spec), "python"
     raise CliError(f"{spec}: no such file or directory (and not a module:attr object)")
 
 
