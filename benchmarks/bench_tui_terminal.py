@@ -219,7 +219,8 @@ def run_case(case: dict, src: str | None, tmp: Path) -> dict:
     out["leaves End"] = None if at_end is None else time.perf_counter() - sent
     term.settle()
     sent = term.send(b"\r")
-    shown = term.wait_for(lambda t: "─ " + last + "  " in t)  # its row in the Tree tab
+    # its row in the Tree tab (an inner node's row has an arrow before its key)
+    shown = term.wait_for(lambda t: any(m + last + "  " in t for m in ("─ ", "▼ ", "▶ ")))
     out["reveal last"] = None if shown is None else time.perf_counter() - sent
     term.settle()
     # Leaves tab key latency: Home, then Down x30
@@ -276,6 +277,8 @@ def main(argv: list[str] | None = None) -> None:
         print("| measure | " + " | ".join(labels) + (" | ratio |" if len(labels) == 2 else " |"))
         print("|---" * (len(labels) + 1 + (len(labels) == 2)) + "|")
         for key in by[labels[-1]]:
+            if isinstance(by[labels[-1]][key], list):  # the per-key list: printed above
+                continue
             unit = "MB" if key.endswith("MB") else "s"
             cells = [_fmt(by[lb].get(key), unit) for lb in labels]
             ratio = ""

@@ -237,6 +237,11 @@ def test_cycles_are_leaves_in_every_view():
     cyc = pairs[1][1]
     assert isinstance(cyc, Cycle) and str(cyc.path) == "['a']"
     assert repr(cyc) == "↻ same object as ['a']"
+    from treetool._views import find
+
+    found = [(str(p), x) for p, x in find(tree, "**")]
+    assert [p for p, _ in found] == ["", "['a']", "['a'][0]", "['a'][1]", "['b']"]
+    assert isinstance(found[3][1], Cycle) and str(found[3][1].path) == "['a']"
     index = LeafIndex.build(tree)
     assert index.paths == ["['a'][0]", "['a'][1]", "['b']"]
     assert index.totals.params == 5
@@ -363,6 +368,14 @@ async def test_identical_layers_fold_across_pages():
         rows = tv.root.children[0].children
         assert len(rows) == 1
         assert str(rows[0].label).startswith(f"[0..{3 * PAGE + 16}]  ×{3 * PAGE + 17} Linear")
+        # its members come a page at a time too; revealing the last adds only its page
+        row = tv.reveal(f"['layers'][{3 * PAGE + 16}]")
+        await _settle(app, pilot)
+        assert row is not None and str(app.node.path) == f"['layers'][{3 * PAGE + 16}]"
+        members = rows[0].children
+        kinds = [m.data.kind for m in members]
+        assert kinds.count("node") == PAGE + 17 and kinds.count("more") == 1
+        assert str(members[PAGE].label).startswith(f"… {2 * PAGE:,} more [{PAGE}..{3 * PAGE - 1}]")
 
 
 def test_largest_children_see_every_child():

@@ -75,9 +75,11 @@ class ReadProgress:
     """A context manager that draws a progress line while the `with` body reads `path`.
 
     Args:
-        path: the file being read (its size is the 100% mark).
+        path: the file being read (its size is the 100% mark), or what is being loaded
+            (`module:attr`: the line then shows the elapsed time only).
         stream: where to draw; nothing is drawn unless it is a terminal.
         min_bytes: smaller files get no line.
+        verb: the line's first word (`reading`, `importing`).
 
     Example:
         >>> import io
@@ -87,8 +89,16 @@ class ReadProgress:
         0
     """
 
-    def __init__(self, path: str, *, stream: IO[str] | None = None, min_bytes: int = MIN_BYTES):
+    def __init__(
+        self,
+        path: str,
+        *,
+        stream: IO[str] | None = None,
+        min_bytes: int = MIN_BYTES,
+        verb: str = "reading",
+    ):
         self.path = path
+        self.verb = verb
         self.stream = stream if stream is not None else sys.stderr
         self.min_bytes = min_bytes
         #: how many times the line was drawn
@@ -137,15 +147,17 @@ class ReadProgress:
         """The text of the progress line now."""
         elapsed = time.perf_counter() - self._t0
         name = _plain_name(self.path)
+        if not self._size:
+            return f"{self.verb} {name} · {elapsed:.1f} s"
         now = taken_in()
-        if now is None or self._base is None or not self._size:
-            return f"reading {name} ({_mb(self._size)}) · {elapsed:.1f} s"
+        if now is None or self._base is None:
+            return f"{self.verb} {name} ({_mb(self._size)}) · {elapsed:.1f} s"
         done = min(max(now - self._base, 0), self._size)
         frac = min(done / self._size, 0.99)  # 100% is when the reader returns
         full = int(frac * _WIDTH)
         bar = "━" * full + ("╺" if full < _WIDTH else "") + "━" * max(_WIDTH - full - 1, 0)
         bar = f"\x1b[35m{bar[:full]}\x1b[2m{bar[full:]}\x1b[0m"
-        return f"reading {name}  {bar}  {_mb(done)} of {_mb(self._size)} · {elapsed:.1f} s"
+        return f"{self.verb} {name}  {bar}  {_mb(done)} of {_mb(self._size)} · {elapsed:.1f} s"
 
     def _draw(self) -> None:
         try:

@@ -602,18 +602,37 @@ def find(
     query = Path.parse(pattern).keys
     n = len(query)
     out: list[tuple[Path, Any]] = []
-    stack: list[tuple[Any, tuple[Key, ...], frozenset[int]]] = [(tree, (), start_states(query))]
+    # each entry also links the containers above it, (id, depth, link), to stop at a cycle
+    stack: list[tuple[Any, tuple[Key, ...], frozenset[int], Any]] = [
+        (tree, (), start_states(query), None)
+    ]
     with no_gc():
         while stack:
-            obj, keys, states = stack.pop()
+            obj, keys, states, above = stack.pop()
             kind, kids = children(obj, is_leaf)
+            if kind != LEAF and above is not None:
+                d = len(keys)
+                if d <= 64 or not d & (d - 1):  # deeper, at powers of 2: linear in depth
+                    at = _ancestor(above, id(obj))
+                    if at is not None:  # the same object as an ancestor: a leaf, a Cycle
+                        obj, kind, kids = Cycle(Path._make(keys[:at])), LEAF, []
             if n in states and (not leaves_only or kind == LEAF):
                 out.append((Path._make(keys), obj))
+            link = (id(obj), len(keys), above)
             for k, c in reversed(kids):
                 nxt = step_states(query, states, k)
                 if nxt:
-                    stack.append((c, (*keys, k), nxt))
+                    stack.append((c, (*keys, k), nxt, link))
     return out
+
+
+def _ancestor(link: Any, ident: int) -> int | None:
+    """The depth of the container `ident` among those linked above, or None."""
+    while link is not None:
+        if link[0] == ident:
+            return link[1]
+        link = link[2]
+    return None
 
 
 def has_deep(pattern: Path) -> bool:

@@ -74,7 +74,10 @@ def load_target(
             _KEEP.append(loaded)
         return loaded.tree, loaded.format
     if _is_module_spec(spec):
-        return _import_target(spec), "python"
+        from ._progress import ReadProgress
+
+        with ReadProgress(spec, verb="importing"):  # the module may take seconds (jax)
+            return _import_target(spec), "python"
     raise CliError(f"{spec}: no such file or directory (and not a module:attr object)")
 
 

@@ -20,6 +20,7 @@ from textual.worker import Worker, get_current_worker
 from .._model import Node, view
 from .._text import safe
 from ._workers import report_failure
+from .commands import COMMANDS, TREE_KEYS
 from .leaf_index import Cancelled, LeafIndex, expression, node_chain
 from .messages import LeafChosen, NodeFocused
 from .screens import HelpScreen
@@ -459,7 +460,7 @@ class TreetoolApp(App[None]):
         """Show every key binding."""
         groups: list[tuple[str, list[BindingType]]] = [
             ("Everywhere", list(self.BINDINGS)),
-            ("Tree", list(PytreeTree.BINDINGS) + list(_TREE_KEYS)),
+            ("Tree", list(PytreeTree.BINDINGS) + list(TREE_KEYS)),
             ("Leaves table", list(LeavesTable.BINDINGS)),
             ("Search bar", list(SearchBar.BINDINGS)),
         ]
@@ -573,7 +574,7 @@ class TreetoolApp(App[None]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for title, help_text, action in _COMMANDS:
+        for title, help_text, action in COMMANDS:
             yield SystemCommand(
                 title, help_text, lambda a=action: self.call_later(self.run_action, a)
             )
@@ -589,28 +590,3 @@ class TreetoolApp(App[None]):
                 f"The {title} tab ({n})" if n <= 6 else f"The {title} tab",
                 lambda i=pane.id: self.call_later(self.action_show_tab, i),
             )
-
-
-_TREE_KEYS: tuple[Binding, ...] = (
-    Binding("up,down", "", "Move", tooltip="Move the cursor"),
-    Binding(
-        "enter,space", "", "Toggle", tooltip="Open or close a node; on '… more', add the next page"
-    ),
-    Binding("shift+left", "", "Parent", tooltip="Cursor to the parent"),
-    Binding("shift+up,shift+down", "", "Siblings", tooltip="Previous, next sibling"),
-)
-
-_COMMANDS: tuple[tuple[str, str, str], ...] = (
-    ("Search paths", "Filter and highlight paths by glob or text (/)", "search"),
-    ("Next match", "Jump to the next search match (n)", "next_match"),
-    ("Previous match", "Jump to the previous search match (N)", "prev_match"),
-    ("Copy path as expression", "Copy model.layers[0].weight-style path (y)", "copy_path"),
-    ("Copy keystr path", "Copy the jax keystr form .layers[0].weight (Y)", "copy_keystr"),
-    ("Show Tree tab", "The lazy tree (t)", "show_tab('tree')"),
-    ("Show Leaves tab", "Every leaf in a sortable table (L)", "show_tab('leaves')"),
-    ("Toggle details pane", "Show or hide the details pane (d)", "toggle_details"),
-    ("Compute stats", "Stats of the selected leaf, even a big one (S)", "stats"),
-    ("Clear search", "Close the search and clear its matches (escape)", "clear_search"),
-    ("Sort leaves by next column", "In the Leaves tab (s)", "sort_leaves"),
-    ("Help", "Every key binding (?)", "help"),
-)

@@ -50,7 +50,8 @@ class SearchBar(Horizontal):
     def open(self) -> None:
         """Show the bar and focus its input."""
         self.add_class("-open")
-        self.query_one(Input).focus()
+        # focus now, not after a refresh: keys typed right after `/` go to the input
+        self.screen.set_focus(self.query_one(Input))
 
     def action_close(self) -> None:
         """Hide the bar and clear the search."""

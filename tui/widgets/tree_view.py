@@ -58,6 +58,8 @@ class Entry:
     stop: int = 0
     loaded: bool = False
     top: Node | None = None
+    #: a "more" row of a fold's members: its pages are not folded again
+    flat: bool = False
 
 
 class PytreeTree(Tree[Entry]):
@@ -191,6 +193,7 @@ class PytreeTree(Tree[Entry]):
         start: int,
         end: int | None = None,
         before: TreeNode[Entry] | None = None,
+        fold: bool = True,
     ) -> None:
         """Add rows for children `start:` (a page, up to `end`), then a `… more` row for the
         rest of `start:end`; rows go before `before` when given (a page inside a gap)."""
@@ -199,11 +202,11 @@ class PytreeTree(Tree[Entry]):
         stop = min(end, start + PAGE)
         kids = node.child_range(start, stop)
         budget = self._budget or Budget(LABEL_BUDGET)
-        if len(kids) < 3:  # too few to fold (runs start at 3): no signatures to compute
+        if len(kids) < 3 or not fold:  # runs start at 3; a fold's members are not refolded
             rows = [Row(k) for k in kids]
         else:
             rows = fold_children(kids, Budget(FOLD_BUDGET), scan=PAGE)
-        stop = self._extend_run(node, rows, stop, end)
+            stop = self._extend_run(node, rows, stop, end)
         i = start
         added = []
         for row in rows:
@@ -214,7 +217,7 @@ class PytreeTree(Tree[Entry]):
                 added.append(self._add_child(parent, Entry("node", row.node, i), budget, before))
             i += row.count
         if stop < end:
-            entry = Entry("more", node, stop, end)
+            entry = Entry("more", node, stop, end, flat=not fold)
             parent.add_leaf(self._label(entry, budget), entry, before=before)
         self._fill_missing(added)
 
@@ -293,14 +296,10 @@ class PytreeTree(Tree[Entry]):
                 self._add_entries(tn, entry.node, 0)
             except Exception as e:
                 tn.add_leaf(safe_text(f"⚠ cannot open: {type(e).__name__}: {e}", "bold red"))
-        elif entry.kind == "fold":
+        elif entry.kind == "fold":  # its members, a page at a time
             parent = entry.node.parent
-            budget = self._budget or Budget(LABEL_BUDGET)
-            added = [
-                self._add_child(tn, Entry("node", child, i), budget)
-                for i, child in enumerate(parent.child_range(entry.index, entry.stop), entry.index)  # type: ignore[union-attr]
-            ]
-            self._fill_missing(added)
+            if parent is not None:
+                self._add_entries(tn, parent, entry.index, entry.stop, fold=False)
 
     def more(self, tn: TreeNode[Entry]) -> TreeNode[Entry] | None:
         """Replace a `… more` row by the next page; returns the first new row."""
@@ -309,7 +308,9 @@ class PytreeTree(Tree[Entry]):
         if entry is None or entry.kind != "more" or parent is None:
             return None
         at = parent.children.index(tn)
-        self._add_entries(parent, entry.node, entry.index, entry.stop, before=tn)
+        self._add_entries(
+            parent, entry.node, entry.index, entry.stop, before=tn, fold=not entry.flat
+        )
         tn.remove()
         return parent.children[at] if len(parent.children) > at else None
 
@@ -432,9 +433,9 @@ class PytreeTree(Tree[Entry]):
         page = max(entry.index, idx - idx % PAGE)
         budget = self._budget or Budget(LABEL_BUDGET)
         if page > entry.index:
-            head = Entry("more", entry.node, entry.index, page)
+            head = Entry("more", entry.node, entry.index, page, flat=entry.flat)
             parent.add_leaf(self._label(head, budget), head, before=gap)
-        self._add_entries(parent, entry.node, page, entry.stop, before=gap)
+        self._add_entries(parent, entry.node, page, entry.stop, before=gap, fold=not entry.flat)
         gap.remove()
         for child in parent.children:
             e = child.data
