@@ -146,7 +146,11 @@ async def test_every_tab_shows_hostile_names_plain_and_escaped(hostile):
         await _settle(app, pilot)
         assert app.clipboard == f"['pkl'][\"{CLICK.format(dir=click)}\"]"
         toasts = list(app.screen.query("Toast"))
-        assert toasts and toasts[-1].render().plain == f"copied {app.clipboard}"
+        assert toasts
+        assert toasts[-1].render().plain == (
+            "sent to the terminal clipboard (OSC 52; tmux needs set-clipboard on): "
+            f"path in keystr form\n{app.clipboard}"
+        )
         await _no_click_actions(app, pilot, toasts[-1])
         tv.reveal("['pkl']['\\x1b]52;c;cHduZWQ=\\x07']")
         await _settle(app, pilot)

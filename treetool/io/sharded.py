@@ -12,7 +12,7 @@ Example:
     >>> d = tempfile.mkdtemp()
     >>> tt.save({"a": np.zeros(2, np.float32)}, os.path.join(d, "m-1.safetensors"))
     >>> tt.save({"b": np.ones(3, np.float32)}, os.path.join(d, "m-2.safetensors"))
-    >>> index = {"metadata": {}, "weight_map": {"['a']": "m-1.safetensors", "['b']": "m-2.safetensors"}}
+    >>> index = {"metadata": {}, "weight_map": {"a": "m-1.safetensors", "b": "m-2.safetensors"}}
     >>> with open(os.path.join(d, "m.safetensors.index.json"), "w") as fh:
     ...     json.dump(index, fh)
     >>> tree = tt.load(os.path.join(d, "m.safetensors.index.json"))
