@@ -105,6 +105,9 @@ def campaign(fmt: str, seconds: float, out: str, seed: int, skip: list[str]) -> 
             fh.write(proc.stderr)
         executions += _executions(proc.stderr)
         new = sorted(set(os.listdir(art)) - before)
+        if not new and proc.returncode != 0:  # killed from outside (no libFuzzer report)
+            findings.setdefault(f"exit {proc.returncode} without a report", f"log-{fmt}-{restart}")
+            continue
         if not new:
             break
         for name in new:
