@@ -27,6 +27,7 @@ __all__ = [
     "dtype_name",
     "is_array",
     "is_key",
+    "has_stats",
     "leaf_info",
     "may_be_raw_key",
     "scalar_value",
@@ -709,6 +710,22 @@ def _as_float(chunk: np.ndarray) -> np.ndarray:
     return chunk.astype(np.float32)  # ml_dtypes (bfloat16, float8, int4 …)
 
 
+def has_stats(x: Any) -> bool:
+    """Whether `stats` is defined for `x`'s dtype: numbers (bool, ints, floats incl. ml_dtypes,
+    complex), not strings, records, objects, datetimes or PRNG keys.
+
+    Example:
+        >>> import numpy as np
+        >>> has_stats(np.zeros(2, np.float32)), has_stats(np.array(["a"])), has_stats(np.zeros(1, "M8[s]"))
+        (True, False, False)
+    """
+    try:
+        dt = np.dtype(getattr(x, "dtype", None))
+    except TypeError:  # typed PRNG keys and other dtypes numpy does not know
+        return False
+    return dt.kind in "biufc" or (dt.kind == "V" and dt.type is not np.void)
+
+
 def stats(x: Any, bins: int = 20) -> Stats:
     """Min, max, mean, std, NaN/Inf/zero counts and a histogram, read in chunks.
 
@@ -723,6 +740,8 @@ def stats(x: Any, bins: int = 20) -> Stats:
     """
     if is_key(x) and _is_typed_key_dtype(getattr(x, "dtype", None)):
         raise TypeError("stats of a PRNG key array are not defined; use jax.random.key_data")
+    if not has_stats(x):
+        raise TypeError(f"stats of a {getattr(x, 'dtype', type(x).__name__)} array are not defined")
     size = n = nan = inf = zeros = 0
     lo, hi = math.inf, -math.inf
     mean = m2 = 0.0

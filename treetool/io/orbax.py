@@ -97,17 +97,13 @@ class OrbaxArray(LazyArray):
         try:
             return ts.open(self.spec(), open=True, read=True).result()
         except (ValueError, RuntimeError) as e:
-            raise LoadError(
-                f"{self.file}: cannot open the array: {str(e).splitlines()[0]}"
-            ) from None
+            raise LoadError(f"{self.file}: cannot open the array: {_ts_error(e)}") from None
 
     def _read_block(self, store: Any, index: tuple) -> np.ndarray:
         try:
             return np.asarray(store[index].read().result())
         except (ValueError, RuntimeError) as e:
-            raise LoadError(
-                f"{self.file}: cannot read the array: {str(e).splitlines()[0]}"
-            ) from None
+            raise LoadError(f"{self.file}: cannot read the array: {_ts_error(e)}") from None
 
     def read(self) -> np.ndarray:
         """Read the whole array (refused when it claims far more than is stored)."""
@@ -134,9 +130,7 @@ class OrbaxArray(LazyArray):
         try:
             return np.asarray(store.oindex[picks].read().result())
         except (ValueError, RuntimeError) as e:
-            raise LoadError(
-                f"{self.file}: cannot read the array: {str(e).splitlines()[0]}"
-            ) from None
+            raise LoadError(f"{self.file}: cannot read the array: {_ts_error(e)}") from None
 
     def iter_chunks(self, max_elems: int = 1 << 20) -> Iterator[np.ndarray]:
         """The elements in C order, as 1-D chunks of at most `max_elems`, read slice by slice."""
@@ -146,6 +140,12 @@ class OrbaxArray(LazyArray):
 
     def _open(self) -> IO[bytes]:
         return io.BytesIO(self.read().tobytes())
+
+
+def _ts_error(e: BaseException) -> str:
+    """tensorstore's message without the spec it appends (`[tensorstore_spec=...]`)."""
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    return text.split(" [tensorstore_spec=")[0].split(" [source locations=")[0]
 
 
 def _is_item(path: str) -> bool:
@@ -465,9 +465,7 @@ def _ocdbt_metadata(item: str, walk: _OcdbtWalk | None = None) -> dict[str, Any]
         if found is None:
             found = _ocdbt_read_metadata(ts, item)
     except (ValueError, RuntimeError, KeyError, TypeError) as e:
-        raise LoadError(
-            f"{item}: cannot read the OCDBT metadata: {str(e).splitlines()[0]}"
-        ) from None
+        raise LoadError(f"{item}: cannot read the OCDBT metadata: {_ts_error(e)}") from None
     # arrays of one shape and dtype share their metadata text: each text is parsed once
     parsed = {value: _parse_json(value, f"{item}: zarr metadata") for value in set(found.values())}
     return {name: parsed[value] for name, value in found.items()}
@@ -495,9 +493,7 @@ class _OcdbtWalk:
             base = ts.KvStore.open(file_kvstore(item)).result()
             manifest = ts.ocdbt.dump(base).result()
         except (ValueError, RuntimeError) as e:
-            raise LoadError(
-                f"{item}: cannot read the OCDBT manifest: {str(e).splitlines()[0]}"
-            ) from None
+            raise LoadError(f"{item}: cannot read the OCDBT manifest: {_ts_error(e)}") from None
         versions = manifest.get("versions") or []
         if not versions or manifest.get("version_tree_nodes"):
             # older versions live in version-tree nodes: tensorstore's reads resolve them

@@ -9,7 +9,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from .._arrays import LazyArray, is_array, leaf_info, stats, values_list
+from .._arrays import LazyArray, has_stats, is_array, leaf_info, stats, values_list
 from .._paths import Path
 from .._text import safe, safe_text
 from .labels import fmt_bytes, fmt_count
@@ -58,13 +58,16 @@ class LeafReport:
         st = self._stats()
         out["stats"] = st.to_dict() if st is not None else None
         arr = self._values() if info.params <= 1000 or info.kind != "lazy" else None
-        out["values"] = values_list(arr) if arr is not None and arr.size <= 1000 else None
+        small = arr is not None and arr.size <= 1000 and not _bad_code_points(arr)
+        out["values"] = values_list(arr) if small else None
         if info.shape is None:
             out["value"] = repr(self.value)
         return out
 
     def _stats(self) -> Any:
         if not is_array(self.value) or leaf_info(self.value).is_key:
+            return None
+        if not has_stats(self.value):  # strings, records, datetimes: no numbers to sum
             return None
         if type(self.value).__name__ == "ShapeDtypeStruct":
             return None
@@ -87,7 +90,6 @@ class LeafReport:
         return np.asarray(self.value)
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
-        import numpy as np
 
         info = leaf_info(self.value)
         t = Table.grid(padding=(0, 2))
@@ -122,18 +124,45 @@ class LeafReport:
             parts += [Text(""), s]
         arr = self._values()
         if arr is not None:
-            text = np.array2string(
+            text = _array_text(
                 arr, threshold=200, edgeitems=3, max_line_width=max(options.max_width, 40)
             )
-            parts += [Text(""), Text(text)]
+            parts += [Text(""), Text(safe(text, newlines=True))]
         elif isinstance(self.value, LazyArray) and self.value.size:
             corners = self.value.corners(_EDGE)
             if corners is not None:
-                text = np.array2string(corners, max_line_width=max(options.max_width, 40))
-                parts += [Text(""), Text(f"first and last {_EDGE} along each axis:"), Text(text)]
+                text = _array_text(corners, max_line_width=max(options.max_width, 40))
+                parts += [
+                    Text(""),
+                    Text(f"first and last {_EDGE} along each axis:"),
+                    Text(safe(text, newlines=True)),
+                ]
         elif info.shape is None:
             parts += [Text(""), safe_text(repr(self.value)[:2000])]
         yield Group(*parts)
+
+
+def _array_text(arr: Any, **options: Any) -> str:
+    """`np.array2string`, or one line saying why the values cannot be printed (a file's
+    datetime64 with generic units, say)."""
+    import numpy as np
+
+    if _bad_code_points(arr):
+        return "(values not printable: characters past U+10FFFF)"
+    try:
+        return np.array2string(arr, **options)
+    except (ValueError, TypeError, OverflowError) as e:
+        return f"(values not printable: {str(e).splitlines()[0] if str(e) else type(e).__name__})"
+
+
+def _bad_code_points(arr: Any) -> bool:
+    """A file's unicode array holding code points Python strings cannot (numpy reads any
+    32-bit value; turning one into `str` is a SystemError in CPython)."""
+    import numpy as np
+
+    if arr.dtype.kind != "U" or arr.size == 0:
+        return False
+    return bool((np.ascontiguousarray(arr).view(np.uint32) > 0x10FFFF).any())
 
 
 def leaf_report(path: Path, value: Any) -> Any:
