@@ -18,7 +18,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 from textual.worker import Worker, get_current_worker
 
-from ..._arrays import LazyArray, stats
+from ..._arrays import LazyArray, has_stats, stats
 from ..._model import Aggregates, Node
 from ..._text import safe, safe_text
 from ...render.labels import Budget, dtype_style, fmt_bytes, fmt_count, label
@@ -122,8 +122,14 @@ def _preview(x: Any, width: int = 60) -> str:
             rows = x.shape[0] if x.shape else 1
             row_bytes = max(1, x.nbytes // max(rows, 1))
             take = max(1, min(rows, PREVIEW_BYTES // row_bytes))
-            if x.shape and take < rows:
-                return np.array2string(np.asarray(x[0:take])) + f"\n… first {take} of {rows} rows"
+            if x.shape and take < rows:  # too big to read for a preview
+                dims = "x".join(map(str, x.shape))
+                corners = x.corners(3)
+                if corners is not None:  # what numpy's summary shows: the array's real ends
+                    text = np.array2string(corners)
+                    return f"{text}\n(the first and last 3 along each axis of {dims})"
+                head = np.array2string(np.asarray(x[0:take]))
+                return f"{head}\n(the first {take} of {rows} rows; the array goes on)"
             return np.array2string(np.asarray(x))
         return np.array2string(np.asarray(x))
 
@@ -142,6 +148,12 @@ def compute_parts(node: Node, width: int = 60, totals: Aggregates | None = None)
     if node.is_leaf:
         info = node.info
         if info.shape is not None and info.kind != "abstract" and not info.is_key and info.params:
+            if not has_stats(node.obj):  # strings, records, datetimes: values only
+                try:
+                    out["preview"] = _preview(node.obj, width)
+                except Exception as e:
+                    out["error"] = f"preview failed: {type(e).__name__}: {e}"
+                return out
             try:
                 out["stats"] = stats(node.obj)
             except Exception as e:
