@@ -1,6 +1,6 @@
 """A first look inside a model: paths, one leaf, a layer-level view, a summary, a custom node.
 
-Run: python examples/inspect_model.py
+Run: python examples/inspect_model.py (it builds an optax state: `pip install 'treetool[demo]'`)
 """
 
 from __future__ import annotations

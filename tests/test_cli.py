@@ -176,6 +176,22 @@ def test_demo_prints_the_model_and_its_optimizer_state():
     assert "    ├── [0]  ScaleByAdamState  29.9K params · 119.6 KB" in lines
 
 
+def test_demo_without_optax_is_one_line_naming_the_extra():
+    """optax is only for the demo (`treetool[demo]`): without it, one error line, exit 2."""
+    code = (
+        "import sys; sys.modules['optax'] = None\n"
+        "from treetool.cli import main\n"
+        "sys.exit(main(['demo', '--no-tui']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == ""
+    assert out.stderr == (
+        "treetool: error: treetool demo shows an optax optimizer state and needs optax "
+        "(pip install 'treetool[demo]')\n"
+    )
+
+
 def test_inspect_a_jaxpr_view_prints_its_equations_and_json():
     out = run("inspect", "cli_targets:jaxpr_view", "--no-tui", "--depth", "1")
     assert out.returncode == 0, out.stderr

@@ -105,11 +105,11 @@ def test_saving_loaded_keys_and_functions(tmp_path):
     key = jax.random.split(jax.random.key(3, impl="rbg"), 4)
     t = load(tmp_path, {"k": key, "f": lambda x: x}, dumps=cloudpickle.dumps)
     with pytest.raises(
-        tt.LoadError, match=re.escape("['k'] is a typed PRNG key array (key<rbg>[4])")
+        tt.SaveError, match=re.escape("['k'] is a typed PRNG key array (key<rbg>[4])")
     ):
         tt.save({"k": t["k"]}, str(tmp_path / "k.npz"))
     with pytest.raises(
-        tt.LoadError, match=re.escape("cannot save ['f']: it is the function test_saving")
+        tt.SaveError, match=re.escape("cannot save ['f']: it is the function test_saving")
     ):
         tt.save(t, str(tmp_path / "all.pkl"))
     tt.save({"k": t["k"]}, str(tmp_path / "k.pkl"))  # as the live jax key

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import treetool as tt
-from treetool import LoadError
+from treetool import LoadError, SaveError, TreetoolError
 from treetool.io import GlobalRef, Opaque
 
 
@@ -89,14 +89,36 @@ def test_save_refuses_opaque(tmp_path):
     tree = {"layer": Opaque("mylib.Layer", state={"w": np.ones(2)})}
     for name in ("x.safetensors", "x.npz", "x.pkl"):
         with pytest.raises(
-            LoadError, match=r"cannot save \['layer'\]: it is an opaque mylib.Layer object"
+            SaveError, match=r"cannot save \['layer'\]: it is an opaque mylib.Layer object"
         ):
             tt.save(tree, tmp_path / name)
 
 
 def test_save_unknown_extension(tmp_path):
-    with pytest.raises(LoadError, match=r"cannot tell the format from the extension '\.bin'"):
+    with pytest.raises(SaveError, match=r"cannot tell the format from the extension '\.bin'"):
         tt.save({"w": np.ones(1)}, tmp_path / "x.bin")
+
+
+def test_save_failures_are_save_errors_not_load_errors(tmp_path):
+    """`SaveError` is a sibling of `LoadError`: `except LoadError` around a save catches none."""
+    assert issubclass(SaveError, TreetoolError) and not issubclass(SaveError, LoadError)
+    assert not issubclass(LoadError, SaveError)
+    cases = [
+        ({"w": np.ones(1)}, "x.h5", "h5", r"x\.h5: cannot save as 'h5'; use 'safetensors'"),
+        ({"name": "w"}, "x.npz", None, r"x\.npz: \['name'\] is a str; only arrays and numbers"),
+        (
+            {"t": np.array(["2024-01-01"], "datetime64[D]")},
+            "x.safetensors",
+            None,
+            r"x\.safetensors: safetensors cannot store dtype datetime64\[D\] \(at t\)",
+        ),
+    ]
+    for tree, name, fmt, message in cases:
+        with pytest.raises(SaveError, match=message) as e:
+            tt.save(tree, tmp_path / name, format=fmt)
+        assert not isinstance(e.value, LoadError)
+        assert "\n" not in str(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # refused before anything was written
 
 
 def test_save_pickle_reads_lazy_leaves(tmp_path):

@@ -171,7 +171,7 @@ def test_checkpoint_without_ocdbt(tmp_path, tree):
 
 
 def test_ocdbt_checkpoint_without_tensorstore_is_a_clear_error(standard):
-    """tensorstore comes with orbax, not with treetool: without it, one line that says so."""
+    """tensorstore comes with `treetool[orbax]` (and orbax): without it, one line that says so."""
     import subprocess
     import sys
 
@@ -185,5 +185,6 @@ def test_ocdbt_checkpoint_without_tensorstore_is_a_clear_error(standard):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == (
-        f"{standard}: reading an orbax OCDBT checkpoint needs tensorstore (pip install tensorstore)"
+        f"{standard}: reading an orbax OCDBT checkpoint needs tensorstore "
+        "(pip install 'treetool[orbax]')"
     )

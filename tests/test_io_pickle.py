@@ -6,7 +6,8 @@ import collections
 import os
 import pickle
 import struct
-import time
+import sys
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -16,9 +17,27 @@ from hypothesis import strategies as st
 import treetool as tt
 import treetool.io as tio
 from treetool import LazyArray, LoadError
-from treetool.io.pickle import LAZY_MIN_BYTES, MAX_DEPTH
+from treetool.io.pickle import LAZY_MIN_BYTES, MAX_DEPTH, walk_check
 
 PROTOCOLS = range(pickle.HIGHEST_PROTOCOL + 1)
+
+
+def _walk_check_lines(f):
+    """Load `f` (expecting a LoadError); the lines `walk_check` ran: the work of the tree check."""
+    code, lines = walk_check.__code__, 0
+
+    def local(frame, event, arg):
+        nonlocal lines
+        lines += event == "line"
+        return local
+
+    sys.settrace(lambda frame, event, arg: local if frame.f_code is code else None)
+    try:
+        with pytest.raises(LoadError) as e:
+            tio.read(f)
+    finally:
+        sys.settrace(None)
+    return lines, str(e.value)
 
 
 def _write(tmp_path, obj, protocol=4, name="x.pkl"):
@@ -195,10 +214,14 @@ def test_random_bytes(tmp_path):
 def test_huge_length_claim(tmp_path):
     f = tmp_path / "huge.pkl"
     f.write_bytes(b"\x80\x04\x8e" + struct.pack("<Q", 10**12) + b"abc.")
-    t = time.perf_counter()
-    with pytest.raises(LoadError, match=r"BINBYTES8 needs 1000000000000 bytes, 4 left"):
-        tio.load(f)
-    assert time.perf_counter() - t < 1
+    tracemalloc.start()
+    try:
+        with pytest.raises(LoadError, match=r"BINBYTES8 needs 1000000000000 bytes, 4 left"):
+            tio.load(f)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak  # refused from the claim: nothing of its size was allocated
 
 
 def test_far_memo_index(tmp_path):
@@ -211,10 +234,10 @@ def test_far_memo_index(tmp_path):
 def test_deep_nesting(tmp_path):
     f = tmp_path / "deep.pkl"
     f.write_bytes(b"\x80\x04N" + b"\x85" * 100_000 + b".")
-    t = time.perf_counter()
-    with pytest.raises(LoadError, match=f"nested deeper than {MAX_DEPTH} levels"):
-        tio.load(f)
-    assert time.perf_counter() - t < 2
+    lines, msg = _walk_check_lines(f)
+    assert f"nested deeper than {MAX_DEPTH} levels" in msg
+    # the check stops at the limit: it goes down MAX_DEPTH levels, not the file's 100,000
+    assert lines < 40 * MAX_DEPTH, lines
 
 
 def test_deep_marks(tmp_path):
@@ -239,10 +262,10 @@ def test_shared_reference_bomb(tmp_path):
         parts.append(b"h" + bytes([i]) + b"h" + bytes([i]) + b"\x86\x94")
     f = tmp_path / "bomb.pkl"
     f.write_bytes(b"".join(parts) + b".")
-    t = time.perf_counter()
-    with pytest.raises(LoadError, match="expands to more than"):
-        tio.read(f)
-    assert time.perf_counter() - t < 10
+    lines, msg = _walk_check_lines(f)
+    assert "expands to more than" in msg
+    # each shared level is walked once and its size reused, not walked at every reference
+    assert lines < 5_000, lines
 
 
 def test_wrong_extension_is_detected_by_content(tmp_path):

@@ -7,7 +7,6 @@ import copy
 import dataclasses
 import functools
 import re
-import time
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -349,19 +348,22 @@ def test_every_leaf_of_the_corpus_by_path(name):
     assert before.matches(tree)
 
 
-# --- speed: only the spine is rebuilt ------------------------------------------------------
+# --- work done: only the spine is rebuilt --------------------------------------------------
 
 
-def test_one_replacement_in_a_big_tree_is_fast():
+def test_one_replacement_in_a_big_tree_rebuilds_only_the_spine():
     leaf = np.zeros(2, np.float32)
-    big = {"params": {f"layer_{i}": {"w": leaf, "b": leaf} for i in range(20000)}}
+    big = {"params": {f"layer_{i}": {"w": leaf, "b": leaf} for i in range(2000)}}
+    layers = dict(big["params"])
     new = np.ones(2, np.float32)
-    for where in ("params.layer_12345.w", lambda t: t["params"]["layer_12345"]["w"]):
-        tt.tree_at(where, big, new)
-        start = time.perf_counter()
-        for _ in range(10):
-            out = tt.tree_at(where, big, new)
-        per_call = (time.perf_counter() - start) / 10
-        assert out["params"]["layer_12345"]["w"] is new
-        assert out["params"]["layer_0"] is big["params"]["layer_0"]
-        assert per_call < 0.02, per_call  # a full flatten takes ~50 ms here; the spine ~0.1 ms
+    for where in ("params.layer_1234.w", lambda t: t["params"]["layer_1234"]["w"]):
+        out = tt.tree_at(where, big, new)
+        assert out["params"]["layer_1234"]["w"] is new
+        assert out["params"]["layer_1234"]["b"] is leaf
+        # the three containers on the spine are new; every other subtree is the same object
+        assert out is not big and out["params"] is not big["params"]
+        assert out["params"]["layer_1234"] is not layers["layer_1234"]
+        kept = [k for k, v in out["params"].items() if v is layers[k]]
+        assert len(kept) == 1999 and "layer_1234" not in kept
+        # the input is untouched
+        assert big["params"] == layers and big["params"]["layer_1234"]["w"] is leaf

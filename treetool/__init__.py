@@ -17,6 +17,7 @@ from typing import Any
 
 from ._errors import LoadError as LoadError
 from ._errors import PathError as PathError
+from ._errors import SaveError as SaveError
 from ._errors import SelectionError as SelectionError
 from ._errors import StructureMismatch as StructureMismatch
 from ._errors import TreetoolError as TreetoolError
@@ -94,6 +95,7 @@ __all__ = [
     "LoadError",
     "Path",
     "PathError",
+    "SaveError",
     "SelectionError",
     "StructureMismatch",
     "TreetoolError",

@@ -12,7 +12,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import IO, Any
 
 import numpy as np
@@ -549,13 +549,6 @@ class LeafInfo:
         return self.type_name
 
 
-@dataclass
-class _Facts:
-    shape: tuple[int, ...]
-    dtype: Any
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
 def leaf_info(x: Any) -> LeafInfo:
     """Facts about one leaf, from metadata only.
 
@@ -627,11 +620,6 @@ def _array_info(kind: str, tname: str, shape: tuple, dtype: Any, device: str | N
         typed_key,
         device,
     )
-
-
-def is_key_meta(shape: tuple[int, ...], dtype: Any) -> bool:
-    """`is_key` from a shape and a dtype: only the dtype decides (`key<...>`)."""
-    return _is_typed_key_dtype(dtype)
 
 
 def _jax_info(x: Any, tname: str) -> LeafInfo:

@@ -79,9 +79,21 @@ def TinyTransformer(
 
 
 def demo_tree() -> dict[str, Any]:
-    """`{"model": TinyTransformer, "opt_state": adamw state}`: what `treetool demo` shows."""
+    """`{"model": TinyTransformer, "opt_state": adamw state}`: what `treetool demo` shows.
+
+    optax comes with `treetool[demo]`; without it, a one-line `TreetoolError` says so.
+    """
     import equinox as eqx
-    import optax
+
+    try:
+        import optax
+    except ImportError:
+        from ._errors import TreetoolError
+
+        raise TreetoolError(
+            "treetool demo shows an optax optimizer state and needs optax "
+            "(pip install 'treetool[demo]')"
+        ) from None
 
     model = TinyTransformer()
     opt_state = optax.adamw(1e-3).init(eqx.filter(model, eqx.is_array))

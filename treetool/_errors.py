@@ -7,6 +7,7 @@ from ._text import safe
 __all__ = [
     "LoadError",
     "PathError",
+    "SaveError",
     "SelectionError",
     "StructureMismatch",
     "TreetoolError",
@@ -47,6 +48,27 @@ class LoadError(TreetoolError):
 
     The message is one line: a newline a file put in a key is shown escaped, like every
     control character.
+    """
+
+    def __str__(self) -> str:
+        return safe(Exception.__str__(self))
+
+
+class SaveError(TreetoolError):
+    """A tree that `tt.save` cannot write as asked: an opaque node or function loaded without
+    running its code, a typed PRNG key or a non-array leaf in safetensors/npz, a dtype the
+    format cannot store, an unknown format. A sibling of `LoadError`, not a kind of it.
+
+    The message is one line, naming the file and the path in the tree.
+
+    Example:
+        >>> import numpy as np, tempfile, os, treetool as tt
+        >>> p = os.path.join(tempfile.mkdtemp(), "w.safetensors")
+        >>> try:
+        ...     tt.save({"name": "w"}, p)
+        ... except tt.SaveError as e:
+        ...     print(str(e).replace(p, "w.safetensors"))
+        w.safetensors: ['name'] is a str; only arrays and numbers can be saved here
     """
 
     def __str__(self) -> str:

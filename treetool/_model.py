@@ -248,7 +248,6 @@ class Aggregates:
     nbytes: int = 0
     dtypes: collections.Counter = field(default_factory=collections.Counter)
     tied: int = 0
-    tied_params: int = 0
     complete: bool = True
 
     def to_dict(self) -> dict[str, Any]:
@@ -315,7 +314,6 @@ def aggregate(
                 continue
             if id(x) in seen:
                 agg.tied += 1
-                agg.tied_params += info.params
                 continue
             seen.add(id(x))
             agg.arrays += 1

@@ -74,10 +74,6 @@ class Summary(ReprMixin):
         yield from summary_table(self)
 
 
-def _dtype_text(c: collections.Counter) -> str:
-    return ", ".join(f"{k}×{v}" if v > 1 else k for k, v in c.most_common())
-
-
 def summary(tree: Any, depth: int = 1, is_leaf: IsLeaf = None) -> Summary:
     """Parameters, bytes and dtypes of every subtree at `depth`, with totals.
 

@@ -23,7 +23,6 @@ from ._model import (
     no_gc,
 )
 from ._paths import (
-    DeepWildcard,
     DictKey,
     GetAttrKey,
     Key,
@@ -42,7 +41,6 @@ __all__ = [
     "from_flat_dict",
     "get",
     "leaf_text_chunks",
-    "iter_leaves",
     "iter_leaves_with_paths",
     "leaves_with_paths",
     "nonfinite",
@@ -324,19 +322,6 @@ def leaf_text_chunks(tree: Any, is_leaf: IsLeaf = None) -> Iterator[list[tuple[s
     """`(keystr, leaf)` pairs in jax's order, in lists of a few thousand: the cheapest walk
     when only the text of each path is needed (no Path objects, no generator step per leaf)."""
     return _walk(tree, is_leaf, True)
-
-
-def iter_leaves(tree: Any, is_leaf: IsLeaf = None) -> Iterator[Any]:
-    """Yield the leaves in jax's order, iteratively, without building any path."""
-    stack = [tree]
-    pop, extend = stack.pop, stack.extend
-    while stack:
-        obj = pop()
-        kind, kids = children(obj, is_leaf)
-        if kind == LEAF:
-            yield obj
-        else:
-            extend(c for _, c in reversed(kids))
 
 
 def leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, Any]]:
@@ -633,11 +618,6 @@ def _ancestor(link: Any, ident: int) -> int | None:
             return link[1]
         link = link[2]
     return None
-
-
-def has_deep(pattern: Path) -> bool:
-    """Whether a pattern holds `**`."""
-    return any(type(k) is DeepWildcard for k in pattern)
 
 
 # --- numbers ------------------------------------------------------------------------------

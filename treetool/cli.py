@@ -223,17 +223,6 @@ def _console(stderr: bool = False) -> Any:
     )
 
 
-def _leaf_record(path: Any, info: Any) -> dict[str, Any]:
-    return {
-        "path": str(path),
-        "shape": list(info.shape) if info.shape is not None else None,
-        "dtype": info.dtype,
-        "nbytes": info.nbytes,
-        "device": info.device,
-        "type": info.type_name,
-    }
-
-
 class _Records(list):
     """Leaf records already encoded as JSON text, one per leaf (see `_print_json`)."""
 

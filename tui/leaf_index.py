@@ -125,7 +125,6 @@ class LeafIndex:
                 if info.shape is not None:
                     if id(leaf) in seen:
                         totals.tied += 1
-                        totals.tied_params += info.params
                     else:
                         seen.add(id(leaf))
                         totals.arrays += 1

@@ -191,7 +191,7 @@ def test_a_tree_at_the_depth_limit_diffs_and_saves(plain, tmp_path):
     small = {"w": tree["w"], "deep": tree["k0"]}
     tt.save(small, tmp_path / "out.safetensors")
     assert tt.load(tmp_path / "out.safetensors")["w"].shape == (64, 64)
-    with pytest.raises(LoadError, match="nested too deeply to pickle"):
+    with pytest.raises(tt.SaveError, match="nested too deeply to pickle"):
         tt.save(small, tmp_path / "out.pkl")
     assert not (tmp_path / "out.pkl").exists()
 

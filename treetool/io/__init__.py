@@ -362,7 +362,8 @@ def save(tree: Any, path: str | os.PathLike, format: str | None = None) -> None:
     dotted path (`params.w`, `layers.0.weight`: the names Hugging Face and `safetensors.flax`
     use) and keeps the key paths in `__metadata__["treetool_paths"]`; when two paths would get
     one dotted name, the key paths are the names. Either way `load` gives back the nested dicts
-    and lists. `LazyArray` leaves are read; `Opaque` nodes are refused.
+    and lists. `LazyArray` leaves are read; `Opaque` nodes are refused. What cannot be saved
+    raises `SaveError` (one line naming the file and the path in the tree).
 
     Example:
         >>> import numpy as np, tempfile, os, treetool as tt

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._arrays import LazyArray, is_array, is_key, leaf_info
 from .._callables import OpaqueFunction
-from .._errors import LoadError
+from .._errors import SaveError
 from .._prng import KeyArray
 from ._opaque import GlobalRef, Opaque
 
@@ -22,13 +22,13 @@ _EXT = {".safetensors": "safetensors", ".npz": "npz", ".pkl": "pickle", ".pickle
 def _format_of(path: str, format: str | None) -> str:
     if format is not None:
         if format not in ("safetensors", "npz", "pickle"):
-            raise LoadError(
+            raise SaveError(
                 f"{path}: cannot save as {format!r}; use 'safetensors', 'npz' or 'pickle'"
             )
         return format
     ext = os.path.splitext(path)[1].lower()
     if ext not in _EXT:
-        raise LoadError(
+        raise SaveError(
             f"{path}: cannot tell the format from the extension {ext or '(none)'!r}; "
             "pass format='safetensors', 'npz' or 'pickle'"
         )
@@ -46,12 +46,12 @@ def _flat_paths(tree: Any, path: str, arrays_only: bool) -> list[tuple[Any, Any]
     out: list[tuple[Any, Any]] = []
     for p, leaf in iter_leaves_with_paths(tree):
         if is_key(leaf):
-            raise LoadError(
+            raise SaveError(
                 f"{path}: {p} is a typed PRNG key array ({leaf_info(leaf).label}); save its key "
                 "data (jax.random.key_data) or use format='pickle'"
             )
         if arrays_only and not (is_array(leaf) or isinstance(leaf, bool | int | float | complex)):
-            raise LoadError(
+            raise SaveError(
                 f"{path}: {p} is a {type(leaf).__name__}; only arrays and numbers can be saved here"
             )
         out.append((p, leaf))
@@ -80,7 +80,7 @@ def _check_no_opaque(tree: Any, path: str) -> None:
 
 
 def _refuse(path: str, where: str, obj: Any) -> None:
-    raise LoadError(
+    raise SaveError(
         f"{path}: cannot save {where or 'the tree'}: it is an opaque {obj.class_path} object that was "
         "loaded without running its code; replace it (tt.tree_at) or load the source with trust=True"
     )
@@ -100,7 +100,7 @@ def _materialize(tree: Any, path: str, refuse_opaque: bool = True) -> Any:
         if type(x) is KeyArray:  # a key loaded from a file is saved as the live jax key
             return x.to_jax()
         if type(x) is OpaqueFunction:
-            raise LoadError(
+            raise SaveError(
                 f"{path}: cannot save {where or 'the tree'}: it is the function {x.label}, loaded "
                 "without running its code; replace it (tt.tree_at) or load the source with "
                 "trust=True"
@@ -142,7 +142,7 @@ def save(tree: Any, path: str, format: str | None = None) -> None:
             # both the walk here and the pickler recurse once per level
             if opened:
                 os.unlink(path)  # a partial pickle
-            raise LoadError(
+            raise SaveError(
                 f"{path}: the tree is nested too deeply to pickle (Python's recursion limit); "
                 "save it as safetensors or npz, which store flat key paths"
             ) from None

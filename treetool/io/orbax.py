@@ -431,7 +431,8 @@ def _tensorstore(item: str) -> Any:
         import tensorstore
     except ImportError:
         raise LoadError(
-            f"{item}: reading an orbax OCDBT checkpoint needs tensorstore (pip install tensorstore)"
+            f"{item}: reading an orbax OCDBT checkpoint needs tensorstore "
+            "(pip install 'treetool[orbax]')"
         ) from None
     return tensorstore
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .._arrays import LazyArray
-from .._errors import LoadError
+from .._errors import LoadError, SaveError
 from ._keys import tree_from_keystrs
 from ._limits import check_json_text, check_shape
 from ._source import Source, source_for
@@ -187,7 +187,7 @@ def write(flat: dict[str, Any], path: str, metadata: dict[str, str] | None = Non
         arr = np.asarray(leaf, order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
         dt = _NAMES.get(arr.dtype.name)
         if dt is None:
-            raise LoadError(f"{path}: safetensors cannot store dtype {arr.dtype.name} (at {name})")
+            raise SaveError(f"{path}: safetensors cannot store dtype {arr.dtype.name} (at {name})")
         header[name] = {
             "dtype": dt,
             "shape": list(arr.shape),
