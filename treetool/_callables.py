@@ -15,7 +15,6 @@ label never shows a memory address.
 from __future__ import annotations
 
 import functools
-import hashlib
 import types
 from typing import Any
 
@@ -55,6 +54,8 @@ def code_key(co_code: Any, names: Any, consts: Any) -> str | None:
     names = tuple(n for n in names if type(n) is str) if isinstance(names, tuple) else ()
     simple = (int, float, str, bytes, bool, complex, type(None))
     kept = tuple(repr(c) for c in consts if type(c) in simple) if isinstance(consts, tuple) else ()
+    import hashlib  # here: _hashlib costs ~3 ms at every CLI start otherwise
+
     h = hashlib.sha1(bytes(co_code), usedforsecurity=False)
     h.update(repr((names, kept)).encode("utf-8", "backslashreplace"))
     return h.hexdigest()[:16]
