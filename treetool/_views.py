@@ -16,6 +16,8 @@ from ._model import (
     Cycle,
     IsLeaf,
     Node,
+    NodeError,
+    Unopened,
     asks_jax,
     children,
     jax_children,
@@ -70,12 +72,17 @@ class _Deep(Exception):
     """The fast walk went deeper than `_DEEP` characters of path: maybe a cycle."""
 
 
-def _walk(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, Any]]]:
+def _walk(
+    tree: Any, is_leaf: IsLeaf, texts: bool, errors: bool = False
+) -> Iterator[list[tuple[Any, Any]]]:
     """The leaves with their paths, in jax's order, in lists of a few thousand.
 
     The fast walk (`_walk_fast`) knows nothing of cycles; past `_DEEP` characters of path it
     hands over to `_walk_nodes`, which follows the Node model and yields a `Cycle` where a
     node is one of its own ancestors (a list that contains itself), so no walk loops.
+
+    A node whose flatten raises stops the walk with a `NodeError` naming its path; with
+    `errors`, the walk goes on through `_walk_nodes`, which yields an `Unopened` in its place.
     """
     done = 0
     last: Any = None
@@ -87,8 +94,11 @@ def _walk(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, A
         return
     except _Deep:
         pass
+    except NodeError:
+        if not errors:
+            raise
     skip = done
-    for chunk in _walk_nodes(tree, is_leaf, texts):
+    for chunk in _walk_nodes(tree, is_leaf, texts, errors):
         if skip:
             if skip >= len(chunk):
                 skip -= len(chunk)
@@ -119,8 +129,12 @@ def _diverged(last: Any) -> TreetoolError:
     )
 
 
-def _walk_nodes(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, Any]]]:
+def _walk_nodes(
+    tree: Any, is_leaf: IsLeaf, texts: bool, errors: bool = False
+) -> Iterator[list[tuple[Any, Any]]]:
     """`_walk` through the Node model: slower, any depth, a `Cycle` for each cycle.
+
+    A node that cannot be opened raises a `NodeError`, or with `errors` is an `Unopened`.
 
     Paths are built as the fast walk builds them: text per edge, keys only when asked.
     """
@@ -133,6 +147,10 @@ def _walk_nodes(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[
             n, text, link = stack.pop()
             if n.is_leaf:
                 x = n.obj if n.cycle is None else Cycle(n.cycle.path)
+                if n.error is not None:
+                    if not errors:
+                        raise NodeError(text, n.error)
+                    x = Unopened(n.error)
                 if texts:
                     out.append((text, x))
                 else:
@@ -256,27 +274,31 @@ def _walk_fast(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[A
         elif obj is not None:
             # other nodes: their keys, children, and the text of each step
             kids = None
-            if asks_jax(t):
-                fields = module_fields(t, obj)
-                if fields is not None:  # an equinox module: its fields, read as equinox does
-                    keys, steps = fields
-                    try:
-                        kids = list(map(attr(obj, "__dict__").__getitem__, keys))
-                    except KeyError:  # a field left unset: equinox's own flatten says what
-                        kids = None
-                    else:
-                        ctx = (link, GetAttrKey)
+            try:  # a node whose flatten raises: a NodeError naming its path
+                if asks_jax(t):
+                    fields = module_fields(t, obj)
+                    if fields is not None:  # an equinox module: its fields, as equinox reads
+                        keys, steps = fields
+                        try:
+                            kids = list(map(attr(obj, "__dict__").__getitem__, keys))
+                        except KeyError:  # a field left unset: equinox's own flatten says what
+                            kids = None
+                        else:
+                            ctx = (link, GetAttrKey)
+                    if kids is None:
+                        # a node registered with jax (flax struct, optax state, ...): jax's own
+                        # keys, converted to ours only when a path is asked for its keys
+                        pairs = jax_children(obj)
+                        if pairs is not None:
+                            keys = [k for k, _ in pairs]
+                            kids = [c for _, c in pairs]
+                            steps = list(map(str, keys))
+                            ctx = (link, from_jax_key)
                 if kids is None:
-                    # a node registered with jax (flax struct, optax state, ...): jax's own
-                    # keys, converted to ours only when a path is asked for its keys
-                    pairs = jax_children(obj)
-                    if pairs is not None:
-                        keys = [k for k, _ in pairs]
-                        kids = [c for _, c in pairs]
-                        steps = list(map(str, keys))
-                        ctx = (link, from_jax_key)
+                    kind, pairs = children(obj, is_leaf)
+            except Exception as e:
+                raise NodeError(text, f"{type(e).__name__}: {e}") from e
             if kids is None:
-                kind, pairs = children(obj, is_leaf)
                 if kind == LEAF:  # a leaf of a type that may yet be registered: not cached
                     if texts:
                         append((text, obj))
@@ -345,6 +367,9 @@ def leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, Any
     One iterative walk (any depth), each path string built once per edge of the tree, key
     entries built only when a path is asked for them.
 
+    A node whose flatten raises cannot give its leaves: this raises `NodeError` (a
+    `TreetoolError`) naming its path; `render`, `summary` and `view` show it in place.
+
     Example:
         >>> [(str(p), x) for p, x in leaves_with_paths({"b": (1, 2), "a": None})]
         [("['b'][0]", 1), ("['b'][1]", 2)]
@@ -359,6 +384,8 @@ def leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, Any
 def flatten(tree: Any, is_leaf: IsLeaf = None) -> tuple[list[Any], Any]:
     """`(leaves, treedef)`, exactly as `jax.tree_util.tree_flatten`.
 
+    Where jax's flatten raises in a node, this raises `NodeError` naming the node's path.
+
     Example:
         >>> leaves, treedef = flatten({"a": 1, "b": [2, 3]})
         >>> leaves
@@ -368,7 +395,22 @@ def flatten(tree: Any, is_leaf: IsLeaf = None) -> tuple[list[Any], Any]:
     """
     import jax
 
-    return jax.tree_util.tree_flatten(tree, is_leaf=is_leaf)
+    try:
+        return jax.tree_util.tree_flatten(tree, is_leaf=is_leaf)
+    except TreetoolError:
+        raise
+    except Exception as e:
+        raise _where_flatten_fails(tree, is_leaf, e) from e
+
+
+def _where_flatten_fails(tree: Any, is_leaf: IsLeaf, e: Exception) -> NodeError:
+    """The `NodeError` of the first node whose flatten raises (found by walking again)."""
+    try:
+        for _ in _walk(tree, is_leaf, True):
+            pass
+    except NodeError as found:
+        return found
+    return NodeError("", f"{type(e).__name__}: {e}")
 
 
 def unflatten(treedef: Any, leaves: Any) -> Any:
