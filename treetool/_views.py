@@ -342,10 +342,14 @@ def _walk_fast(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[A
         yield out
 
 
-def leaf_text_chunks(tree: Any, is_leaf: IsLeaf = None) -> Iterator[list[tuple[str, Any]]]:
+def leaf_text_chunks(
+    tree: Any, is_leaf: IsLeaf = None, errors: bool = False
+) -> Iterator[list[tuple[str, Any]]]:
     """`(keystr, leaf)` pairs in jax's order, in lists of a few thousand: the cheapest walk
-    when only the text of each path is needed (no Path objects, no generator step per leaf)."""
-    return _walk(tree, is_leaf, True)
+    when only the text of each path is needed (no Path objects, no generator step per leaf).
+    With `errors`, a node whose flatten raises is an `Unopened` at its path (else a
+    `NodeError`)."""
+    return _walk(tree, is_leaf, True, errors)
 
 
 def iter_leaves(tree: Any, is_leaf: IsLeaf = None) -> Iterator[Any]:
