@@ -17,7 +17,7 @@ import numpy as np
 
 from .._arrays import LazyArray, LeafInfo, leaf_info
 from .._model import Aggregates, Node, no_gc
-from .._views import CycleDiverged, _walk_nodes, find, iter_leaves_with_paths
+from .._views import CycleDiverged, _walk, _walk_nodes, find
 
 __all__ = [
     "COLUMNS",
@@ -85,10 +85,12 @@ class LeafIndex:
     ) -> LeafIndex:
         """Walk `tree` once; `cancelled()` is polled every 4096 leaves (raises `Cancelled`).
 
-        A cycle (a list that contains itself) is one leaf, a `Cycle`, at the repeated node.
+        A cycle (a list that contains itself) is one leaf, a `Cycle`, at the repeated node; a
+        node whose flatten raises is one leaf, an `Unopened` carrying its error, at its path.
         """
+        pairs = (px for chunk in _walk(tree, is_leaf, False, True) for px in chunk)
         try:
-            return cls._build(iter_leaves_with_paths(tree, is_leaf), cancelled)
+            return cls._build(pairs, cancelled)
         except CycleDiverged:
             # a cycle in a wide node that the fast walk cannot take back: walk the Node model
             return cls._build(_careful_pairs(tree, is_leaf), cancelled)
@@ -211,7 +213,7 @@ class LeafIndex:
 
 def _careful_pairs(tree: Any, is_leaf: Callable[[Any], bool] | None) -> Any:
     """Every leaf through the Node model: a `Cycle` where a node is its own ancestor."""
-    for chunk in _walk_nodes(tree, is_leaf, False):
+    for chunk in _walk_nodes(tree, is_leaf, False, True):
         yield from chunk
 
 
