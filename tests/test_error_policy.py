@@ -94,11 +94,16 @@ def test_cli_inspect_and_ls_json_list_an_error_entry():
         errors = [r for r in data["leaves"] if "error" in r]
         assert errors == [{"path": p, "error": MSG} for p in BROKEN]
         assert data["totals"] == {"leaves": 3, "params": 3, "bytes": 24, "errors": 2}
+    only = json.loads(_cli("ls", "error_targets:TREE", "deep.x[1]", "--json").stdout)
+    assert only["leaves"] == [{"path": BROKEN[1], "error": MSG}]
+    assert only["totals"] == {"leaves": 3, "params": 3, "bytes": 24, "errors": 2}
 
 
 def test_cli_ls_one_line_per_broken_node():
     out = _cli("ls", "error_targets:TREE")
-    assert out.returncode == 0, out.stderr
+    globbed = _cli("ls", "error_targets:TREE", "**")
+    assert out.returncode == 0 and globbed.returncode == 0, out.stderr + globbed.stderr
+    assert globbed.stdout == out.stdout
     assert out.stdout.splitlines() == [
         f"['bad']\t!\terror: {MSG}",
         "['deep']['x'][0]\t-\t1",
@@ -164,6 +169,15 @@ def test_tui_open_expand_leaves_tab_and_search():
             assert set(BROKEN) <= set(paths) and "['ok']" in paths
             await pilot.press("slash", "*", "*")
             await settle(app, pilot)
-            assert app.is_running  # the search worker did not take the app down
+            assert app.matches == [
+                "['bad']",
+                "['deep']",
+                "['deep']['x']",
+                "['deep']['x'][0]",
+                "['deep']['x'][1]",
+                "['odd']",
+                "['ok']",
+            ]
+            assert app.is_running  # no worker took the app down
 
     asyncio.run(run())

@@ -51,6 +51,7 @@ __all__ = [
     "resolve",
     "to_flat_dict",
     "unflatten",
+    "unopened_or_leaf",
 ]
 
 
@@ -638,7 +639,8 @@ def find(
     """Every node (or leaf) whose path matches a glob, in depth-first (jax) order.
 
     `*` matches one step, `**` any number of steps, `[*]` any index; names match loosely
-    (`.bias` finds `['bias']`). Subtrees that cannot match are not walked.
+    (`.bias` finds `['bias']`). Subtrees that cannot match are not walked. A node whose
+    flatten raises is matched as a leaf (the object itself, as `get` returns it).
 
     Example:
         >>> tree = {"layers": [{"w": 1, "b": 2}, {"w": 3, "b": 4}]}
@@ -655,7 +657,10 @@ def find(
     with no_gc():
         while stack:
             obj, keys, states, above = stack.pop()
-            kind, kids = children(obj, is_leaf)
+            try:
+                kind, kids = children(obj, is_leaf)
+            except Exception:  # a node whose flatten raises: matched as a leaf, as `get` gives it
+                kind, kids = LEAF, []
             if kind != LEAF and above is not None:
                 d = len(keys)
                 if d <= 64 or not d & (d - 1):  # deeper, at powers of 2: linear in depth
@@ -670,6 +675,22 @@ def find(
                 if nxt:
                     stack.append((c, (*keys, k), nxt, link))
     return out
+
+
+def unopened_or_leaf(x: Any) -> Any:
+    """`x`, or an `Unopened` with its error when `x` is a node whose flatten raises.
+
+    Example:
+        >>> unopened_or_leaf(3)
+        3
+    """
+    if type(x) in LEAF_TYPES:
+        return x
+    try:
+        children(x)
+    except Exception as e:
+        return Unopened(f"{type(e).__name__}: {e}")
+    return x
 
 
 def _ancestor(link: Any, ident: int) -> int | None:

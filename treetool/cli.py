@@ -246,9 +246,10 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
 
     with no_gc():
         if pattern:
-            from ._views import find
+            from ._views import find, unopened_or_leaf
 
-            chunks: Any = [[(str(p), x) for p, x in find(tree, pattern, leaves_only=True)]]
+            found = find(tree, pattern, leaves_only=True)
+            chunks: Any = [[(str(p), unopened_or_leaf(x)) for p, x in found]]
         else:  # only the text of each path is needed: the walk makes no Path objects
             from ._views import leaf_text_chunks
 
@@ -339,8 +340,15 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
         if errors:
             totals["errors"] = errors
         if pattern:
-            agg = aggregate(tree)
-            totals = {"leaves": agg.leaves, "params": agg.params, "bytes": agg.nbytes}
+            try:
+                agg = aggregate(tree)
+                totals = {"leaves": agg.leaves, "params": agg.params, "bytes": agg.nbytes}
+            except Exception:  # a node whose flatten raises: the summary's tolerant count
+                from ._summary import summary
+
+                t = summary(tree, depth=0).total
+                totals = {"leaves": t.leaves, "params": t.params, "bytes": t.nbytes}
+                totals["errors"] = t.errors
     return {"format": fmt, **_files.file_facts(tree), "totals": totals, "leaves": records}
 
 
@@ -555,7 +563,11 @@ def cmd_ls(args: argparse.Namespace) -> int:
                 dtype = dtypes[info.dtype] = safe(str(info.dtype))
             out.write(f"{path}\t{list(info.shape)}\t{dtype}\n")
         else:
-            out.write(f"{path}\t-\t{leaf_text(Node(x))}\n")
+            node = Node(x)
+            if node.is_leaf and node.error is not None:  # a broken node matched by a glob
+                out.write(f"{path}\t!\t{safe('error: ' + node.error)}\n")
+            else:
+                out.write(f"{path}\t-\t{leaf_text(node)}\n")
         count += 1
     if args.glob and count == 0:
         raise CliError(f"{args.target}: no leaf matches {args.glob!r}")
