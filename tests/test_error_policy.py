@@ -22,7 +22,6 @@ from error_targets import fixed, tree
 from rich.console import Console
 
 import treetool as tt
-from treetool._model import NodeError
 
 TESTS = Path(__file__).parent
 TREETOOL = str(Path(sys.executable).with_name("treetool"))
@@ -78,7 +77,7 @@ def test_summary_counts_and_lists_errors():
 def test_flat_views_raise_a_treetool_error_naming_the_path():
     t = tree()
     for fn in (tt.leaves_with_paths, tt.to_flat_dict, tt.flatten):
-        with pytest.raises(NodeError) as e:
+        with pytest.raises(tt.NodeError) as e:
             fn(t)
         assert isinstance(e.value, tt.TreetoolError)
         assert str(e.value) == f"['bad']: cannot open this node: {MSG}"

@@ -26,7 +26,16 @@ from ._paths import DictKey, GetAttrKey, Key, Path, SequenceKey, from_jax_key
 from ._repr import ReprMixin
 from ._text import safe
 
-__all__ = ["Aggregates", "Cycle", "Node", "children", "register_flattener", "view"]
+__all__ = [
+    "Aggregates",
+    "Cycle",
+    "Node",
+    "NodeError",
+    "Unopened",
+    "children",
+    "register_flattener",
+    "view",
+]
 
 IsLeaf = Callable[[Any], bool] | None
 
