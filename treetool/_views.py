@@ -275,31 +275,33 @@ def _walk_fast(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[A
         elif obj is not None:
             # other nodes: their keys, children, and the text of each step
             kids = None
-            try:  # a node whose flatten raises: a NodeError naming its path
-                if asks_jax(t):
-                    fields = module_fields(t, obj)
-                    if fields is not None:  # an equinox module: its fields, as equinox reads
-                        keys, steps = fields
-                        try:
-                            kids = list(map(attr(obj, "__dict__").__getitem__, keys))
-                        except KeyError:  # a field left unset: equinox's own flatten says what
-                            kids = None
-                        else:
-                            ctx = (link, GetAttrKey)
-                    if kids is None:
-                        # a node registered with jax (flax struct, optax state, ...): jax's own
-                        # keys, converted to ours only when a path is asked for its keys
-                        pairs = jax_children(obj)
-                        if pairs is not None:
-                            keys = [k for k, _ in pairs]
-                            kids = [c for _, c in pairs]
-                            steps = list(map(str, keys))
-                            ctx = (link, from_jax_key)
+            if asks_jax(t):
+                fields = module_fields(t, obj)
+                if fields is not None:  # an equinox module: its fields, read as equinox does
+                    keys, steps = fields
+                    try:
+                        kids = list(map(attr(obj, "__dict__").__getitem__, keys))
+                    except KeyError:  # a field left unset: equinox's own flatten says what
+                        kids = None
+                    else:
+                        ctx = (link, GetAttrKey)
                 if kids is None:
-                    kind, pairs = children(obj, is_leaf)
-            except Exception as e:
-                raise NodeError(text, f"{type(e).__name__}: {e}") from e
+                    # a node registered with jax (flax struct, optax state, ...): jax's own
+                    # keys, converted to ours only when a path is asked for its keys
+                    try:
+                        pairs = jax_children(obj)
+                    except Exception as e:  # its flatten raises: a NodeError naming its path
+                        raise NodeError(text, f"{type(e).__name__}: {e}") from e
+                    if pairs is not None:
+                        keys = [k for k, _ in pairs]
+                        kids = [c for _, c in pairs]
+                        steps = list(map(str, keys))
+                        ctx = (link, from_jax_key)
             if kids is None:
+                try:
+                    kind, pairs = children(obj, is_leaf)
+                except Exception as e:  # its flatten raises: a NodeError naming its path
+                    raise NodeError(text, f"{type(e).__name__}: {e}") from e
                 if kind == LEAF:  # a leaf of a type that may yet be registered: not cached
                     if texts:
                         append((text, obj))
