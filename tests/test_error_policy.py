@@ -139,6 +139,18 @@ def test_diff_reports_the_broken_node_at_its_path():
     assert json.loads(out.stdout)["kinds"]["error"] == 2
 
 
+def test_diff_reports_a_leaf_whose_facts_fail_at_its_path():
+    import jax.numpy as jnp
+
+    gone = jnp.ones(4)
+    gone.delete()  # its shape is known, its data is not: comparing it raises in jax
+    d = tt.diff({"gone": gone, "ok": np.ones(2)}, {"gone": jnp.ones(4), "ok": np.ones(2)})
+    assert [(c.path, c.kind, c.detail) for c in d] == [("['gone']", "error", {"leaf": True})]
+    assert "deleted" in d.changes[0].before
+    assert "['gone']  error  cannot compare these leaves · RuntimeError: Array has been" in _text(d)
+    assert tt.summary({"gone": gone}).total.params == 4  # facts without data still count
+
+
 def test_tui_open_expand_leaves_tab_and_search():
     from treetool.tui import TreetoolApp
     from treetool.tui.widgets import LeavesTable, PytreeTree

@@ -252,12 +252,15 @@ def _same_treedef_leaf_changes(
         return None
     found = []
     compare = cmp.compare
-    for i, x in enumerate(la):
-        y = lb[i]
-        if x is not y:
-            r = compare(x, y)
-            if r is not None:
-                found.append((i, r))
+    try:
+        for i, x in enumerate(la):
+            y = lb[i]
+            if x is not y:
+                r = compare(x, y)
+                if r is not None:
+                    found.append((i, r))
+    except Exception:  # a leaf whose facts fail (a deleted array): the walk reports it
+        return None
     if not found:
         return []
     if len(found) > _DESCENTS:
@@ -334,7 +337,11 @@ class _Walker:
                 self.emit(ka, kb, "error", err_a, err_b, {})
                 continue
             if kind_a == LEAF and kind_b == LEAF:
-                r = compare(a, b)
+                try:
+                    r = compare(a, b)
+                except Exception as e:  # a leaf whose facts fail (a deleted array)
+                    self.emit(ka, kb, "error", f"{type(e).__name__}: {e}", None, {"leaf": True})
+                    continue
                 if r is not None:
                     self.emit(ka, kb, *r)
                 continue
