@@ -180,7 +180,21 @@ def test_tui_open_expand_leaves_tab_and_search():
             await settle(app, pilot)
             table = app.query_one(LeavesTable)
             paths = [table.path_at(i) for i in range(table.row_count)]
-            assert set(BROKEN) <= set(paths) and "['ok']" in paths
+            assert paths == [
+                "['bad']",
+                "['deep']['x'][0]",
+                "['deep']['x'][1]",
+                "['odd']",
+                "['ok']",
+            ]
+            index = app.index
+            assert [index.cell("type", i) for i in range(5)] == [
+                f"⚠ {MSG}",
+                "int",
+                f"⚠ {MSG}",
+                "BadShape",
+                "f64[3]",
+            ]
             await pilot.press("slash", "*", "*")
             await settle(app, pilot)
             assert app.matches == [

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .._arrays import LazyArray, LeafInfo, leaf_info
-from .._model import Aggregates, Node, no_gc
+from .._model import Aggregates, Node, Unopened, no_gc
 from .._views import CycleDiverged, _walk, _walk_nodes, find
 
 __all__ = [
@@ -137,6 +137,8 @@ class LeafIndex:
                 paths.append(str(path))
                 leaves.append(leaf)
                 label = info.label if info.shape is not None else info.type_name
+                if t is Unopened:  # a node whose flatten raised: its error is its type cell
+                    label = f"⚠ {leaf.error}"
                 types.append(intern.setdefault(label, label))
                 dt = info.dtype or ""
                 dtypes.append(intern.setdefault(dt, dt))
