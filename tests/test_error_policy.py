@@ -173,6 +173,9 @@ def test_tui_open_expand_leaves_tab_and_search():
             await settle(app, pilot)
             assert str(app.node.path) == "['deep']['x'][1]"
             assert app.node.error == MSG
+            assert str(app.query_one("#totals").render()) == (
+                "3 leaves · 3 params · 24 B · f64×1 · 2 errors · host"
+            )
             facts = Console(width=100, file=io.StringIO(), color_system=None)
             facts.print(app.query_one("#details-facts").content)
             assert f"error  {MSG}" in facts.file.getvalue()

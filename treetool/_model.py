@@ -297,6 +297,8 @@ class Aggregates:
     tied: int = 0
     tied_params: int = 0
     complete: bool = True
+    #: nodes that could not be opened (their flatten raised); not counted as leaves
+    errors: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly dict."""

@@ -123,7 +123,10 @@ class LeafIndex:
                         info = facts[k] = leaf_info(leaf)
                 else:
                     info = leaf_info(leaf)
-                totals.leaves += 1
+                if t is Unopened:  # a node whose flatten raised: a row, counted as an error
+                    totals.errors += 1
+                else:
+                    totals.leaves += 1
                 if info.shape is not None:
                     if id(leaf) in seen:
                         totals.tied += 1
