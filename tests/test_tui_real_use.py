@@ -116,21 +116,43 @@ def test_a_clean_quit_is_not_a_crash():
 
 
 @_sync
-async def test_failing_flatten_in_the_index_worker_keeps_the_app():
+async def test_failing_flatten_is_an_index_entry_at_its_path():
     tree = {"ok": np.ones(3, np.float32), "zbad": Broken()}
     app = TreetoolApp(tree)
     async with app.run_test(size=SIZE) as pilot:
         await _settle(app, pilot)
         assert app.is_running
-        assert app.index is None
-        bar = _plain(app.query_one(TotalsBar))
-        assert "index failed: RuntimeError: flatten exploded" in bar
-        assert any("flatten exploded" in n.message for n in app._notifications)
+        assert app.index is not None and app.index.paths == ["['ok']", "['zbad']"]
         # the tree still browses, with the error on the broken row
         await pilot.press("down", "down")
         await _settle(app, pilot)
         assert str(app.node.path) == "['zbad']"
         assert "flatten exploded" in str(app.query_one(PytreeTree).cursor_node.label)
+
+
+class _Marked:
+    """A leaf that a test's `is_leaf` refuses to judge."""
+
+
+@_sync
+async def test_a_failing_index_worker_keeps_the_app():
+    def is_leaf(x) -> bool:
+        if isinstance(x, _Marked):
+            raise RuntimeError("is_leaf exploded")
+        return False
+
+    app = TreetoolApp({"ok": np.ones(3, np.float32), "zbad": _Marked()}, is_leaf=is_leaf)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        assert app.is_running
+        assert app.index is None
+        bar = _plain(app.query_one(TotalsBar))
+        assert "index failed: RuntimeError: is_leaf exploded" in bar
+        assert any("is_leaf exploded" in n.message for n in app._notifications)
+        await pilot.press("down", "down")
+        await _settle(app, pilot)
+        assert str(app.node.path) == "['zbad']"
+        assert "is_leaf exploded" in str(app.query_one(PytreeTree).cursor_node.label)
 
 
 # --- 3, 15: search in a worker, reveal by page, search semantics ----------------------------

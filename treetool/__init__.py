@@ -40,6 +40,7 @@ _LAZY: dict[str, str] = {
     "nonfinite": "treetool._views",
     "view": "treetool._model",
     "Node": "treetool._model",
+    "NodeError": "treetool._model",
     # custom nodes
     "pytree_node": "treetool._nodes",
     "static": "treetool._nodes",

@@ -32,7 +32,7 @@ from ._repr import ReprMixin
 __all__ = ["KINDS", "Change", "TreeDiff", "diff", "explain", "explain_mismatch"]
 
 #: kinds of change, most significant first
-KINDS = ("added", "removed", "node_type", "static", "shape", "dtype", "value", "sharding")
+KINDS = ("error", "added", "removed", "node_type", "static", "shape", "dtype", "value", "sharding")
 
 _SEQUENCES = (LIST, TUPLE)
 # dicts whose children come in sorted key order (an OrderedDict keeps insertion order)
@@ -252,12 +252,15 @@ def _same_treedef_leaf_changes(
         return None
     found = []
     compare = cmp.compare
-    for i, x in enumerate(la):
-        y = lb[i]
-        if x is not y:
-            r = compare(x, y)
-            if r is not None:
-                found.append((i, r))
+    try:
+        for i, x in enumerate(la):
+            y = lb[i]
+            if x is not y:
+                r = compare(x, y)
+                if r is not None:
+                    found.append((i, r))
+    except Exception:  # a leaf whose facts fail (a deleted array): the walk reports it
+        return None
     if not found:
         return []
     if len(found) > _DESCENTS:
@@ -320,10 +323,25 @@ class _Walker:
                 continue
             if a is b:
                 continue
-            kind_a, kids_a = children(a, is_leaf)
-            kind_b, kids_b = children(b, is_leaf)
+            try:  # a node whose flatten raises: an "error" change at its path, never a crash
+                kind_a, kids_a = children(a, is_leaf)
+                err_a = None
+            except Exception as e:
+                err_a = f"{type(e).__name__}: {e}"
+            try:
+                kind_b, kids_b = children(b, is_leaf)
+                err_b = None
+            except Exception as e:
+                err_b = f"{type(e).__name__}: {e}"
+            if err_a is not None or err_b is not None:
+                self.emit(ka, kb, "error", err_a, err_b, {})
+                continue
             if kind_a == LEAF and kind_b == LEAF:
-                r = compare(a, b)
+                try:
+                    r = compare(a, b)
+                except Exception as e:  # a leaf whose facts fail (a deleted array)
+                    self.emit(ka, kb, "error", f"{type(e).__name__}: {e}", None, {"leaf": True})
+                    continue
                 if r is not None:
                     self.emit(ka, kb, *r)
                 continue

@@ -21,11 +21,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._arrays import LeafInfo, is_array, leaf_info
+from ._errors import TreetoolError
 from ._paths import DictKey, GetAttrKey, Key, Path, SequenceKey, from_jax_key
 from ._repr import ReprMixin
 from ._text import safe
 
-__all__ = ["Aggregates", "Cycle", "Node", "children", "register_flattener", "view"]
+__all__ = [
+    "Aggregates",
+    "Cycle",
+    "Node",
+    "NodeError",
+    "Unopened",
+    "children",
+    "register_flattener",
+    "view",
+]
 
 IsLeaf = Callable[[Any], bool] | None
 
@@ -210,6 +220,43 @@ def no_gc() -> Iterator[None]:
             gc.enable()
 
 
+class NodeError(TreetoolError):
+    """A node whose flatten raised, met by a view that cannot show it in place.
+
+    The views that show a tree (`render`, HTML, `summary`, the TUI, `diff`) show such a node
+    as an error entry at its path; the flat views (`leaves_with_paths`, `flatten`,
+    `to_flat_dict`), which cannot leave a leaf out, raise this instead, naming the path.
+
+    Example:
+        >>> str(NodeError("['bad']", "RuntimeError: flatten exploded"))
+        "['bad']: cannot open this node: RuntimeError: flatten exploded"
+    """
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path or '<root>'}: cannot open this node: {message}")
+        self.path = path
+        self.message = message
+
+
+class Unopened:
+    """A node that could not be opened (its flatten raised), in place of its leaves.
+
+    The tolerant walks put one where the node was, so a count can list it as an error.
+
+    Example:
+        >>> Unopened("RuntimeError: flatten exploded")
+        ⚠ RuntimeError: flatten exploded
+    """
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+    def __repr__(self) -> str:
+        return safe(f"⚠ {self.error}")
+
+
 class Cycle:
     """A reference back to an ancestor (a list that contains itself): shown as a leaf.
 
@@ -249,6 +296,8 @@ class Aggregates:
     dtypes: collections.Counter = field(default_factory=collections.Counter)
     tied: int = 0
     complete: bool = True
+    #: nodes that could not be opened (their flatten raised); not counted as leaves
+    errors: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly dict."""
@@ -417,7 +466,6 @@ class Node(ReprMixin):
                 # A node that cannot be opened is shown as a leaf; renderers show the error.
                 self.kind, self._kids = LEAF, []
                 self.error = f"{type(e).__name__}: {e}"
-                raise
             if self.kind != LEAF and self.parent is not None:
                 d = self.depth
                 if d <= _CYCLE_NEAR or not d & (d - 1):

@@ -1,7 +1,8 @@
 """`summary(tree, depth)`: parameters, bytes and dtypes per subtree, with honest totals.
 
 An array that appears at several paths (tied weights) is counted once in the totals and the
-summary lists where it appears; sub-byte dtypes (int4) count their real bytes.
+summary lists where it appears; sub-byte dtypes (int4) count their real bytes. A node whose
+flatten raises is counted as an error in its row and listed with its path and message.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._arrays import leaf_info
-from ._model import IsLeaf, no_gc, view
+from ._model import IsLeaf, Unopened, no_gc, view
 from ._repr import ReprMixin
-from ._views import iter_leaves_with_paths
+from ._views import _walk
 
 __all__ = ["Summary", "SummaryRow", "summary"]
 
@@ -28,10 +29,12 @@ class SummaryRow:
     params: int = 0
     nbytes: int = 0
     dtypes: collections.Counter = field(default_factory=collections.Counter)
+    #: nodes in this subtree that could not be opened (their flatten raised)
+    errors: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-friendly dict."""
-        return {
+        """A JSON-friendly dict; `errors` is there only when some node could not be opened."""
+        d = {
             "path": self.path,
             "type": self.type,
             "leaves": self.leaves,
@@ -39,6 +42,9 @@ class SummaryRow:
             "bytes": self.nbytes,
             "dtypes": dict(self.dtypes),
         }
+        if self.errors:
+            d["errors"] = self.errors
+        return d
 
 
 @dataclass
@@ -46,21 +52,24 @@ class Summary(ReprMixin):
     """Per-subtree totals at one depth, plus totals over the whole tree.
 
     `tied` lists arrays found at more than one path: `(paths, params)`; they are counted once
-    in `total`, but in every row they appear in.
+    in `total`, but in every row they appear in. `errors` lists the nodes that could not be
+    opened (their flatten raised): `(path, "Type: message")`; their leaves are not counted.
     """
 
     depth: int
     rows: list[SummaryRow]
     total: SummaryRow
     tied: list[tuple[list[str], int]]
+    errors: list[tuple[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-friendly dict: `{"depth", "rows", "totals", "tied"}`."""
+        """A JSON-friendly dict: `{"depth", "rows", "totals", "tied", "errors"}`."""
         return {
             "depth": self.depth,
             "rows": [r.to_dict() for r in self.rows],
             "totals": self.total.to_dict(),
             "tied": [{"paths": p, "params": n} for p, n in self.tied],
+            "errors": [{"path": p, "error": m} for p, m in self.errors],
         }
 
     def __str__(self) -> str:
@@ -103,10 +112,16 @@ def summary(tree: Any, depth: int = 1, is_leaf: IsLeaf = None) -> Summary:
     total = SummaryRow("total", root.type_name)
     by_id: dict[int, list[str]] = {}
     params_of: dict[int, int] = {}
+    errors: list[tuple[str, str]] = []
     with no_gc():
-        for p, x in iter_leaves_with_paths(tree, is_leaf):
-            info = leaf_info(x)
+        for p, x in (px for chunk in _walk(tree, is_leaf, False, True) for px in chunk):
             row = rows[str(p[:depth])] if len(p) >= depth else rows[str(p)]
+            if type(x) is Unopened:  # a node whose flatten raised: an error at its path
+                row.errors += 1
+                total.errors += 1
+                errors.append((str(p), x.error))
+                continue
+            info = leaf_info(x)
             row.leaves += 1
             total.leaves += 1
             if info.shape is None:
@@ -122,4 +137,4 @@ def summary(tree: Any, depth: int = 1, is_leaf: IsLeaf = None) -> Summary:
                 total.nbytes += info.nbytes
                 total.dtypes[info.dtype] += 1
     tied = [(paths, params_of[i]) for i, paths in by_id.items() if len(paths) > 1]
-    return Summary(depth, [rows[k] for k in order], total, tied)
+    return Summary(depth, [rows[k] for k in order], total, tied, errors)

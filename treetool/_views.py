@@ -16,6 +16,8 @@ from ._model import (
     Cycle,
     IsLeaf,
     Node,
+    NodeError,
+    Unopened,
     asks_jax,
     children,
     jax_children,
@@ -47,6 +49,7 @@ __all__ = [
     "resolve",
     "to_flat_dict",
     "unflatten",
+    "unopened_or_leaf",
 ]
 
 
@@ -68,12 +71,17 @@ class _Deep(Exception):
     """The fast walk went deeper than `_DEEP` characters of path: maybe a cycle."""
 
 
-def _walk(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, Any]]]:
+def _walk(
+    tree: Any, is_leaf: IsLeaf, texts: bool, errors: bool = False
+) -> Iterator[list[tuple[Any, Any]]]:
     """The leaves with their paths, in jax's order, in lists of a few thousand.
 
     The fast walk (`_walk_fast`) knows nothing of cycles; past `_DEEP` characters of path it
     hands over to `_walk_nodes`, which follows the Node model and yields a `Cycle` where a
     node is one of its own ancestors (a list that contains itself), so no walk loops.
+
+    A node whose flatten raises stops the walk with a `NodeError` naming its path; with
+    `errors`, the walk goes on through `_walk_nodes`, which yields an `Unopened` in its place.
     """
     done = 0
     last: Any = None
@@ -85,8 +93,11 @@ def _walk(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, A
         return
     except _Deep:
         pass
+    except NodeError:
+        if not errors:
+            raise
     skip = done
-    for chunk in _walk_nodes(tree, is_leaf, texts):
+    for chunk in _walk_nodes(tree, is_leaf, texts, errors):
         if skip:
             if skip >= len(chunk):
                 skip -= len(chunk)
@@ -117,8 +128,12 @@ def _diverged(last: Any) -> TreetoolError:
     )
 
 
-def _walk_nodes(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[Any, Any]]]:
+def _walk_nodes(
+    tree: Any, is_leaf: IsLeaf, texts: bool, errors: bool = False
+) -> Iterator[list[tuple[Any, Any]]]:
     """`_walk` through the Node model: slower, any depth, a `Cycle` for each cycle.
+
+    A node that cannot be opened raises a `NodeError`, or with `errors` is an `Unopened`.
 
     Paths are built as the fast walk builds them: text per edge, keys only when asked.
     """
@@ -131,6 +146,10 @@ def _walk_nodes(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[
             n, text, link = stack.pop()
             if n.is_leaf:
                 x = n.obj if n.cycle is None else Cycle(n.cycle.path)
+                if n.error is not None:
+                    if not errors:
+                        raise NodeError(text, n.error)
+                    x = Unopened(n.error)
                 if texts:
                     out.append((text, x))
                 else:
@@ -267,14 +286,20 @@ def _walk_fast(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[A
                 if kids is None:
                     # a node registered with jax (flax struct, optax state, ...): jax's own
                     # keys, converted to ours only when a path is asked for its keys
-                    pairs = jax_children(obj)
+                    try:
+                        pairs = jax_children(obj)
+                    except Exception as e:  # its flatten raises: a NodeError naming its path
+                        raise NodeError(text, f"{type(e).__name__}: {e}") from e
                     if pairs is not None:
                         keys = [k for k, _ in pairs]
                         kids = [c for _, c in pairs]
                         steps = list(map(str, keys))
                         ctx = (link, from_jax_key)
             if kids is None:
-                kind, pairs = children(obj, is_leaf)
+                try:
+                    kind, pairs = children(obj, is_leaf)
+                except Exception as e:  # its flatten raises: a NodeError naming its path
+                    raise NodeError(text, f"{type(e).__name__}: {e}") from e
                 if kind == LEAF:  # a leaf of a type that may yet be registered: not cached
                     if texts:
                         append((text, obj))
@@ -318,10 +343,14 @@ def _walk_fast(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[A
         yield out
 
 
-def leaf_text_chunks(tree: Any, is_leaf: IsLeaf = None) -> Iterator[list[tuple[str, Any]]]:
+def leaf_text_chunks(
+    tree: Any, is_leaf: IsLeaf = None, errors: bool = False
+) -> Iterator[list[tuple[str, Any]]]:
     """`(keystr, leaf)` pairs in jax's order, in lists of a few thousand: the cheapest walk
-    when only the text of each path is needed (no Path objects, no generator step per leaf)."""
-    return _walk(tree, is_leaf, True)
+    when only the text of each path is needed (no Path objects, no generator step per leaf).
+    With `errors`, a node whose flatten raises is an `Unopened` at its path (else a
+    `NodeError`)."""
+    return _walk(tree, is_leaf, True, errors)
 
 
 def leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, Any]]:
@@ -329,6 +358,9 @@ def leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, Any
 
     One iterative walk (any depth), each path string built once per edge of the tree, key
     entries built only when a path is asked for them.
+
+    A node whose flatten raises cannot give its leaves: this raises `NodeError` (a
+    `TreetoolError`) naming its path; `render`, `summary` and `view` show it in place.
 
     Example:
         >>> [(str(p), x) for p, x in leaves_with_paths({"b": (1, 2), "a": None})]
@@ -344,6 +376,8 @@ def leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, Any
 def flatten(tree: Any, is_leaf: IsLeaf = None) -> tuple[list[Any], Any]:
     """`(leaves, treedef)`, exactly as `jax.tree_util.tree_flatten`.
 
+    Where jax's flatten raises in a node, this raises `NodeError` naming the node's path.
+
     Example:
         >>> leaves, treedef = flatten({"a": 1, "b": [2, 3]})
         >>> leaves
@@ -353,7 +387,22 @@ def flatten(tree: Any, is_leaf: IsLeaf = None) -> tuple[list[Any], Any]:
     """
     import jax
 
-    return jax.tree_util.tree_flatten(tree, is_leaf=is_leaf)
+    try:
+        return jax.tree_util.tree_flatten(tree, is_leaf=is_leaf)
+    except TreetoolError:
+        raise
+    except Exception as e:
+        raise _where_flatten_fails(tree, is_leaf, e) from e
+
+
+def _where_flatten_fails(tree: Any, is_leaf: IsLeaf, e: Exception) -> NodeError:
+    """The `NodeError` of the first node whose flatten raises (found by walking again)."""
+    try:
+        for _ in _walk(tree, is_leaf, True):
+            pass
+    except NodeError as found:
+        return found
+    return NodeError("", f"{type(e).__name__}: {e}")
 
 
 def unflatten(treedef: Any, leaves: Any) -> Any:
@@ -577,7 +626,8 @@ def find(
     """Every node (or leaf) whose path matches a glob, in depth-first (jax) order.
 
     `*` matches one step, `**` any number of steps, `[*]` any index; names match loosely
-    (`.bias` finds `['bias']`). Subtrees that cannot match are not walked.
+    (`.bias` finds `['bias']`). Subtrees that cannot match are not walked. A node whose
+    flatten raises is matched as a leaf (the object itself, as `get` returns it).
 
     Example:
         >>> tree = {"layers": [{"w": 1, "b": 2}, {"w": 3, "b": 4}]}
@@ -594,7 +644,10 @@ def find(
     with no_gc():
         while stack:
             obj, keys, states, above = stack.pop()
-            kind, kids = children(obj, is_leaf)
+            try:
+                kind, kids = children(obj, is_leaf)
+            except Exception:  # a node whose flatten raises: matched as a leaf, as `get` gives it
+                kind, kids = LEAF, []
             if kind != LEAF and above is not None:
                 d = len(keys)
                 if d <= 64 or not d & (d - 1):  # deeper, at powers of 2: linear in depth
@@ -609,6 +662,22 @@ def find(
                 if nxt:
                     stack.append((c, (*keys, k), nxt, link))
     return out
+
+
+def unopened_or_leaf(x: Any) -> Any:
+    """`x`, or an `Unopened` with its error when `x` is a node whose flatten raises.
+
+    Example:
+        >>> unopened_or_leaf(3)
+        3
+    """
+    if type(x) in LEAF_TYPES:
+        return x
+    try:
+        children(x)
+    except Exception as e:
+        return Unopened(f"{type(e).__name__}: {e}")
+    return x
 
 
 def _ancestor(link: Any, ident: int) -> int | None:

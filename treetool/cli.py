@@ -231,24 +231,25 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
     """The `inspect --json` / `ls --json` object; one pass over the leaves without a filter."""
     from ._arrays import LazyArray, leaf_info
     from ._callables import callable_identity
-    from ._model import aggregate, no_gc
+    from ._model import Unopened, aggregate, no_gc
 
     with no_gc():
         if pattern:
-            from ._views import find
+            from ._views import find, unopened_or_leaf
 
-            chunks: Any = [[(str(p), x) for p, x in find(tree, pattern, leaves_only=True)]]
+            found = find(tree, pattern, leaves_only=True)
+            chunks: Any = [[(str(p), unopened_or_leaf(x)) for p, x in found]]
         else:  # only the text of each path is needed: the walk makes no Path objects
             from ._views import leaf_text_chunks
 
-            chunks = leaf_text_chunks(tree)
+            chunks = leaf_text_chunks(tree, errors=True)  # a broken node: an "error" entry
         from json.encoder import encode_basestring as q
 
         import numpy as np
 
         records, seen = _Records(), set()
         append, add = records.append, seen.add
-        leaves = params = nbytes = 0
+        leaves = params = nbytes = errors = 0
         # numpy and lazy (file) leaves of one type, shape and dtype share the tail of their
         # record and their counts: their facts depend on nothing else
         tails: dict[tuple[Any, Any, Any], tuple[str, int, int]] = {}
@@ -300,6 +301,10 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
                         params += facts[1]
                         nbytes += facts[2]
                     continue
+                if t is Unopened:  # a node whose flatten raised: its message at its path
+                    append(f'{{"path": {q(text)}, "error": {q(x.error)}}}')
+                    errors += 1
+                    continue
                 info = leaf_info(x)
                 shape = info.shape
                 if shape is None:
@@ -320,10 +325,19 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
                     add(id(x))
                     params += info.params
                     nbytes += info.nbytes
-        totals = {"leaves": leaves, "params": params, "bytes": nbytes}
+        totals = {"leaves": leaves - errors, "params": params, "bytes": nbytes}
+        if errors:
+            totals["errors"] = errors
         if pattern:
-            agg = aggregate(tree)
-            totals = {"leaves": agg.leaves, "params": agg.params, "bytes": agg.nbytes}
+            try:
+                agg = aggregate(tree)
+                totals = {"leaves": agg.leaves, "params": agg.params, "bytes": agg.nbytes}
+            except Exception:  # a node whose flatten raises: the summary's tolerant count
+                from ._summary import summary
+
+                t = summary(tree, depth=0).total
+                totals = {"leaves": t.leaves, "params": t.params, "bytes": t.nbytes}
+                totals["errors"] = t.errors
     return {"format": fmt, **_files.file_facts(tree), "totals": totals, "leaves": records}
 
 
@@ -510,17 +524,23 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(_json_listing(tree, fmt, args.glob))
         return EXIT_OK
-    from ._views import find, iter_leaves_with_paths
+    from ._views import _walk, find
 
-    pairs = find(tree, args.glob, leaves_only=True) if args.glob else iter_leaves_with_paths(tree)
+    if args.glob:
+        pairs: Any = find(tree, args.glob, leaves_only=True)
+    else:  # a node whose flatten raised is one line: its path and its error
+        pairs = (px for chunk in _walk(tree, None, False, True) for px in chunk)
     from ._arrays import leaf_info
-    from ._model import Node
+    from ._model import Node, Unopened
     from .render.labels import leaf_text
 
     out = sys.stdout
     count = 0
     dtypes: dict[Any, str] = {}  # a file's dtype names, escaped once each
     for p, x in pairs:
+        if type(x) is Unopened:
+            out.write(f"{safe(str(p))}\t!\t{safe('error: ' + x.error)}\n")
+            continue
         info = leaf_info(x)
         # one line per leaf, whatever the file named it: `safe` escapes newlines and tabs
         path = str(p)
@@ -532,7 +552,11 @@ def cmd_ls(args: argparse.Namespace) -> int:
                 dtype = dtypes[info.dtype] = safe(str(info.dtype))
             out.write(f"{path}\t{list(info.shape)}\t{dtype}\n")
         else:
-            out.write(f"{path}\t-\t{leaf_text(Node(x))}\n")
+            node = Node(x)
+            if node.is_leaf and node.error is not None:  # a broken node matched by a glob
+                out.write(f"{path}\t!\t{safe('error: ' + node.error)}\n")
+            else:
+                out.write(f"{path}\t-\t{leaf_text(node)}\n")
         count += 1
     if args.glob and count == 0:
         raise CliError(f"{args.target}: no leaf matches {args.glob!r}")
@@ -554,6 +578,11 @@ def cmd_get(args: argparse.Namespace) -> int:
     from ._views import get
 
     value = get(tree, path)
+    from ._model import Node
+
+    node = Node(value)
+    if node.is_leaf and node.error is not None:  # a node whose flatten raised
+        raise CliError(f"{args.target}: {path}: cannot open this node: {node.error}")
     from .render.leaf import leaf_report
 
     report = leaf_report(path, value)

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from .._arrays import LazyArray, LeafInfo, leaf_info
-from .._model import Aggregates, Node, no_gc
-from .._views import CycleDiverged, _walk_nodes, find, iter_leaves_with_paths
+from .._model import Aggregates, Node, Unopened, no_gc
+from .._views import CycleDiverged, _walk, _walk_nodes, find
 
 __all__ = [
     "COLUMNS",
@@ -85,10 +85,12 @@ class LeafIndex:
     ) -> LeafIndex:
         """Walk `tree` once; `cancelled()` is polled every 4096 leaves (raises `Cancelled`).
 
-        A cycle (a list that contains itself) is one leaf, a `Cycle`, at the repeated node.
+        A cycle (a list that contains itself) is one leaf, a `Cycle`, at the repeated node; a
+        node whose flatten raises is one leaf, an `Unopened` carrying its error, at its path.
         """
+        pairs = (px for chunk in _walk(tree, is_leaf, False, True) for px in chunk)
         try:
-            return cls._build(iter_leaves_with_paths(tree, is_leaf), cancelled)
+            return cls._build(pairs, cancelled)
         except CycleDiverged:
             # a cycle in a wide node that the fast walk cannot take back: walk the Node model
             return cls._build(_careful_pairs(tree, is_leaf), cancelled)
@@ -121,7 +123,10 @@ class LeafIndex:
                         info = facts[k] = leaf_info(leaf)
                 else:
                     info = leaf_info(leaf)
-                totals.leaves += 1
+                if t is Unopened:  # a node whose flatten raised: a row, counted as an error
+                    totals.errors += 1
+                else:
+                    totals.leaves += 1
                 if info.shape is not None:
                     if id(leaf) in seen:
                         totals.tied += 1
@@ -134,6 +139,8 @@ class LeafIndex:
                 paths.append(str(path))
                 leaves.append(leaf)
                 label = info.label if info.shape is not None else info.type_name
+                if t is Unopened:  # a node whose flatten raised: its error is its type cell
+                    label = f"⚠ {leaf.error}"
                 types.append(intern.setdefault(label, label))
                 dt = info.dtype or ""
                 dtypes.append(intern.setdefault(dt, dt))
@@ -210,7 +217,7 @@ class LeafIndex:
 
 def _careful_pairs(tree: Any, is_leaf: Callable[[Any], bool] | None) -> Any:
     """Every leaf through the Node model: a `Cycle` where a node is its own ancestor."""
-    for chunk in _walk_nodes(tree, is_leaf, False):
+    for chunk in _walk_nodes(tree, is_leaf, False, True):
         yield from chunk
 
 

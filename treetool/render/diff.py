@@ -85,6 +85,12 @@ def change_text(c: Any) -> str:
             text = " · ".join(parts)
             if "sharding" in d:
                 text += f" · sharding {d['sharding'][0]} → {d['sharding'][1]}"
+    elif k == "error":  # a node whose flatten raised, on one side or both
+        if d.get("leaf"):  # comparing two leaves raised (a deleted array): on either side
+            text = f"cannot compare these leaves · {safe(str(c.before))}"
+        else:
+            sides = [f"{w}: {safe(m)}" for w, m in (("before", c.before), ("after", c.after)) if m]
+            text = "cannot open this node · " + " · ".join(sides)
     else:  # node_type, sharding
         text = f"{c.before} → {c.after}"
     if "path_before" in d:

@@ -32,6 +32,8 @@ def summary_table(s: Any) -> Iterator[Any]:
     t.add_column("%", justify="right", footer="100%" if total.params else "")
     t.add_column("bytes", justify="right", footer=fmt_bytes(total.nbytes))
     t.add_column("dtypes", footer=safe_text(_dtypes(total.dtypes)), style="cyan")
+    if total.errors:
+        t.add_column("errors", justify="right", footer=fmt_count(total.errors), style="red")
     for r in s.rows:
         pct = f"{100 * r.params / total.params:.1f}%" if total.params else ""
         t.add_row(
@@ -42,8 +44,11 @@ def summary_table(s: Any) -> Iterator[Any]:
             pct,
             fmt_bytes(r.nbytes),
             Text(_dtypes(r.dtypes)),
+            *([fmt_count(r.errors) if r.errors else ""] if total.errors else []),
         )
     yield t
+    for path, message in s.errors:
+        yield Text(f"error: {safe(path or '(root)')}: {safe(message)}", style="bold red")
     for paths, params in s.tied:
         yield Text(
             f"tied: one array at {len(paths)} paths ({safe(', '.join(paths))}), "

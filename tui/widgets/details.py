@@ -77,6 +77,8 @@ def leaf_facts(node: Node) -> list[tuple[str, Any]]:
         )
     elif type(obj).__name__ == "OpaqueFunction":  # a function from a file, named, not run
         rows.append(("not executed", Text(f"{obj.kind} {obj.label}", "bold red")))
+    if node.error is not None:  # a node whose flatten raised: shown as a leaf with its error
+        rows.append(("error", safe_text(node.error, "bold red")))
     if info.shape is not None:
         rows.append(("shape", str(info.shape)))
         rows.append(("dtype", safe_text(info.dtype, dtype_style(info.dtype))))

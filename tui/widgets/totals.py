@@ -42,6 +42,8 @@ def totals_text(agg: Aggregates | None, devices: dict[str, int] | None) -> Text:
             t.append(f" +{len(agg.dtypes) - 6}", style="dim")
     if agg.tied:
         t.append(f" · {agg.tied:,} tied", style="yellow")
+    if agg.errors:  # nodes whose flatten raised: each shown at its path
+        t.append(f" · {_count(agg.errors, 'error', 'errors')}", style="bold red")
     if devices is None:
         t.append(" · devices…", style="dim italic")
     elif devices:
