@@ -24,6 +24,7 @@ from typing import Any
 from ._align import align, signature, type_key
 from ._callables import callable_identity, same_callable
 from ._compare import LeafComparer, leaf_label, no_address
+from ._errors import TreetoolError
 from ._explain import explain, explain_mismatch
 from ._model import CUSTOM, LEAF, LIST, TUPLE, IsLeaf, aggregate, children, no_gc, node_data
 from ._paths import GetAttrKey, Key, Path
@@ -259,6 +260,8 @@ def _same_treedef_leaf_changes(
                 r = compare(x, y)
                 if r is not None:
                     found.append((i, r))
+    except TreetoolError:
+        raise  # the file cannot be read as asked: an error of the input, not a difference
     except Exception:  # a leaf whose facts fail (a deleted array): the walk reports it
         return None
     if not found:
@@ -339,6 +342,8 @@ class _Walker:
             if kind_a == LEAF and kind_b == LEAF:
                 try:
                     r = compare(a, b)
+                except TreetoolError:
+                    raise  # a file that cannot be read as asked (a refused size claim): one line
                 except Exception as e:  # a leaf whose facts fail (a deleted array)
                     self.emit(ka, kb, "error", f"{type(e).__name__}: {e}", None, {"leaf": True})
                     continue
