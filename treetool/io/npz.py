@@ -316,35 +316,27 @@ def _read_zip(
             key = name[:-4] if name.endswith(".npy") else name
             where = f"{path}[{name}]"
             try:
-                leaf = _read_member(zf, src, raw, info, where, trust, lazy, partial, blocked)
-            except LoadError as e:
+                leaf = _member(zf, src, raw, info, where, size, trust, lazy, partial, blocked)
+            except (LoadError, *_DAMAGE) as e:
+                # what zipfile and zlib raise on damage is one LoadError too
+                err = e if isinstance(e, LoadError) else _damaged(where, e)
                 if not partial:
-                    raise
-                error = str(e)  # --partial: the members before the damaged one
+                    raise err from None
+                error = str(err)  # --partial: the members before the damaged one
                 break
             flat[key] = leaf
     return Loaded(tree_from_keystrs(flat), format, sorted(blocked), error)
 
 
-def _read_member(
-    zf: zipfile.ZipFile,
-    src: Source,
-    raw: IO[bytes],
-    info: zipfile.ZipInfo,
-    where: str,
-    trust: bool,
-    lazy: bool,
-    partial: bool,
-    blocked: set[str],
-) -> Any:
-    """`_member`, with what zipfile and zlib raise on damage as one `LoadError`."""
-    try:
-        return _member(zf, src, raw, info, where, trust, lazy, partial, blocked)
-    except (
-        zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError,
-        ValueError, OverflowError, struct.error,
-    ) as e:  # fmt: skip
-        raise LoadError(f"{where}: damaged member: {_damage(e)}") from None
+#: what zipfile, zlib and struct raise on a damaged member
+_DAMAGE = (
+    zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError,
+    ValueError, OverflowError, struct.error,
+)  # fmt: skip
+
+
+def _damaged(where: str, e: BaseException) -> LoadError:
+    return LoadError(f"{where}: damaged member: {_damage(e)}")
 
 
 def _member(
@@ -353,13 +345,13 @@ def _member(
     raw: IO[bytes],
     info: zipfile.ZipInfo,
     where: str,
+    size: int,
     trust: bool,
     lazy: bool,
     partial: bool,
     blocked: set[str],
 ) -> Any:
     """One member of an npz: a LazyArray into the file, or an object array's tree."""
-    size = src.size
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         raise LoadError(f"{where}: unsupported zip compression {info.compress_type}")
     if info.compress_type == zipfile.ZIP_STORED and info.flag_bits & 0x1 == 0:
