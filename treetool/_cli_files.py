@@ -11,6 +11,8 @@ import os
 import sys
 from typing import Any
 
+from ._text import safe
+
 __all__ = [
     "LOADED",
     "diff_sides",
@@ -40,9 +42,10 @@ def note_steps(spec: str, loaded: Any) -> None:
         f", … ({len(steps)} in all)" if len(steps) > 12 else ""
     )
     word = "steps" if len(steps) != 1 else "step"
+    name = safe(spec)  # a file name can hold escapes too
     print(
-        f"treetool: note: {spec}: an orbax run with {word} {shown}; showing step {loaded.step} "
-        f"(pick one: {spec}@{steps[0]} or --step {steps[0]})",
+        f"treetool: note: {name}: an orbax run with {word} {shown}; showing step {loaded.step} "
+        f"(pick one: {name}@{steps[0]} or --step {steps[0]})",
         file=sys.stderr,
     )
 
@@ -104,7 +107,7 @@ def load_eqx_like(spec: str, like: Any) -> Any:
 
 def note_positional(spec: str) -> None:
     print(
-        f"treetool: note: {spec}: an equinox tree_serialise_leaves file stores no structure, "
+        f"treetool: note: {safe(spec)}: an equinox tree_serialise_leaves file stores no structure, "
         "only its arrays in order: paths are positional ([0], [1], ...); pass --like "
         "module:attr (e.g. the function that builds the model) to read it into the model's paths",
         file=sys.stderr,
