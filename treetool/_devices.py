@@ -577,7 +577,7 @@ class Placement(ReprMixin):
             if device_name(d) == device:
                 return d
         names = [device_name(d) for d in self.per_device]
-        raise KeyError(f"no device {device!r} in the placement; devices: {', '.join(names)}")
+        raise PathError(f"no device {device!r} in the placement; devices: {', '.join(names)}")
 
 
 def _loose(q: Any, k: Any) -> bool:
