@@ -202,6 +202,8 @@ def _sum_arrays(
 def _add_devices(places: collections.Counter, x: Any, info: LeafInfo) -> None:
     """Each device holding a shard of the jax array `x`: the bytes of its shard."""
     try:
+        if x.is_deleted():  # its buffers are freed: no device holds its bytes any more
+            return
         sharding = x.sharding
         shard = sharding.shard_shape(tuple(x.shape))
         devices = sharding.device_set
