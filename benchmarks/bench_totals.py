@@ -1,6 +1,6 @@
 """The totals of a tree (leaves, params, bytes, dtypes, devices, tied arrays once, errors), as
 each consumer computes them: `Node.aggregates`, `summary`, `ls --json`, the HTML header and
-the TUI's leaf index. Best of 5 per case, in one process, on the same trees.
+the TUI's leaf index. Best of 5 per case (CPU seconds of this process, steadier than wall time on a shared machine), in one process, on the same trees.
 
     python benchmarks/bench_totals.py [--quick]     # 1e4 (and 1e5 without --quick) leaves
 
@@ -32,9 +32,9 @@ def build(leaves: int) -> dict:
 def best(fn: Callable[[], Any], repeat: int = 5) -> float:
     times = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(time.process_time() - t0)
     return min(times)
 
 
