@@ -42,7 +42,7 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
         # numpy and lazy (file) leaves of one type, shape and dtype share the tail of their
         # record and their facts: their facts depend on nothing else
         tails: dict[tuple[Any, Any, Any], tuple[str, LeafInfo]] = {}
-        same_facts = {np.ndarray}
+        same_facts: set[type] = {np.ndarray}
         with_sharding: set[type] = set()  # lazy leaf types that carry a recorded sharding
         shard_texts: dict[int, str] = {}
         in_shards = fmt == "sharded"  # a sharded set: each leaf names the file holding it
@@ -64,16 +64,7 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
                     continue
                 if t in same_facts:
                     key = (t, x.shape, x.dtype)
-                    facts = tails.get(key)
-                    if facts is None:
-                        info = leaf_info(x)
-                        dims = ", ".join(map(str, info.shape))
-                        tail = (
-                            f'"shape": [{dims}], "dtype": {q(info.dtype)}, '
-                            f'"nbytes": {info.nbytes}, "device": {q(info.device)}, '
-                            f'"type": {q(info.type_name)}}}'
-                        )
-                        facts = tails[key] = (tail, info)
+                    facts = tails.get(key) or _lazy_tail(tails, key, x)
                     if in_shards and isinstance(x, LazyArray):  # where its bytes live
                         append(
                             f'{{"path": {q(text)}, "shard": {q(x.file)}, '
@@ -101,7 +92,7 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
                 dims = ", ".join(map(str, shape))
                 device = "null" if info.device is None else q(info.device)
                 append(
-                    f'{{"path": {q(text)}, "shape": [{dims}], "dtype": {q(info.dtype)}, '
+                    f'{{"path": {q(text)}, "shape": [{dims}], "dtype": {q(info.dtype or "")}, '
                     f'"nbytes": {info.nbytes}, "device": {device}, "type": {q(info.type_name)}}}'
                 )
         # with a filter, the totals are still the whole tree's
@@ -118,11 +109,11 @@ def _lazy_tail(tails: dict, key: tuple, x: Any) -> tuple[str, LeafInfo]:
 
     from ._arrays import leaf_info
 
-    info = leaf_info(x)
-    dims = ", ".join(map(str, info.shape))
+    info = leaf_info(x)  # an array: shape, dtype and device are never None here
+    dims = ", ".join(map(str, info.shape or ()))
     tail = (
-        f'"shape": [{dims}], "dtype": {q(info.dtype)}, '
-        f'"nbytes": {info.nbytes}, "device": {q(info.device)}, '
+        f'"shape": [{dims}], "dtype": {q(info.dtype or "")}, '
+        f'"nbytes": {info.nbytes}, "device": {q(info.device or "")}, '
         f'"type": {q(info.type_name)}}}'
     )
     facts = tails[key] = (tail, info)
