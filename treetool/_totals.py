@@ -251,11 +251,21 @@ def totals(
         return _careful(tree, is_leaf, limit)
 
 
-def _fast(tree: Any, is_leaf: Any, limit: int | None, kids: list[tuple[Any, Any]] | None) -> Any:
-    from ._model import LEAF, children, no_gc
+#: `_model`'s LEAF, children and no_gc, bound on first use (`_model` imports this module)
+_MODEL: tuple[Any, Any, Any] | None = None
 
-    tally = Tally()
-    arrays, jax_arrays = tally._arrays, tally._jax
+
+def _fast(
+    tree: Any, is_leaf: Any, limit: int | None, kids: list[tuple[Any, Any]] | None
+) -> Aggregates:
+    global _MODEL
+    if _MODEL is None:
+        from ._model import LEAF, children, no_gc
+
+        _MODEL = (LEAF, children, no_gc)
+    LEAF, children, no_gc = _MODEL
+    arrays: dict[int, LeafInfo] = {}
+    jax_arrays: list[tuple[Any, LeafInfo]] = []
     facts: dict[tuple[Any, Any, Any], LeafInfo] = {}  # numpy/lazy leaf facts by type, shape, dtype
     ndarray = np.ndarray
     leaves = tied = 0
@@ -323,8 +333,10 @@ def _fast(tree: Any, is_leaf: Any, limit: int | None, kids: list[tuple[Any, Any]
             arrays[i] = info
             if info.kind == "jax":
                 jax_arrays.append((x, info))
-    tally.leaves, tally.tied = leaves, tied
-    return tally.finish(complete)
+    agg = Aggregates(leaves=leaves, tied=tied, complete=complete)
+    if arrays:
+        _sum_arrays(agg, arrays.values(), jax_arrays)
+    return agg
 
 
 def _careful(tree: Any, is_leaf: Any, limit: int | None) -> Aggregates:
