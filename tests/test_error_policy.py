@@ -238,6 +238,8 @@ def test_stats_of_what_has_no_numbers_is_a_stats_error():
             tt.stats(bad)
         assert isinstance(e.value, TypeError)
     assert tt.stats(np.arange(4.0)).max == 3.0  # numbers are unchanged
+    with pytest.raises(tt.StatsError, match=r"^\['g'\]: cannot read its values: RuntimeError"):
+        tt.nonfinite({"g": gone, "ok": np.ones(2)})  # a flat answer: the path, not jax's error
 
 
 def test_lookups_raise_path_errors_that_are_still_key_errors():
