@@ -38,7 +38,7 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
         import numpy as np
 
         records, tally = _Records(), Tally()
-        append, count = records.append, tally.add  # tied arrays count once
+        append, count = records.append, tally.add_sized  # tied arrays count once
         # numpy and lazy (file) leaves of one type, shape and dtype share the tail of their
         # record and their facts: their facts depend on nothing else
         tails: dict[tuple[Any, Any, Any], tuple[str, LeafInfo]] = {}
@@ -96,7 +96,7 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
                     f'"nbytes": {info.nbytes}, "device": {device}, "type": {q(info.type_name)}}}'
                 )
         # with a filter, the totals are still the whole tree's
-        agg = totals(tree) if pattern else tally.finish()
+        agg = totals(tree) if pattern else tally.finish(breakdown=False)
         counts = {"leaves": agg.leaves, "params": agg.params, "bytes": agg.nbytes}
         if agg.errors:
             counts["errors"] = agg.errors

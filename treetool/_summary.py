@@ -11,7 +11,9 @@ import collections
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._arrays import leaf_info
+import numpy as np
+
+from ._arrays import LazyArray, LeafInfo, leaf_info
 from ._model import IsLeaf, Unopened, no_gc, view
 from ._repr import ReprMixin
 from ._totals import Tally
@@ -112,14 +114,21 @@ def summary(tree: Any, depth: int = 1, is_leaf: IsLeaf = None) -> Summary:
         stack.extend((c, d + 1) for c in reversed(n.children))
     tally = Tally(paths=True)  # the totals row: every array once, tied ones with their paths
     add, error = tally.add, tally.error
+    facts: dict[tuple[Any, Any, Any], LeafInfo] = {}  # numpy/lazy facts by type, shape, dtype
     with no_gc():
         for p, x in (px for chunk in _walk(tree, is_leaf, False, True) for px in chunk):
             row = rows[str(p[:depth])] if len(p) >= depth else rows[str(p)]
-            if type(x) is Unopened:  # a node whose flatten raised: an error at its path
+            t = type(x)
+            if t is Unopened:  # a node whose flatten raised: an error at its path
                 row.errors += 1
                 error(p, x.error)
                 continue
-            info = leaf_info(x)
+            if t is np.ndarray or t is LazyArray:
+                fk = (t, x.shape, x.dtype)
+                cached = facts.get(fk)
+                info = cached if cached is not None else facts.setdefault(fk, leaf_info(x))
+            else:
+                info = leaf_info(x)
             row.leaves += 1
             add(x, info, p)
             if info.shape is None:

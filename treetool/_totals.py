@@ -21,8 +21,9 @@ array keeps its shape and dtype but has no device.
 from __future__ import annotations
 
 import collections
+import itertools
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,7 +105,9 @@ class Tally:
     `add(x, info)` for every leaf (`info` is `leaf_info(x)`, which the caller has anyway),
     `error(path, message)` for every node that could not be opened, `finish()` for the totals.
     With `paths=True`, `add(x, info, path)` also keeps where each tied array appears
-    (`tied_paths`).
+    (`tied_paths`). A walk that needs only leaves, arrays, params and bytes (the `--json`
+    totals) feeds `add_sized` instead and takes `finish(breakdown=False)`: the same counts,
+    with no pass over the distinct arrays for dtypes and devices.
 
     Example:
         >>> import numpy as np
@@ -119,11 +122,11 @@ class Tally:
         (3, 1, 4, 1, 1, [(["['a']", "['b']"], 4)])
     """
 
-    __slots__ = ("_arrays", "_first", "_jax", "_ties", "agg", "leaves", "tied")
+    __slots__ = ("_arrays", "_first", "_jax", "_ties", "agg", "leaves", "nbytes", "params", "tied")
 
     def __init__(self, paths: bool = False) -> None:
         self.agg = Aggregates()
-        self.leaves = self.tied = 0
+        self.leaves = self.tied = self.params = self.nbytes = 0
         #: id -> facts of every distinct array met
         self._arrays: dict[int, LeafInfo] = {}
         #: the jax arrays among them, with their facts (their devices are asked at the end)
@@ -147,16 +150,32 @@ class Tally:
                 if info.kind == "jax":
                     self._jax.append((x, info))
 
+    def add_sized(self, x: Any, info: LeafInfo) -> None:
+        """`add`, summing params and bytes as it goes, for `finish(breakdown=False)`."""
+        self.leaves += 1
+        if info.shape is not None:
+            i = id(x)
+            if i in self._arrays:
+                self.tied += 1
+            else:
+                self._arrays[i] = info
+                self.params += info.params
+                self.nbytes += info.nbytes
+
     def error(self, path: Any, message: str) -> None:
         """Count a node that could not be opened, as an entry at its path."""
         self.agg.errors += 1
         self.agg.error_entries.append((str(path), message))
 
-    def finish(self, complete: bool = True) -> Aggregates:
-        """The totals of everything added."""
+    def finish(self, complete: bool = True, breakdown: bool = True) -> Aggregates:
+        """The totals of everything added; `breakdown=False` (after `add_sized`): without
+        `dtypes`, `dtype_bytes` and `devices`."""
         agg = self.agg
         agg.leaves, agg.tied, agg.complete = self.leaves, self.tied, complete
-        _sum_arrays(agg, self._arrays.values(), self._jax)
+        if breakdown:
+            _sum_arrays(agg, self._arrays.values(), self._jax)
+        else:
+            agg.arrays, agg.params, agg.nbytes = len(self._arrays), self.params, self.nbytes
         return agg
 
     def tied_paths(self) -> list[tuple[list[str], int]]:
@@ -180,18 +199,38 @@ def _sum_arrays(
     Arrays of one type, shape and dtype usually share one `LeafInfo`: they are counted per
     shared object (a C-level count), not one by one.
     """
-    dtypes, dtype_bytes, places = agg.dtypes, agg.dtype_bytes, agg.devices
-    shared = dict(zip(map(id, infos), infos))
-    params = nbytes = 0
-    for ident, n in collections.Counter(map(id, infos)).items():
-        info = shared[ident]
+    counts = collections.Counter(map(id, infos))
+    # every array its own LeafInfo (a walk without a facts cache): no need to pair them up
+    pairs: Iterable[tuple[LeafInfo, int]] = (
+        zip(infos, itertools.repeat(1))
+        if len(counts) == len(infos)
+        else ((info, counts[id(info)]) for info in dict(zip(map(id, infos), infos)).values())
+    )
+    params = nbytes = host = file = 0
+    per_dtype: dict[str, list[int]] = {}
+    for info, n in pairs:
         params += n * info.params
         size = n * info.nbytes
         nbytes += size
-        dtypes[info.dtype] += n
-        dtype_bytes[info.dtype] += size
-        if info.device == "host" or info.device == "file":
-            places[info.device] += size
+        dt = info.dtype or ""  # an array's dtype is never None
+        d = per_dtype.get(dt)
+        if d is None:
+            per_dtype[dt] = [n, size]
+        else:
+            d[0] += n
+            d[1] += size
+        if info.device == "host":
+            host += size
+        elif info.device == "file":
+            file += size
+    for dtype, (n, size) in per_dtype.items():
+        agg.dtypes[dtype] += n
+        agg.dtype_bytes[dtype] += size
+    places = agg.devices
+    if host:
+        places["host"] += host
+    if file:
+        places["file"] += file
     agg.arrays += len(infos)
     agg.params += params
     agg.nbytes += nbytes
