@@ -193,13 +193,17 @@ class _Module(_Fields):
 
     __slots__ = ()
 
-    pairs = Rule.pairs  # through `raw`, whose keys follow equinox's flatten when it is asked
+    def pairs(self, obj: Any) -> list[tuple[Key, Any]]:
+        keys, kids, _, make = self.raw(obj)
+        if make is None:
+            return list(zip(keys, kids))
+        return [(make(k), c) for k, c in zip(keys, kids)]
 
     def raw(self, obj: Any) -> Raw:
         try:
             kids = list(map(object.__getattribute__(obj, "__dict__").__getitem__, self.names))
         except KeyError:  # a field left unset: equinox's own flatten says what there is
-            return _JAX.raw(obj)
+            return _JAX.raw(obj) or ([], [], [], None)
         return self.keys, kids, self.steps, None
 
 
@@ -305,7 +309,7 @@ def _learn(t: type, obj: Any) -> Rule:
         if not jax_loaded:
             r = _NO_JAX_YET.get(t)
             if r is None:
-                r = _NamedTuple(NAMEDTUPLE, tuple(t._fields))
+                r = _NamedTuple(NAMEDTUPLE, tuple(t._fields))  # type: ignore[attr-defined]
                 if len(_NO_JAX_YET) < _MAX_TYPES:
                     _NO_JAX_YET[t] = r
             return r
@@ -332,7 +336,7 @@ def _namedtuple_rule(t: type, obj: Any) -> Rule:
     items (with every key naming the first field, so its keys are not used); a class
     registered with its own flatten gives whatever that rule gives.
     """
-    fields = tuple(t._fields)
+    fields = tuple(t._fields)  # type: ignore[attr-defined]
     got = _one_level()(obj)
     if got is not None:
         kids, aux = got
@@ -440,4 +444,4 @@ def node_data(obj: Any) -> tuple[type, Any] | None:
     import jax
 
     td = jax.tree_util.tree_structure(obj, is_leaf=lambda x: x is not obj)
-    return td.node_data()
+    return td.node_data()  # type: ignore[attr-defined]
