@@ -239,9 +239,9 @@ def _walk_fast(tree: Any, is_leaf: IsLeaf, texts: bool) -> Iterator[list[tuple[A
         elif obj is not None:
             # every other node: opened by the node table's rule for its type
             rule = rules.get(t)
-            if rule is None:
-                rule = rule_for(obj)
             try:
+                if rule is None:
+                    rule = rule_for(obj)  # learnt from its first object (may ask its flatten)
                 raw = rule.raw(obj)
             except Exception as e:  # its flatten raises: a NodeError naming its path
                 raise NodeError(text, f"{type(e).__name__}: {e}") from e
