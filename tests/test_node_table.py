@@ -252,3 +252,15 @@ def test_one_rule_per_type_shared_by_every_consumer():
     assert RULES[Lin] is rule  # learnt once, never replaced
     assert [k for k, _ in children(lin)[1]] == [GetAttrKey("w"), GetAttrKey("b")]
     assert NodeKind.DICT == "dict" and f"{NodeKind.LEAF}" == "leaf"
+
+
+def test_get_and_tree_at_through_a_node_whose_flatten_raises_name_its_path():
+    from error_targets import tree
+
+    t = tree()
+    for call in (lambda: tt.get(t, "['deep']['x'][1].w"), lambda: tt.tree_at("deep.x[1].w", t, 0)):
+        with pytest.raises(tt.NodeError) as e:
+            call()
+        assert e.value.path == "['deep']['x'][1]"
+        assert e.value.message == "RuntimeError: flatten exploded"
+    assert tt.get(t, "['deep']['x'][0]") == 1  # its sibling is still reachable
