@@ -283,7 +283,8 @@ def locate(tree: Any, path: str | Path, is_leaf: IsLeaf, levels: Levels) -> tupl
     query = Path.parse(path)
     if query.is_pattern:
         raise PathError(f"{str(query)!r} is a glob, not a single path")
-    obj, keys = tree, []
+    obj = tree
+    keys: list[Key] = []
     for q in query:
         lv = _opened(obj, is_leaf, levels, keys)
         k = _step(lv, q)

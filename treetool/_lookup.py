@@ -85,7 +85,8 @@ def _resolve(tree: Any, path: str | Path, is_leaf: IsLeaf) -> tuple[Path, Any]:
         raise PathError(
             f"{str(query)!r} is a glob: use tt.select(tree, {str(path)!r}) to get every match"
         )
-    obj, keys = tree, []
+    obj = tree
+    keys: list[Key] = []
     qkeys = query.keys
     i = 0
     while i < len(qkeys):
