@@ -16,39 +16,35 @@ import collections
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._arrays import is_array
 from ._errors import PathError, SelectionError
-from ._model import CUSTOM, DICT, LEAF, LIST, NAMEDTUPLE, NONE, TUPLE, IsLeaf, no_gc
-from ._paths import DictKey, GetAttrKey, Key, Path, SequenceKey, from_jax_key
+from ._model import CUSTOM, DICT, LEAF, LIST, NAMEDTUPLE, NONE, TUPLE, IsLeaf, NodeError, no_gc
+from ._node_table import NodeKind, rule_for, sorted_keys
+from ._paths import DictKey, GetAttrKey, Key, Path, SequenceKey
 from ._views import resolve
 
 __all__ = ["Edit", "Level", "Levels", "apply_edits", "kind_phrase", "locate", "open_level"]
 
-_SCALARS = (str, bytes, int, float, complex, bool)
-
 
 class Level:
-    """One opened node: its kind, child keys and children (and treedef for custom nodes).
+    """One opened node: its kind, child keys and children.
 
     Keys and children of builtin containers are listed only when asked for: following one
     key down a list of 10,000 layers is a single index.
     """
 
-    __slots__ = ("_index", "_keys", "_kids", "kind", "obj", "treedef")
+    __slots__ = ("_index", "_keys", "_kids", "kind", "obj")
 
     def __init__(
         self,
         obj: Any,
-        kind: str,
+        kind: NodeKind,
         keys: list[Key] | None = None,
         kids: list[Any] | None = None,
-        treedef: Any = None,
     ) -> None:
         self.obj = obj
         self.kind = kind
         self._keys = keys
         self._kids = kids
-        self.treedef = treedef
         self._index: dict[Key, int] | None = None
 
     @property
@@ -118,7 +114,7 @@ class Level:
             try:
                 return sorted(keys, key=lambda k: k.key)  # type: ignore[attr-defined]
             except TypeError:
-                pass
+                sorted_keys(self.obj)  # all of them cannot be sorted either: raise as jax does
         return sorted(keys, key=lambda k: self.index(k))  # type: ignore[arg-type,return-value]
 
     def rebuild(
@@ -149,16 +145,15 @@ class Level:
             return type(obj)(*kids)
         import jax
 
-        return jax.tree_util.tree_unflatten(self.treedef, kids)
+        # rebuilt the way jax rebuilds it: its treedef one level deep, with the new children
+        treedef = jax.tree_util.tree_structure(obj, is_leaf=lambda x: x is not obj)
+        return jax.tree_util.tree_unflatten(treedef, kids)
 
 
 def _dict_order(d: dict) -> list[Any]:
     if type(d) is collections.OrderedDict:
         return list(d)
-    try:
-        return sorted(d)
-    except TypeError:
-        return list(d)
+    return sorted_keys(d)  # keys that cannot be sorted raise, as in jax
 
 
 def _has_key(d: dict, k: Any) -> bool:
@@ -222,7 +217,7 @@ def _rebuild_seq(
     return out
 
 
-def kind_phrase(obj: Any, kind: str) -> str:
+def kind_phrase(obj: Any, kind: NodeKind) -> str:
     """`a Linear (an equinox Module)`, `a Point (a namedtuple)`…, for error messages."""
     name = type(obj).__name__
     if kind == NAMEDTUPLE:
@@ -258,11 +253,8 @@ def open_level(obj: Any, is_leaf: IsLeaf, levels: Levels | None = None) -> Level
     return lv
 
 
-# type -> NAMEDTUPLE, LEAF (arrays, scalars) or CUSTOM (ask jax, per object)
-_BY_TYPE: dict[type, str] = {}
-
-
 def _open(obj: Any, is_leaf: IsLeaf) -> Level:
+    """One level of `obj` as the node table opens it (builtin containers list it lazily)."""
     if is_leaf is not None and is_leaf(obj):
         return Level(obj, LEAF, [], [])
     t = type(obj)
@@ -274,28 +266,11 @@ def _open(obj: Any, is_leaf: IsLeaf) -> Level:
         return Level(obj, TUPLE)
     if obj is None:
         return Level(obj, NONE, [], [])
-    kind = _BY_TYPE.get(t)
-    if kind is None:
-        # decided by the type alone (issubclass, not isinstance: equinox modules make
-        # isinstance call a Python-level __getattribute__)
-        if issubclass(t, tuple) and hasattr(t, "_fields"):
-            kind = NAMEDTUPLE
-        elif issubclass(t, _SCALARS) or is_array(obj):
-            kind = LEAF
-        else:
-            kind = CUSTOM
-        if len(_BY_TYPE) < 10_000:
-            _BY_TYPE[t] = kind
-    if kind == NAMEDTUPLE:
-        return Level(obj, NAMEDTUPLE, [GetAttrKey(f) for f in t._fields], list(obj))
-    if kind == LEAF:
+    rule = rule_for(obj)
+    pairs = rule.pairs(obj)
+    if pairs is None:
         return Level(obj, LEAF, [], [])
-    import jax
-
-    flat, treedef = jax.tree_util.tree_flatten_with_path(obj, is_leaf=lambda x: x is not obj)
-    if treedef.num_nodes == 1 and treedef.num_leaves == 1:
-        return Level(obj, LEAF, [], [])
-    return Level(obj, CUSTOM, [from_jax_key(p[0]) for p, _ in flat], [c for _, c in flat], treedef)
+    return Level(obj, rule.kind, [k for k, _ in pairs], [c for _, c in pairs])
 
 
 def locate(tree: Any, path: str | Path, is_leaf: IsLeaf, levels: Levels) -> tuple[Path, Any]:
@@ -308,9 +283,10 @@ def locate(tree: Any, path: str | Path, is_leaf: IsLeaf, levels: Levels) -> tupl
     query = Path.parse(path)
     if query.is_pattern:
         raise PathError(f"{str(query)!r} is a glob, not a single path")
-    obj, keys = tree, []
+    obj = tree
+    keys: list[Key] = []
     for q in query:
-        lv = open_level(obj, is_leaf, levels)
+        lv = _opened(obj, is_leaf, levels, keys)
         k = _step(lv, q)
         if k is None:
             exact = resolve(tree, query, is_leaf)
@@ -318,6 +294,14 @@ def locate(tree: Any, path: str | Path, is_leaf: IsLeaf, levels: Levels) -> tupl
         keys.append(k)
         obj = lv.child(k)
     return (query if keys == list(query.keys) else Path._make(tuple(keys))), obj
+
+
+def _opened(obj: Any, is_leaf: IsLeaf, levels: Levels, keys: Any) -> Level:
+    """`open_level`, where a node whose flatten raises is a `NodeError` naming its path."""
+    try:
+        return open_level(obj, is_leaf, levels)
+    except Exception as e:
+        raise NodeError(str(Path._make(tuple(keys))), f"{type(e).__name__}: {e}") from e
 
 
 def _step(lv: Level, q: Key) -> Key | None:
@@ -493,12 +477,16 @@ def _apply(
                 on_replace(Path._make(keys), obj, new)
             node.new = new
             continue
-        lv = open_level(obj, is_leaf, levels)
+        lv = _opened(obj, is_leaf, levels, keys)
         if node.deletes or node.renames or node.inserts:
             _check_keys(lv, node, Path._make(keys))
         order.append((node, lv))
         kids = node.kids
-        for k in reversed(lv.order(kids) if len(kids) > 1 else list(kids)):
+        try:
+            ordered = lv.order(kids) if len(kids) > 1 else list(kids)
+        except ValueError as e:  # dict keys that cannot be sorted, as jax says
+            raise NodeError(str(Path._make(keys)), f"{type(e).__name__}: {e}") from None
+        for k in reversed(ordered):
             try:
                 child = lv.child(k)
             except (KeyError, IndexError, TypeError):

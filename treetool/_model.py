@@ -4,209 +4,63 @@
 level at a time; aggregates (leaf count, parameters, bytes, dtypes) are computed once per node
 and cached. Nothing here reads array data.
 
-What is a container is jax's decision. Builtin containers (dict, list, tuple, namedtuple,
-OrderedDict, defaultdict, None) and the node types treetool itself defines are flattened here
-with jax's exact rules, so that views of loaded files need no jax; every other type is asked of
-jax, if jax has been imported (if it has not, nothing can have been registered with it).
+What is a container is jax's decision; how each type opens one level is the node table's
+(`_node_table`), which every walk and view shares.
 """
 
 from __future__ import annotations
 
-import collections
 import gc
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ._arrays import LeafInfo, is_array, leaf_info
+from ._arrays import LeafInfo, leaf_info
 from ._errors import PathError, TreetoolError
-from ._paths import DictKey, GetAttrKey, Key, Path, SequenceKey, from_jax_key
+from ._node_table import (
+    CUSTOM,
+    DICT,
+    LEAF,
+    LEAF_TYPES,
+    LIST,
+    NAMEDTUPLE,
+    NONE,
+    TUPLE,
+    NodeKind,
+    children,
+    jax_children,
+    node_data,
+    register_flattener,
+)
+from ._paths import Key, Path
 from ._repr import ReprMixin
 from ._text import safe
 from ._totals import Aggregates as Aggregates
 from ._totals import totals
 
 __all__ = [
+    "CUSTOM",
+    "DICT",
+    "LEAF",
+    "LEAF_TYPES",
+    "LIST",
+    "NAMEDTUPLE",
+    "NONE",
+    "TUPLE",
     "Aggregates",
     "Cycle",
     "Node",
     "NodeError",
+    "NodeKind",
     "Unopened",
     "children",
+    "jax_children",
+    "node_data",
     "register_flattener",
     "view",
 ]
 
 IsLeaf = Callable[[Any], bool] | None
-
-#: kinds of inner nodes
-DICT, LIST, TUPLE, NAMEDTUPLE, NONE, CUSTOM, LEAF = (
-    "dict",
-    "list",
-    "tuple",
-    "namedtuple",
-    "none",
-    "custom",
-    "leaf",
-)
-
-# type -> function(obj) -> list of (Key, child); for node types treetool defines itself (Opaque).
-_FLATTENERS: dict[type, Callable[[Any], list[tuple[Key, Any]]]] = {}
-
-
-def register_flattener(cls: type, fn: Callable[[Any], list[tuple[Key, Any]]]) -> None:
-    """Teach the model how to open `cls` without jax (used for treetool's own node types).
-
-    The rule must agree with the jax registration of the same class.
-    """
-    _FLATTENERS[cls] = fn
-    LEAF_TYPES.discard(cls)
-    _ASKS_JAX.pop(cls, None)
-
-
-#: exact types already seen to be leaves whatever is registered (arrays, numbers, strings):
-#: walks test a whole container's children against it at C speed
-LEAF_TYPES: set[type] = set()
-
-
-#: type -> whether walks ask jax's one-level flatten first (False: `children()` has a rule)
-_ASKS_JAX: dict[type, bool] = {}
-
-
-def asks_jax(t: type) -> bool:
-    """Whether a type without an inline rule in the walks may be a node registered with jax.
-
-    False for the types `children()` opens itself (our flatteners, namedtuples, OrderedDict,
-    defaultdict), whose jax flattening either needs no jax or is wrong one level at a time.
-    """
-    r = _ASKS_JAX.get(t)
-    if r is None:
-        r = _ASKS_JAX[t] = not (
-            t is collections.OrderedDict
-            or t is collections.defaultdict
-            or t in _FLATTENERS
-            or (issubclass(t, tuple) and hasattr(t, "_fields"))
-        )
-    return r
-
-
-def _sorted_keys(d: dict) -> list:
-    try:
-        return sorted(d)
-    except TypeError:
-        return list(d)
-
-
-def children(obj: Any, is_leaf: IsLeaf = None) -> tuple[str, list[tuple[Key, Any]]]:
-    """One level of a pytree: `(kind, [(key, child), ...])`; kind is "leaf" for a leaf.
-
-    Example:
-        >>> children({"b": 1, "a": [2]})
-        ('dict', [(DictKey(key='a'), [2]), (DictKey(key='b'), 1)])
-        >>> children(3.0)
-        ('leaf', [])
-    """
-    if is_leaf is not None and is_leaf(obj):
-        return LEAF, []
-    t = type(obj)
-    if t is dict or t is collections.defaultdict:
-        return DICT, [(DictKey(k), obj[k]) for k in _sorted_keys(obj)]
-    if t is list:
-        return LIST, [(SequenceKey(i), c) for i, c in enumerate(obj)]
-    if t is tuple:
-        return TUPLE, [(SequenceKey(i), c) for i, c in enumerate(obj)]
-    if obj is None:
-        return NONE, []
-    if t is collections.OrderedDict:
-        return DICT, [(DictKey(k), v) for k, v in obj.items()]
-    fn = _FLATTENERS.get(t)
-    if fn is not None:
-        return CUSTOM, fn(obj)
-    if isinstance(obj, tuple) and hasattr(t, "_fields"):
-        return NAMEDTUPLE, [(GetAttrKey(f), c) for f, c in zip(t._fields, obj)]
-    if is_array(obj) or isinstance(obj, (str, bytes, int, float, complex)):
-        LEAF_TYPES.add(t)
-        return LEAF, []
-    kids = jax_children(obj)
-    if kids is None:
-        return LEAF, []
-    return CUSTOM, [(from_jax_key(k), c) for k, c in kids]
-
-
-def jax_children(obj: Any) -> list[tuple[Any, Any]] | None:
-    """One level of a node registered with jax, with jax's own key entries; None for a leaf.
-
-    Not for namedtuples (jax's one-level flatten names every field after the first). Without
-    jax imported nothing can have been registered with it: everything is a leaf.
-    """
-    if "jax" not in sys.modules:
-        return None
-    one_level = _one_level()
-    if one_level is not None:
-        r = one_level(obj)
-        return None if r is None else list(r[0])
-    from jax.tree_util import tree_flatten_with_path
-
-    flat, _ = tree_flatten_with_path(obj, is_leaf=lambda x: x is not obj)
-    if len(flat) == 1 and flat[0][0] == () and flat[0][1] is obj:
-        return None
-    return [(p[0], c) for p, c in flat]
-
-
-#: equinox Module class -> (its dynamic field names, their path steps), or None
-_MODULE_FIELDS: dict[type, tuple[tuple[str, ...], tuple[str, ...]] | None] = {}
-
-
-def module_fields(t: type, obj: Any) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """For an equinox Module class: the fields its jax flatten yields, and their path steps.
-
-    equinox flattens a module into `obj.__dict__[name]` for each dynamic field, in order;
-    walks read those entries directly (a dict lookup each) instead of calling equinox's
-    flatten through jax (~3 us a module). Learnt from jax's own flatten of the first instance
-    seen and checked against it; None for every other class.
-    """
-    r = _MODULE_FIELDS.get(t, False)
-    if r is False:
-        r = None
-        eqx = sys.modules.get("equinox")
-        if eqx is not None and isinstance(obj, eqx.Module):
-            kids = jax_children(obj) or []
-            d = object.__getattribute__(obj, "__dict__")
-            names = tuple(getattr(k, "name", None) for k, _ in kids)
-            if all(
-                type(k).__name__ == "GetAttrKey" and type(n) is str and d.get(n, d) is c
-                for (k, c), n in zip(kids, names)
-            ):
-                r = (names, tuple(f".{n}" for n in names))
-        _MODULE_FIELDS[t] = r
-    return r
-
-
-_ONE_LEVEL: list = []
-
-
-def _one_level() -> Callable[[Any], Any] | None:
-    """jax's C++ one-level flatten with keys (private in jax, so looked up defensively)."""
-    if not _ONE_LEVEL:
-        try:
-            from jax._src.tree_util import default_registry
-
-            fn = default_registry.flatten_one_level_with_keys
-        except (ImportError, AttributeError):
-            fn = None
-        _ONE_LEVEL.append(fn)
-    return _ONE_LEVEL[0]
-
-
-def node_data(obj: Any) -> tuple[type, Any] | None:
-    """`(type, aux data)` of a custom node as jax sees it (static fields), or None."""
-    if "jax" not in sys.modules:
-        return None
-    import jax
-
-    td = jax.tree_util.tree_structure(obj, is_leaf=lambda x: x is not obj)
-    return td.node_data()
 
 
 @contextmanager
@@ -352,7 +206,7 @@ class Node(ReprMixin):
         self.key = key
         self.parent = parent
         self.is_leaf_fn = is_leaf
-        self.kind: str | None = None
+        self.kind: NodeKind | None = None
         self._kids: list[tuple[Key, Any]] | None = None
         self._children: list[Node] | None = None
         self._info: LeafInfo | None = None
@@ -405,7 +259,7 @@ class Node(ReprMixin):
             n = n.parent
 
     @property
-    def node_kind(self) -> str:
+    def node_kind(self) -> NodeKind:
         """dict, list, tuple, namedtuple, none, custom or leaf."""
         self._open()
         return self.kind  # type: ignore[return-value]

@@ -352,6 +352,14 @@ def _tag(kind: str, key: Key) -> Any:
     return ("?", key)
 
 
+def _all_of_a_tuple(out: tuple) -> bool:
+    """Whether `out` holds every child of one tuple node, in order (what `tuple(node)` gives)."""
+    parent = out[0]._tt_parent if out else None
+    if parent is None or type(parent._tt_obj) is not tuple or len(parent._tt_obj) != len(out):
+        return False
+    return all(r._tt_parent is parent and r._tt_key == SequenceKey(i) for i, r in enumerate(out))
+
+
 _guarded = False
 
 
@@ -389,5 +397,9 @@ def record(where: Callable[[Any], Any], tree: Any, is_leaf: IsLeaf, levels: Leve
     if type(out) is Rec:
         return out._tt_path()
     if type(out) in (list, tuple) and all(type(x) is Rec for x in out):
+        if type(out) is tuple and _all_of_a_tuple(out):
+            # `tuple(m.layers)` of a tuple node is that very node in equinox, but so looks
+            # `(m.layers[0], m.layers[1])`, a new tuple: only identities can tell them apart
+            raise Fallback
         return [x._tt_path() for x in out]
     raise Fallback
