@@ -6,6 +6,7 @@ this module re-exports those names, so `from ._views import get` keeps working.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from ._errors import PathError, StructureMismatch, TreetoolError
