@@ -242,10 +242,11 @@ def _known_layout(cls: type) -> Callable[[Opaque], list[tuple[Key, tuple]]] | No
         )
     if issubclass(cls, collections.abc.Mapping):
         return _mapping_layout
-    if issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple):
-        names = cls._fields
+    fields = getattr(cls, "_fields", None)
+    if issubclass(cls, tuple) and isinstance(fields, tuple):
+        tuple_fields: tuple[Any, ...] = fields
         return lambda o: [
-            (GetAttrKey(n), ("arg", i)) for i, n in enumerate(names) if i < len(o.args)
+            (GetAttrKey(n), ("arg", i)) for i, n in enumerate(tuple_fields) if i < len(o.args)
         ]
     if dataclasses.is_dataclass(cls):
         names = [f.name for f in dataclasses.fields(cls) if not _is_static_field(f)]

@@ -9,6 +9,7 @@ safe unpickler.
 from __future__ import annotations
 
 import ast
+import io
 import math
 import os
 import re
@@ -23,6 +24,7 @@ import numpy as np
 
 from .._arrays import LazyArray
 from .._errors import LoadError
+from .._streams import ByteStream
 from ._keys import tree_from_keystrs
 from ._limits import MAX_NDIM, Budget, check_dtype, check_shape
 from ._source import Source, source_for
@@ -445,10 +447,10 @@ def _stored_data_offset(raw: IO[bytes], info: zipfile.ZipInfo, where: str) -> in
     return info.header_offset + 30 + name_len + extra_len
 
 
-def _member_opener(src: Source, info: zipfile.ZipInfo, skip: int) -> Callable[[], IO[bytes]]:
+def _member_opener(src: Source, info: zipfile.ZipInfo, skip: int) -> Callable[[], ByteStream]:
     """Open a compressed member positioned at its array data (decompresses on read)."""
 
-    def opener() -> IO[bytes]:
+    def opener() -> ByteStream:
         fh = src.open()
         zf = zipfile.ZipFile(fh)
         member = zf.open(info)
@@ -477,6 +479,12 @@ class _Closing:
         self._member.close()
         self._zf.close()
         self._fh.close()
+
+    def seek(self, offset: int, whence: int = 0, /) -> int:
+        raise io.UnsupportedOperation("a one-way stream: read it from the start")
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("a stream over a part of a file has no descriptor")
 
     def __enter__(self) -> _Closing:
         return self
