@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ._arrays import LeafInfo, is_array, leaf_info
 from ._errors import TreetoolError
@@ -155,6 +155,7 @@ def jax_children(obj: Any) -> list[tuple[Any, Any]] | None:
 
 #: equinox Module class -> (its dynamic field names, their path steps), or None
 _MODULE_FIELDS: dict[type, tuple[tuple[str, ...], tuple[str, ...]] | None] = {}
+_UNSEEN: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # by identity: not learnt yet
 
 
 def module_fields(t: type, obj: Any) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
@@ -165,8 +166,8 @@ def module_fields(t: type, obj: Any) -> tuple[tuple[str, ...], tuple[str, ...]] 
     flatten through jax (~3 us a module). Learnt from jax's own flatten of the first instance
     seen and checked against it; None for every other class.
     """
-    r = _MODULE_FIELDS.get(t, False)
-    if r is False:
+    r = _MODULE_FIELDS.get(t, _UNSEEN)
+    if r is _UNSEEN:
         r = None
         eqx = sys.modules.get("equinox")
         if eqx is not None and isinstance(obj, eqx.Module):
@@ -177,7 +178,7 @@ def module_fields(t: type, obj: Any) -> tuple[tuple[str, ...], tuple[str, ...]] 
                 type(k).__name__ == "GetAttrKey" and type(n) is str and d.get(n, d) is c
                 for (k, c), n in zip(kids, names)
             ):
-                r = (names, tuple(f".{n}" for n in names))
+                r = (cast(tuple[str, ...], names), tuple(f".{n}" for n in names))  # all str
         _MODULE_FIELDS[t] = r
     return r
 
@@ -204,7 +205,8 @@ def node_data(obj: Any) -> tuple[type, Any] | None:
         return None
     import jax
 
-    td = jax.tree_util.tree_structure(obj, is_leaf=lambda x: x is not obj)
+    # Any: mypy cannot resolve jaxlib's PyTreeDef type (it reveals it as `PyTreeDef?`)
+    td: Any = jax.tree_util.tree_structure(obj, is_leaf=lambda x: x is not obj)
     return td.node_data()
 
 
@@ -522,7 +524,9 @@ class Node(ReprMixin):
     def child(self, key: Any) -> Node:
         """The child under `key`: a Key, an index, a name or a dict key."""
         for c in self.children:
-            if c.key == key or (not isinstance(key, Key) and c.key.text == str(key)):
+            if c.key == key or (
+                not isinstance(key, Key) and c.key is not None and c.key.text == str(key)
+            ):
                 return c
         raise KeyError(key)
 
