@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import contextlib
 import importlib
 import os
 import re
@@ -37,10 +38,11 @@ def _source_view() -> Path:
     wanted["tui"] = ROOT / "tui"
     for entry in view.iterdir():  # drop links to modules that were renamed or removed
         if entry.name not in wanted or entry.resolve() != wanted[entry.name].resolve():
-            entry.unlink()
+            entry.unlink(missing_ok=True)
     for name, target in wanted.items():
         if not (view / name).is_symlink():
-            (view / name).symlink_to(target)
+            with contextlib.suppress(FileExistsError):  # another test process made it
+                (view / name).symlink_to(target)
     return view.parent
 
 
