@@ -13,11 +13,12 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
 from ._prng import KeyArray
+from ._streams import ByteStream
 
 __all__ = [
     "LazyArray",
@@ -135,7 +136,7 @@ class LazyArray:
         offset: int = 0,
         *,
         fortran_order: bool = False,
-        opener: Callable[[], IO[bytes]] | None = None,
+        opener: Callable[[], ByteStream] | None = None,
         seekable: bool = True,
         source: Any = None,
     ) -> None:
@@ -170,7 +171,7 @@ class LazyArray:
         dims = ",".join(map(str, self.shape))
         return f"LazyArray({short_dtype(self.dtype)}[{dims}], file={self.file!r}, offset={self.offset})"
 
-    def _open(self) -> IO[bytes]:
+    def _open(self) -> ByteStream:
         if self._opener is not None:
             fh = self._opener()
             if not self._seekable:
@@ -183,7 +184,7 @@ class LazyArray:
 
                 self.source = source_for(self.file, reuse=True)
             fh = self.source.open()
-            fh.limit = self.offset + self.nbytes  # type: ignore[attr-defined]  # no read-ahead past it
+            fh.limit = self.offset + self.nbytes  # no read-ahead past it
         else:
             fh = open(self.file, "rb")  # noqa: SIM115 - returned to the caller, who closes it
         fh.seek(self.offset)
@@ -198,7 +199,7 @@ class LazyArray:
         """
         return {"file": self.file, "offset": self.offset, "nbytes": self.nbytes}
 
-    def _read(self, fh: IO[bytes], start_byte: int, nbytes: int) -> bytes:
+    def _read(self, fh: ByteStream, start_byte: int, nbytes: int) -> bytes:
         if self._opener is None:  # a plain file: refuse to allocate bytes it does not hold
             size = self.source.size if self.source is not None else os.fstat(fh.fileno()).st_size
             if self.offset + start_byte + nbytes > size:
@@ -439,7 +440,7 @@ def values_list(arr: np.ndarray) -> Any:
     return out.reshape(arr.shape).tolist()
 
 
-def _skip(fh: IO[bytes], n: int) -> None:
+def _skip(fh: ByteStream, n: int) -> None:
     while n > 0:
         got = fh.read(min(n, 1 << 20))
         if not got:
@@ -516,7 +517,7 @@ def may_be_raw_key(x: Any) -> bool:
     Such an array may as well be an edge list; nothing counts it as a key.
     """
     dtype = getattr(x, "dtype", None)
-    shape = getattr(x, "shape", ())
+    shape: tuple[int, ...] = getattr(x, "shape", ())
     return (
         dtype is not None and dtype_name(dtype) == "uint32" and len(shape) >= 1 and shape[-1] == 2
     )
@@ -708,7 +709,7 @@ def has_stats(x: Any) -> bool:
         (True, False, False)
     """
     try:
-        dt = np.dtype(getattr(x, "dtype", None))
+        dt: np.dtype[Any] = np.dtype(getattr(x, "dtype", None))
     except TypeError:  # typed PRNG keys and other dtypes numpy does not know
         return False
     return dt.kind in "biufc" or (dt.kind == "V" and dt.type is not np.void)

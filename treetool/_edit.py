@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from ._errors import PathError, SelectionError
 from ._model import CUSTOM, DICT, LEAF, LIST, NAMEDTUPLE, NONE, TUPLE, IsLeaf, NodeError, no_gc
@@ -175,20 +175,21 @@ def _rebuild_dict(
         items = [(renames.get(DictKey(k), k), v) for k, v in items]
         updates = {(DictKey(renames[k]) if k in renames else k): v for k, v in updates.items()}
     t = type(obj)
+    new: dict[Any, Any]
     if not renames:
         new = obj.copy()  # keeps the type (and a defaultdict's factory)
-    elif t is collections.defaultdict:
-        new: dict = collections.defaultdict(obj.default_factory, items)
+    elif t is collections.defaultdict and isinstance(obj, collections.defaultdict):
+        new = collections.defaultdict(obj.default_factory, items)
     elif t is collections.OrderedDict:
         new = collections.OrderedDict(items)
     else:
         new = dict(items)
-    for k, v in updates.items():
-        new[k.key] = v
+    for k, v in updates.items():  # the keys of a dict's edits are DictKeys
+        new[cast(DictKey, k).key] = v
     for k in deletes:
-        del new[k.key]
+        del new[cast(DictKey, k).key]
     for k, v in inserts:
-        new[k.key] = v
+        new[cast(DictKey, k).key] = v
     return new
 
 
@@ -200,14 +201,14 @@ def _rebuild_seq(
 ) -> list:
     if not deletes and not inserts:
         out = list(obj)
-        for k, v in updates.items():
-            out[k.idx] = v
+        for k, v in updates.items():  # the keys of a sequence's edits are SequenceKeys
+            out[cast(SequenceKey, k).idx] = v
         return out
     at: dict[int, list[Any]] = {}
     for k, v in inserts:
-        at.setdefault(k.idx, []).append(v)
-    gone = {k.idx for k in deletes}
-    new = {k.idx: v for k, v in updates.items()}
+        at.setdefault(cast(SequenceKey, k).idx, []).append(v)
+    gone = {cast(SequenceKey, k).idx for k in deletes}
+    new = {cast(SequenceKey, k).idx: v for k, v in updates.items()}
     out = []
     for i, x in enumerate(obj):
         out.extend(at.get(i, ()))

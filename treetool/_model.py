@@ -299,7 +299,9 @@ class Node(ReprMixin):
     def child(self, key: Any) -> Node:
         """The child under `key`: a Key, an index, a name or a dict key."""
         for c in self.children:
-            if c.key == key or (not isinstance(key, Key) and c.key.text == str(key)):
+            if c.key == key or (
+                not isinstance(key, Key) and c.key is not None and c.key.text == str(key)
+            ):
                 return c
         have = ", ".join(str(c.key) for c in self.children[:8])
         more = f" and {self.num_children - 8} more" if self.num_children > 8 else ""

@@ -10,7 +10,7 @@ spines of the picked nodes only (`_edit`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ._edit import FN, SET, Edit, Levels, OverlapError, apply_edits, locate
 from ._errors import PathError, SelectionError
@@ -250,7 +250,7 @@ def _tree_at_general(
     boxed_leaves, boxed_def = tu.tree_flatten(picked)
     boxed_leaves = [_unbox(x) for x in boxed_leaves]
     if (
-        plain_def != boxed_def
+        cast(Any, plain_def) != boxed_def  # mypy cannot resolve jaxlib's PyTreeDef
         or len(plain_leaves) != len(boxed_leaves)
         or any(a is not b for a, b in zip(plain_leaves, boxed_leaves))
     ):
@@ -269,6 +269,7 @@ def _tree_at_general(
     if found[0] and replace is not MISSING:
         replace = (replace,)
 
+    fns: list[Callable[[Any], Any]]
     if replace is MISSING:
         if replace_fn is MISSING:
             raise SelectionError(_ONE_OF)
@@ -278,7 +279,7 @@ def _tree_at_general(
             raise SelectionError(_ONE_OF)
         if len(nodes) != len(replace):
             raise SelectionError(_LENGTHS)
-        fns = [lambda _, r=r: r for r in replace]
+        fns = [_constant(r) for r in replace]
     by_id = {id(n): f for n, f in zip(nodes, fns)}
     hits = dict.fromkeys(by_id, 0)
 
@@ -301,3 +302,8 @@ def _tree_at_general(
         out,
         is_leaf=lambda x: type(x) is _EmptyTuple,
     )
+
+
+def _constant(value: Any) -> Callable[[Any], Any]:
+    """`lambda _: value`, one per replacement (a closure per call, not a shared loop variable)."""
+    return lambda _: value

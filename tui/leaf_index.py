@@ -119,7 +119,7 @@ class LeafIndex:
                 if t is np.ndarray or t is LazyArray:
                     # leaf_info is metadata-only but not free (dtype.name); cache it per kind
                     k = (t, leaf.dtype, leaf.shape)
-                    info = facts.get(k)  # type: ignore[assignment]
+                    info = facts.get(k)
                     if info is None:
                         info = facts[k] = leaf_info(leaf)
                 else:
@@ -153,14 +153,15 @@ class LeafIndex:
 
     def column(self, name: str) -> list[str] | np.ndarray:
         """One column by id (see `COLUMNS`)."""
-        return {
+        columns: dict[str, list[str] | np.ndarray] = {
             "path": self.paths,
             "type": self.types,
             "dtype": self.dtypes,
             "params": self.params,
             "nbytes": self.nbytes,
             "device": self.devices,
-        }[name]
+        }
+        return columns[name]
 
     def cell(self, name: str, row: int) -> str:
         """The text of one cell."""
@@ -170,7 +171,7 @@ class LeafIndex:
             return fmt_count(int(self.params[row]))
         if name == "nbytes":
             return fmt_bytes(int(self.nbytes[row]))
-        return self.column(name)[row]  # type: ignore[return-value]
+        return self.column(name)[row]
 
     def order(self, name: str, reverse: bool = False, rows: np.ndarray | None = None) -> np.ndarray:
         """Row numbers sorted by a column (stable: ties keep leaf order), optionally a subset."""
@@ -376,9 +377,9 @@ def _child_index(node: Node, rest: str) -> int | None:
         keys = _key_map(node)
         end = rest.find("']", 2)
         while end != -1:
-            i = keys.get(rest[: end + 2])
-            if i is not None and (len(rest) == end + 2 or rest[end + 2] in ".["):
-                return i
+            hit = keys.get(rest[: end + 2])
+            if hit is not None and (len(rest) == end + 2 or rest[end + 2] in ".["):
+                return hit
             end = rest.find("']", end + 1)
     best, best_len = None, -1
     for i, child in enumerate(node.children):

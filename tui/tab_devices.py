@@ -49,7 +49,7 @@ def _some_leaves(obj: Any) -> Iterator[Any]:
     lazily (no key sorting, no list of children), so looking at the first few is cheap."""
     stack: list[Iterator[Any]] = [iter((obj,))]
     while stack:
-        x = next(stack[-1], _DONE)
+        x: Any = next(stack[-1], _DONE)
         if x is _DONE:
             stack.pop()
             continue

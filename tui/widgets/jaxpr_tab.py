@@ -259,7 +259,8 @@ class JaxprTab(Vertical):
         v = self.view
         assert v is not None
         start = self._loaded.get(id(scope), 0)
-        if start and node.children and node.children[-1].data[0] == _MORE:
+        last = node.children[-1].data if node.children else None
+        if start and last is not None and last[0] == _MORE:
             node.children[-1].remove()
         end = min(start + PAGE, len(scope.equations))
         for eq in scope.equations[start:end]:
@@ -419,10 +420,10 @@ class JaxprTab(Vertical):
                     t.append(f"\nproduced by {prod.id} {prod.primitive}")
                 t.append("\n" + self._uses_text(x, None))
         elif kind == _SCOPE:
-            s: Scope = obj
-            t.append(scope_text(v, s))
-            for x in s.invars:
-                p = s._origin.get(x)
+            scope: Scope = obj
+            t.append(scope_text(v, scope))
+            for x in scope.invars:
+                p = scope._origin.get(x)
                 if p is not None:
                     t.append(f"\n  {v.name_of(x)}  ← ")
                     t.append(safe(str(p)), style="cyan")

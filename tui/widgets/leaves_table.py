@@ -201,7 +201,7 @@ class LeavesTable(ScrollView, can_focus=True):
             sample = range(min(len(index), 2_000))
             for col in ("type", "dtype", "device"):
                 values = index.column(col)
-                cells = max(len(values[i]) for i in sample)  # type: ignore[index]
+                cells = max(len(values[i]) for i in sample)
                 title = len(dict(COLUMNS)[col]) + 2
                 widths[col] = max(title, min(_MAX_WIDTHS[col], cells))
         return widths

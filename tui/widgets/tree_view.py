@@ -214,7 +214,7 @@ class PytreeTree(Tree[Entry]):
                 entry = Entry("fold", row.node, i, i + row.count)
                 added.append(parent.add(self._label(entry, budget), entry, before=before))
             else:
-                added.append(self._add_child(parent, Entry("node", row.node, i), budget, before))
+                added.append(self._add_entry(parent, Entry("node", row.node, i), budget, before))
             i += row.count
         if stop < end:
             entry = Entry("more", node, stop, end, flat=not fold)
@@ -250,7 +250,7 @@ class PytreeTree(Tree[Entry]):
         else:
             self._fill_labels(todo)
 
-    def _add_child(
+    def _add_entry(  # not `_add_child`: that name is textual.DOMNode's
         self,
         parent: TreeNode[Entry],
         entry: Entry,
