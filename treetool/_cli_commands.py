@@ -120,12 +120,12 @@ def _show(tree: Any, args: argparse.Namespace, title: str) -> None:
     """The TUI on a terminal, a rich tree otherwise."""
     if not args.no_tui and sys.stdout.isatty() and sys.stdin.isatty() and not args.filter:
         try:
-            from treetool.tui import run
+            from treetool.tui import run as tui_run
         except ImportError:
-            run = None
-        if run is not None:
+            pass  # textual missing: the rich tree below
+        else:
             facts = _files.file_facts(tree)
-            run(
+            tui_run(
                 tree,
                 title=title,
                 note=_TUI_NOTES.get(id(tree)),

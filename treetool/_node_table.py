@@ -309,7 +309,7 @@ def _learn(t: type, obj: Any) -> Rule:
         if not jax_loaded:
             r = _NO_JAX_YET.get(t)
             if r is None:
-                r = _NamedTuple(NAMEDTUPLE, tuple(t._fields))  # type: ignore[attr-defined]
+                r = _NamedTuple(NAMEDTUPLE, tuple(t._fields))
                 if len(_NO_JAX_YET) < _MAX_TYPES:
                     _NO_JAX_YET[t] = r
             return r
