@@ -18,6 +18,7 @@ from typing import IO, Any
 import numpy as np
 
 from ._prng import KeyArray
+from ._typetests import is_shape_struct
 
 __all__ = [
     "LazyArray",
@@ -486,7 +487,7 @@ def is_array(x: Any) -> bool:
     jarr = _jax_array_type()
     if jarr is not None and isinstance(x, jarr):
         return True
-    return type(x).__name__ == "ShapeDtypeStruct" and hasattr(x, "shape")
+    return is_shape_struct(x)
 
 
 def _is_typed_key_dtype(dtype: Any) -> bool:
@@ -578,7 +579,7 @@ def leaf_info(x: Any) -> LeafInfo:
     jarr = _jax_array_type()
     if jarr is not None and isinstance(x, jarr):
         return _jax_info(x, tname)
-    if tname == "ShapeDtypeStruct" and hasattr(x, "shape"):
+    if is_shape_struct(x):
         return _array_info("abstract", tname, tuple(x.shape), x.dtype, device=None)
     if isinstance(x, (bool, int, float, complex)):
         return LeafInfo("scalar", tname)

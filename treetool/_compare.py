@@ -19,6 +19,7 @@ import numpy as np
 from ._arrays import LazyArray, dtype_name, is_key, scalar_value, short_dtype
 from ._callables import NOT_CALLABLE, callable_identity, same_callable
 from ._prng import KeyArray
+from ._typetests import is_shape_struct
 
 __all__ = ["LeafComparer", "leaf_label", "sharding_text"]
 
@@ -48,7 +49,7 @@ def _classify(t: type, x: Any) -> int:
     jax = sys.modules.get("jax")
     if jax is not None and isinstance(x, jax.Array):
         return _JAX
-    if t.__name__ == "ShapeDtypeStruct" and hasattr(x, "shape"):
+    if is_shape_struct(x):
         return _ABSTRACT
     return _OBJECT
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from ._arrays import LazyArray, dtype_name, short_dtype
 from ._errors import PathError, TreetoolError
+from ._format import fmt_bytes as _fmt_bytes
 from ._layout import (  # the layout half of placement
     ABSTRACT,
     DELETED,
@@ -47,7 +48,8 @@ from ._layout import (  # the layout half of placement
 )
 from ._model import IsLeaf, no_gc
 from ._paths import Path
-from ._repr import ReprMixin
+from ._repr import RichMixin, lower
+from ._typetests import is_shape_struct
 from ._views import iter_leaves_with_paths
 
 __all__ = [
@@ -213,9 +215,7 @@ class LeafPlacement:
         return out
 
     def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
-        from .render.devices import ShardingGrid
-
-        yield ShardingGrid(self)
+        yield lower(self, "rich")
 
 
 @dataclass
@@ -271,7 +271,7 @@ class PlacementWarning:
 # --- the placement of a tree -----------------------------------------------------------------
 
 
-class Placement(ReprMixin):
+class Placement(RichMixin):
     """Where the leaves of a tree live, per leaf, per device and per mesh axis.
 
     Attributes:
@@ -506,9 +506,7 @@ class Placement(ReprMixin):
 
     def grid(self, path: str | Path) -> Any:
         """A rich renderable of one leaf's blocks: which device holds which block."""
-        from .render.devices import ShardingGrid
-
-        return ShardingGrid(self[path])
+        return lower(self[path], "rich")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly dict: leaves, devices, axes, shardings, warnings.
@@ -557,11 +555,6 @@ class Placement(ReprMixin):
             f"{_fmt_bytes(self.device_bytes)} on devices, {len(self.warnings)} warnings)"
         )
 
-    def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
-        from .render.devices import PlacementView
-
-        yield PlacementView(self)
-
     # ---- helpers ----
     def _layouts(self) -> list[Layout]:
         seen: dict[int, Layout] = {}
@@ -602,12 +595,6 @@ def _plural(n: int, one: str, many: str) -> str:
 def _paths_text(paths: tuple[Path, ...], limit: int = 3) -> str:
     shown = ", ".join(str(p) for p in paths[:limit])
     return shown + (f", … ({len(paths)} in all)" if len(paths) > limit else "")
-
-
-def _fmt_bytes(n: int) -> str:
-    from .render.labels import fmt_bytes
-
-    return fmt_bytes(n)
 
 
 # --- the walk ----------------------------------------------------------------------------------
@@ -689,7 +676,7 @@ class _Placer:
             return LeafPlacement(path, FILE, x.shape, dtype_name(x.dtype), x.nbytes)
         if self.tracer is not None and isinstance(x, self.tracer):
             return LeafPlacement(path, TRACED, _shape(x), _dname(x), 0)
-        if type(x).__name__ == "ShapeDtypeStruct" and hasattr(x, "shape"):
+        if is_shape_struct(x):
             shape = tuple(int(s) for s in x.shape)
             sharding = getattr(x, "sharding", None)
             if sharding is not None and hasattr(sharding, "devices_indices_map"):

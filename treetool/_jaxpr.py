@@ -33,7 +33,8 @@ from ._errors import TreetoolError
 from ._jaxpr_uses import Lookups
 from ._model import no_gc
 from ._paths import GetAttrKey, Path, SequenceKey
-from ._repr import ReprMixin
+from ._repr import RichMixin, lower
+from ._typetests import is_drop_var
 
 __all__ = ["Call", "Cost", "Equation", "JaxprView", "Scope", "jaxpr", "short_location"]
 
@@ -386,7 +387,7 @@ def short_location(source: str | None) -> str | None:
     return f"{m['file'].rsplit('/', 1)[-1]}:{m['line']} ({m['fn']})"
 
 
-class JaxprView(ReprMixin, Lookups):
+class JaxprView(RichMixin, Lookups):
     """A jaxpr as a browsable tree, tied back to the pytrees that went in and came out.
 
     Build it with `treetool.jaxpr(fn, *args, **kwargs)` or `JaxprView(closed_jaxpr)`.
@@ -559,7 +560,7 @@ class JaxprView(ReprMixin, Lookups):
                 return _short(val, 30)
         name = self._names.get(atom)
         if name is None:
-            if type(atom).__name__ == "DropVar":
+            if is_drop_var(atom):
                 return "_"
             name = self._names[atom] = _name(len(self._names))
         return name
@@ -651,16 +652,11 @@ class JaxprView(ReprMixin, Lookups):
         """A rich renderable: inputs, outputs, consts, the equation tree folded below `depth`
         levels of nesting and `width` equations per jaxpr, and the totals (with XLA's FLOPs
         and bytes when `cost`); `source` adds each equation's file:line."""
-        from .render.jaxpr import JaxprTree
-
-        return JaxprTree(self, depth=depth, width=width, cost=cost, source=source)
-
-    def __rich_console__(self, console: Any, options: Any) -> Any:
-        yield self.render()
+        return lower(self, "rich", depth=depth, width=width, cost=cost, source=source)
 
     def to_dict(self, *, source: bool = True, cost: bool = False) -> dict[str, Any]:
-        """The whole view as JSON-able data (see `treetool.render.jaxpr.to_dict`)."""
-        from .render.jaxpr import to_dict
+        """The whole view as JSON-able data (see `treetool._jaxpr_json.to_dict`)."""
+        from ._jaxpr_json import to_dict
 
         return to_dict(self, source=source, cost=cost)
 

@@ -25,6 +25,7 @@ from ._errors import TreetoolError
 from ._paths import DictKey, GetAttrKey, Key, Path, SequenceKey, from_jax_key
 from ._repr import ReprMixin
 from ._text import safe
+from ._typetests import is_getattr_key
 
 __all__ = [
     "Aggregates",
@@ -174,7 +175,7 @@ def module_fields(t: type, obj: Any) -> tuple[tuple[str, ...], tuple[str, ...]] 
             d = object.__getattribute__(obj, "__dict__")
             names = tuple(getattr(k, "name", None) for k, _ in kids)
             if all(
-                type(k).__name__ == "GetAttrKey" and type(n) is str and d.get(n, d) is c
+                is_getattr_key(k) and type(n) is str and d.get(n, d) is c
                 for (k, c), n in zip(kids, names)
             ):
                 r = (names, tuple(f".{n}" for n in names))
