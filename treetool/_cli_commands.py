@@ -22,6 +22,7 @@ from ._cli_targets import (
     load_target,
 )
 from ._text import safe
+from ._typetests import is_opaque, is_raw_jaxpr
 
 
 def _console(stderr: bool = False) -> Any:
@@ -50,7 +51,7 @@ def _note_opaque(tree: Any) -> None:
 
     classes: list[str] = []
     for n in view(tree).walk():
-        if type(n.obj).__name__ == "Opaque":
+        if is_opaque(n.obj):
             cp = getattr(n.obj, "class_path", n.type_name)
             if cp not in classes:
                 classes.append(cp)
@@ -68,9 +69,7 @@ def _note_opaque(tree: Any) -> None:
 
 def _result_object(obj: Any) -> Any:
     """A treetool result (JaxprView, TreeDiff, Placement, Summary) or a raw jaxpr, else None."""
-    from .render import _is_raw_jaxpr
-
-    if _is_raw_jaxpr(obj):
+    if is_raw_jaxpr(obj):
         from ._jaxpr import JaxprView
 
         return JaxprView(obj)

@@ -28,7 +28,10 @@ def lower(obj: Any, medium: str, **options: Any) -> Any:
     Example:
         >>> import treetool as tt
         >>> print(lower(tt.diff([1], [1, 2]), "text"))
-        + [1]  2
+        1 change  +1 added
+        list[2]
+        ├── + [1]  int
+        └── · 1 unchanged
     """
     from .render import lower as render_lower  # the one core-to-render import (module doc)
 
@@ -91,7 +94,9 @@ class RichMixin(ReprMixin):
     Example:
         >>> import rich, treetool as tt
         >>> rich.print(tt.diff({"a": 1}, {"a": 2}))
-        ~ ['a']  1 → 2
+        1 change  ~1 changed (1 value)
+        dict[1]
+        └── ~ ['a']  value  1 → 2
     """
 
     __slots__ = ()

@@ -60,8 +60,15 @@ def lower(obj: Any, medium: Medium, **options: Any) -> Any:
 
     Example:
         >>> import treetool as tt
-        >>> print(lower(tt.diff({"a": 1}, {"a": 2}), "text"))
-        ~ ['a']  1 → 2
+        >>> d = tt.diff({"a": 1}, {"a": 2})
+        >>> print(lower(d, "text"))
+        1 change  ~1 changed (1 value)
+        dict[1]
+        └── ~ ['a']  value  1 → 2
+        >>> lower(d.changes[0], "text")
+        '1 → 2'
+        >>> lower(d, "html").startswith('<div class="treetool"')
+        True
     """
     if medium == "html":
         from .html import to_html

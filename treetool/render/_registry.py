@@ -79,8 +79,11 @@ def register(
         >>> class Tally:
         ...     n = 3
         >>> register(Tally, rich=lambda t, **_: Text(f"{t.n} items"))
-        >>> lowering(Tally, "rich")(Tally())
-        <text '3 items' []>
+        >>> lowering(Tally, "rich")(Tally()).plain
+        '3 items'
+        >>> import treetool as tt
+        >>> tt.render(Tally())  # the registry first, then the tree view
+        <text '3 items' [] ''>
     """
     for medium, fn in (("rich", rich), ("text", text), ("html", html)):
         if fn is not None:
