@@ -51,8 +51,8 @@ _LAZY: dict[str, str] = {
     "diff": "treetool._diff",
     "TreeDiff": "treetool._diff",
     "Change": "treetool._diff",
-    "explain_mismatch": "treetool._diff",
-    "explain": "treetool._diff",
+    "explain_mismatch": "treetool._explain",
+    "explain": "treetool._explain",
     # surgery
     "tree_at": "treetool._surgery",
     "select": "treetool._surgery",

@@ -17,6 +17,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from ._errors import LoadError
 from ._prng import KeyArray
 from ._typetests import is_shape_struct
 
@@ -38,6 +39,24 @@ __all__ = [
 ]
 
 _CHUNK_ELEMS = 1 << 20
+
+#: `source_for(url, reuse=True)` of `treetool.io`, installed by `set_url_source` when the
+#: readers are imported (they sit above the leaf types and make every URL-backed LazyArray)
+_URL_SOURCES: list[Callable[..., Any]] = []
+
+
+def set_url_source(source_for: Callable[..., Any]) -> None:
+    """Install how a URL-backed `LazyArray` opens its bytes (called by `treetool.io`)."""
+    _URL_SOURCES[:] = [source_for]
+
+
+def _url_source(url: str) -> Any:
+    if not _URL_SOURCES:
+        raise LoadError(
+            f"{url}: a remote array is read through treetool.io's sources; "
+            "import treetool.io (or load the file with tt.load) first"
+        )
+    return _URL_SOURCES[0](url, reuse=True)
 
 
 # --- dtypes -------------------------------------------------------------------------------
@@ -180,9 +199,7 @@ class LazyArray:
             ("s3://", "gs://", "gcs://", "http://", "https://")
         ):
             if self.source is None:  # a URL: read through its remote source
-                from .io._source import source_for
-
-                self.source = source_for(self.file, reuse=True)
+                self.source = _url_source(self.file)
             fh = self.source.open()
             fh.limit = self.offset + self.nbytes  # type: ignore[attr-defined]  # no read-ahead past it
         else:

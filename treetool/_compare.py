@@ -19,7 +19,7 @@ import numpy as np
 from ._arrays import LazyArray, dtype_name, is_key, scalar_value, short_dtype
 from ._callables import NOT_CALLABLE, callable_identity, same_callable
 from ._prng import KeyArray
-from ._typetests import is_shape_struct
+from ._typetests import is_named_sharding, is_shape_struct, is_single_device_sharding
 
 __all__ = ["LeafComparer", "leaf_label", "sharding_text"]
 
@@ -65,11 +65,10 @@ def leaf_label(x: Any) -> str:
 
 def sharding_text(s: Any) -> str:
     """A short description of a jax sharding: `cpu:0`, `NamedSharding(x=4,y=2; P('x', None))`."""
-    name = type(s).__name__
-    if name == "SingleDeviceSharding":
+    if is_single_device_sharding(s):
         d = next(iter(s.device_set))
         return f"{d.platform}:{d.id}"
-    if name == "NamedSharding":
+    if is_named_sharding(s):
         axes = ",".join(f"{k}={v}" for k, v in s.mesh.shape.items())
         spec = ", ".join(repr(p) for p in s.spec)
         return f"NamedSharding({axes}; P({spec}))"

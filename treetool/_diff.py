@@ -25,13 +25,12 @@ from ._align import align, signature, type_key
 from ._callables import callable_identity, same_callable
 from ._compare import LeafComparer, leaf_label, no_address
 from ._errors import TreetoolError
-from ._explain import explain, explain_mismatch
 from ._model import CUSTOM, LEAF, LIST, TUPLE, IsLeaf, aggregate, children, no_gc, node_data
 from ._paths import GetAttrKey, Key, Path
 from ._repr import RichMixin, lower
 from ._typetests import is_opaque
 
-__all__ = ["KINDS", "Change", "TreeDiff", "diff", "explain", "explain_mismatch"]
+__all__ = ["KINDS", "Change", "TreeDiff", "diff"]
 
 #: kinds of change, most significant first
 KINDS = ("error", "added", "removed", "node_type", "static", "shape", "dtype", "value", "sharding")

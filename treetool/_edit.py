@@ -20,6 +20,7 @@ from ._arrays import is_array
 from ._errors import PathError, SelectionError
 from ._model import CUSTOM, DICT, LEAF, LIST, NAMEDTUPLE, NONE, TUPLE, IsLeaf, no_gc
 from ._paths import DictKey, GetAttrKey, Key, Path, SequenceKey, from_jax_key
+from ._typetests import is_eqx_module
 from ._views import resolve
 
 __all__ = ["Edit", "Level", "Levels", "apply_edits", "kind_phrase", "locate", "open_level"]
@@ -238,9 +239,7 @@ def kind_phrase(obj: Any, kind: str) -> str:
 
 
 def _is_eqx_module(obj: Any) -> bool:
-    return any(
-        c.__name__ == "Module" and c.__module__.startswith("equinox") for c in type(obj).__mro__
-    )
+    return is_eqx_module(obj)
 
 
 Levels = dict[int, Level]

@@ -6,9 +6,12 @@ The JSON export sits with the core (below the renderers, which re-export `to_dic
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._jaxpr import JaxprView, Scope, short_location
+from ._jaxpr_scope import Scope, short_location
+
+if TYPE_CHECKING:
+    from ._jaxpr import JaxprView
 
 __all__ = ["to_dict", "value_text"]
 

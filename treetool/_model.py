@@ -25,7 +25,7 @@ from ._errors import TreetoolError
 from ._paths import DictKey, GetAttrKey, Key, Path, SequenceKey, from_jax_key
 from ._repr import ReprMixin
 from ._text import safe
-from ._typetests import is_getattr_key
+from ._typetests import is_getattr_key, is_opaque
 
 __all__ = [
     "Aggregates",
@@ -498,7 +498,7 @@ class Node(ReprMixin):
         """The class name of the object (`dict`, `Linear`, `ndarray`, `ArrayImpl`…)."""
         t = type(self.obj)
         name = getattr(t, "__name__", str(t))
-        return getattr(self.obj, "class_name", name) if name == "Opaque" else name
+        return getattr(self.obj, "class_name", name) if is_opaque(self.obj) else name
 
     @property
     def num_children(self) -> int:

@@ -10,7 +10,8 @@ import ast
 import difflib
 import fnmatch
 import re
-from collections.abc import Iterable, Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from ._errors import PathError
@@ -457,16 +458,26 @@ def from_jax_key(k: Any) -> Key:
     """Convert one jax key entry (or one of ours) to a treetool Key."""
     if isinstance(k, Key):
         return k
-    name = type(k).__name__
-    if name == "DictKey" and hasattr(k, "key"):
-        return DictKey(k.key)
-    if name == "SequenceKey" and hasattr(k, "idx"):
-        return SequenceKey(k.idx)
-    if name == "GetAttrKey" and hasattr(k, "name"):
-        return GetAttrKey(k.name)
-    if name == "FlattenedIndexKey" and hasattr(k, "key"):
-        return FlattenedIndexKey(k.key)
-    return RawKey(k)
+    convert = _FROM_JAX.get(type(k))
+    if convert is None:
+        convert = _jax_key_converter(type(k))
+    return convert(k)
+
+
+#: key entry class -> its conversion; jax's classes are added the first time one is converted
+_FROM_JAX: dict[type, Callable[[Any], Key]] = {}
+
+
+def _jax_key_converter(t: type) -> Callable[[Any], Key]:
+    """The conversion of key class `t`: by class against jax's key entries (jax is loaded
+    whenever one exists), `RawKey` for any other class."""
+    tu = sys.modules.get("jax.tree_util")
+    if tu is not None:
+        _FROM_JAX[tu.DictKey] = lambda k: DictKey(k.key)
+        _FROM_JAX[tu.SequenceKey] = lambda k: SequenceKey(k.idx)
+        _FROM_JAX[tu.GetAttrKey] = lambda k: GetAttrKey(k.name)
+        _FROM_JAX[tu.FlattenedIndexKey] = lambda k: FlattenedIndexKey(k.key)
+    return _FROM_JAX.setdefault(t, RawKey)
 
 
 # --- parsing ------------------------------------------------------------------------------

@@ -15,10 +15,13 @@ from typing import Any
 
 __all__ = [
     "is_drop_var",
+    "is_eqx_module",
     "is_global_ref",
     "is_opaque",
     "is_getattr_key",
     "is_jit_function",
+    "is_named_sharding",
+    "is_opaque_function",
     "is_raw_jaxpr",
     "is_shape_struct",
     "is_single_device_sharding",
@@ -41,6 +44,27 @@ def is_global_ref(x: Any) -> bool:
     """Whether `x` is a `GlobalRef` (a function or class a file names, kept as its name)."""
     mod = sys.modules.get("treetool.io._opaque")
     return mod is not None and isinstance(x, mod.GlobalRef)
+
+
+def is_opaque_function(x: Any) -> bool:
+    """Whether `x` is an `OpaqueFunction` (a function a file names, kept unrun)."""
+    mod = sys.modules.get("treetool._callables")
+    return mod is not None and isinstance(x, mod.OpaqueFunction)
+
+
+def is_eqx_module(x: Any) -> bool:
+    """Whether `x` is an `equinox.Module` instance (never imports equinox).
+
+    Example:
+        >>> import equinox as eqx
+        >>> class M(eqx.Module):
+        ...     w: int = 1
+        >>> is_eqx_module(M()), is_eqx_module(M)
+        (True, False)
+    """
+    eqx = sys.modules.get("equinox")
+    cls = getattr(eqx, "Module", None)
+    return cls is not None and isinstance(x, cls)
 
 
 def is_shape_struct(x: Any) -> bool:
@@ -69,6 +93,13 @@ def is_single_device_sharding(s: Any) -> bool:
     """Whether `s` is a `jax.sharding.SingleDeviceSharding`."""
     sh = sys.modules.get("jax.sharding")
     cls = getattr(sh, "SingleDeviceSharding", None)
+    return cls is not None and isinstance(s, cls)
+
+
+def is_named_sharding(s: Any) -> bool:
+    """Whether `s` is a `jax.sharding.NamedSharding`."""
+    sh = sys.modules.get("jax.sharding")
+    cls = getattr(sh, "NamedSharding", None)
     return cls is not None and isinstance(s, cls)
 
 

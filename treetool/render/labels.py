@@ -14,6 +14,7 @@ from .._format import fmt_bytes as fmt_bytes
 from .._format import fmt_count as fmt_count
 from .._model import NAMEDTUPLE, Aggregates, Node
 from .._text import safe
+from .._typetests import is_opaque, is_opaque_function
 
 __all__ = [
     "Budget",
@@ -125,8 +126,7 @@ class NodeLabel:
 
 def _flags(node: Node) -> tuple[str, ...]:
     flags = []
-    tn = type(node.obj).__name__
-    if tn in ("Opaque", "OpaqueFunction"):
+    if is_opaque(node.obj) or is_opaque_function(node.obj):
         flags.append("not executed")
     info = node.info
     if info.kind == "lazy":
