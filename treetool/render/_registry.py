@@ -41,7 +41,8 @@ _TABLES: dict[str, dict[type, Lowering]] = {m: {} for m in MEDIA}
 _RICH_PROVIDERS = {
     "treetool._diff": "treetool.render.diff",
     "treetool._summary": "treetool.render.summary",
-    "treetool._devices": "treetool.render.devices",
+    "treetool._placement": "treetool.render.devices",
+    "treetool._leaf_placement": "treetool.render.devices",
     "treetool._jaxpr": "treetool.render.jaxpr",
 }
 
@@ -52,7 +53,7 @@ _PROVIDERS: dict[str, dict[str, str]] = {
     "html": {
         "treetool._diff": "treetool.render.html_diff",
         "treetool._summary": "treetool.render.html_results",
-        "treetool._devices": "treetool.render.html_results",
+        "treetool._placement": "treetool.render.html_results",
         "treetool._jaxpr": "treetool.render.html_jaxpr",
     },
 }
