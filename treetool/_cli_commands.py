@@ -73,13 +73,10 @@ def _result_object(obj: Any) -> Any:
         from ._jaxpr import JaxprView
 
         return JaxprView(obj)
-    t = type(obj)
-    if (
-        t.__module__.startswith("treetool.")
-        and hasattr(obj, "to_dict")
-        and hasattr(t, "__rich_console__")
-    ):
-        return obj
+    from .render._registry import lowering
+
+    if lowering(type(obj), "rich") is not None and hasattr(obj, "to_dict"):
+        return obj  # a result class a renderer registered (see render/_registry.py)
     return None
 
 
