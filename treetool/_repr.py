@@ -14,15 +14,18 @@ demand from the same renderers as `tt.show`: nothing is imported or computed unt
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["ReprMixin", "RichMixin", "lower", "plain_text"]
+__all__ = ["Medium", "ReprMixin", "RichMixin", "lower", "plain_text"]
+
+#: what a lowering draws to: a rich renderable, plain text, or an HTML fragment
+Medium = Literal["rich", "text", "html"]
 
 #: Width of the text/plain fallback (a notebook cell or a log, not a terminal).
 TEXT_WIDTH = 100
 
 
-def lower(obj: Any, medium: str, **options: Any) -> Any:
+def lower(obj: Any, medium: Medium, **options: Any) -> Any:
     """`obj` drawn by its registered lowering: `"rich"` (a renderable), `"text"` or `"html"`.
 
     Example:

@@ -25,11 +25,12 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
+
+from .._repr import Medium
 
 __all__ = ["MEDIA", "Lowering", "Medium", "lowering", "register"]
 
-Medium = Literal["rich", "text", "html"]
 MEDIA: tuple[Medium, ...] = ("rich", "text", "html")
 
 #: a lowering takes the object and the drawing options it understands (others are ignored):
