@@ -71,7 +71,9 @@ def _content_hash(x: Any) -> Any:
         return None
     if arr.dtype.kind == "O":
         return None
-    return hashlib.blake2b(arr.view(np.uint8).reshape(-1), digest_size=16).digest()
+    # numpy's stubs give ndarray the buffer protocol (`__buffer__`) for Python >= 3.12 only
+    data = arr.view(np.uint8).reshape(-1)
+    return hashlib.blake2b(data, digest_size=16).digest()  # type: ignore[arg-type,unused-ignore]
 
 
 def signature(

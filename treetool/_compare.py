@@ -181,7 +181,7 @@ class _ValueStats:
                 k = int(np.argmax(neq))
                 self.first = offset + k
                 self.before, self.after = _item(ca[k]), _item(cb[k])
-            if diff is None:
+            if diff is None or mag is None:
                 return
             d = diff[neq]
             ok = np.isfinite(d)
@@ -348,7 +348,7 @@ class LeafComparer:
 
     @staticmethod
     def _result(st: _ValueStats | None, shape: tuple) -> tuple[str, Any, Any, dict] | None:
-        if st is None or st.count == 0:
+        if st is None or st.count == 0 or st.first is None:  # `first` is set with `count`
             return None
         size = math.prod(shape)
         first = [int(i) for i in np.unravel_index(st.first, tuple(shape))] if shape else []

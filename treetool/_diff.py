@@ -362,12 +362,16 @@ class _Walker:
                     self.emit(ka, kb, *st)
             if kind_a in _SEQUENCES and kind_b in _SEQUENCES:
                 pairs = align([c for _, c in kids_a], [c for _, c in kids_b], is_leaf)
-                lengths = ([len(kids_a), len(kids_b)], [type(a).__name__, type(b).__name__])
+                lengths: tuple[Any, ...] = (
+                    [len(kids_a), len(kids_b)],
+                    [type(a).__name__, type(b).__name__],
+                )
             else:
                 pairs = _pair_keys(a, b, kids_a, kids_b)
                 lengths = (None,)
             for i, j in reversed(pairs):
                 if i is None:
+                    assert j is not None  # a pair holds at least one side
                     k, c = kids_b[j]
                     push((c, "added", ka, (*kb, k), lengths))
                 elif j is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import types
-from typing import Any
+from typing import Any, Literal
 
 from ._errors import StructureMismatch
 from ._model import IsLeaf
@@ -140,7 +140,9 @@ class explain(contextlib.ContextDecorator):
     def __enter__(self) -> explain:
         return self
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(
+        self, exc_type: Any, exc: BaseException | None, tb: Any
+    ) -> Literal[False]:  # never swallows: it returns False or raises the explained error
         if exc is None or not isinstance(exc, (ValueError, TypeError)):
             return False
         if isinstance(exc, StructureMismatch):

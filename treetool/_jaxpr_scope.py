@@ -139,7 +139,7 @@ def _param_text(value: Any) -> str:
     return _short(value, 1000)
 
 
-def _jaxpr_types() -> tuple[type, type]:
+def _jaxpr_types() -> tuple[type[Any], type[Any]]:
     from jax.extend.core import ClosedJaxpr, Jaxpr
 
     return ClosedJaxpr, Jaxpr
@@ -218,8 +218,8 @@ class Scope:
         self.consts = consts
         self.label = label
         self.parent = parent
-        self.depth = 0 if parent is None else parent.scope.depth + 1
-        self.id = "" if parent is None else f"{parent.id}/{label}"
+        self.depth: int = 0 if parent is None else parent.scope.depth + 1
+        self.id: str = "" if parent is None else f"{parent.id}/{label}"
         self.invars = jaxpr.invars
         self.outvars = jaxpr.outvars
         self.constvars = jaxpr.constvars

@@ -274,7 +274,7 @@ def _recorded_layout(meta: dict[str, Any], shape: tuple[int, ...], itemsize: int
     pos = {n: i for i, n in enumerate(names)}
     devmap: dict[Any, tuple[tuple[int, int], ...]] = {}
     for coord in np.ndindex(*sizes):
-        idx = []
+        block: list[tuple[int, int]] = []
         for d, axes in enumerate(dim_axes):
             parts, k = 1, 0
             for a in axes:
@@ -283,8 +283,8 @@ def _recorded_layout(meta: dict[str, Any], shape: tuple[int, ...], itemsize: int
             if shape[d] % parts:
                 raise ValueError(f"dimension {d} of {shape} does not split into {parts} blocks")
             step = shape[d] // parts
-            idx.append((k * step, (k + 1) * step))
-        devmap[RecordedDevice(int(ids[coord]))] = tuple(idx)
+            block.append((k * step, (k + 1) * step))
+        devmap[RecordedDevice(int(ids[coord]))] = tuple(block)
     return _make_layout(devmap, shape, itemsize, kind=NAMED, mesh_shape=mesh_shape, spec=spec)
 
 

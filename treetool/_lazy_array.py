@@ -11,12 +11,13 @@ import math
 import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
 from ._dtypes import _as_dtype, _nbytes, short_dtype
 from ._errors import LoadError
+from ._streams import ByteStream
 
 __all__ = ["LazyArray", "set_url_source"]
 
@@ -74,7 +75,7 @@ class LazyArray:
         offset: int = 0,
         *,
         fortran_order: bool = False,
-        opener: Callable[[], IO[bytes]] | None = None,
+        opener: Callable[[], ByteStream] | None = None,
         seekable: bool = True,
         source: Any = None,
     ) -> None:
@@ -109,7 +110,7 @@ class LazyArray:
         dims = ",".join(map(str, self.shape))
         return f"LazyArray({short_dtype(self.dtype)}[{dims}], file={self.file!r}, offset={self.offset})"
 
-    def _open(self) -> IO[bytes]:
+    def _open(self) -> ByteStream:
         if self._opener is not None:
             fh = self._opener()
             if not self._seekable:
@@ -120,7 +121,7 @@ class LazyArray:
             if self.source is None:  # a URL: read through its remote source
                 self.source = _url_source(self.file)
             fh = self.source.open()
-            fh.limit = self.offset + self.nbytes  # type: ignore[attr-defined]  # no read-ahead past it
+            fh.limit = self.offset + self.nbytes  # no read-ahead past it
         else:
             fh = open(self.file, "rb")  # noqa: SIM115 - returned to the caller, who closes it
         fh.seek(self.offset)
@@ -135,7 +136,7 @@ class LazyArray:
         """
         return {"file": self.file, "offset": self.offset, "nbytes": self.nbytes}
 
-    def _read(self, fh: IO[bytes], start_byte: int, nbytes: int) -> bytes:
+    def _read(self, fh: ByteStream, start_byte: int, nbytes: int) -> bytes:
         if self._opener is None:  # a plain file: refuse to allocate bytes it does not hold
             size = self.source.size if self.source is not None else os.fstat(fh.fileno()).st_size
             if self.offset + start_byte + nbytes > size:
@@ -339,7 +340,7 @@ def _edge_indices(n: int, edge: int) -> list[int]:
     return list(range(n)) if n <= 2 * edge else [*range(edge), *range(n - edge, n)]
 
 
-def _skip(fh: IO[bytes], n: int) -> None:
+def _skip(fh: ByteStream, n: int) -> None:
     while n > 0:
         got = fh.read(min(n, 1 << 20))
         if not got:

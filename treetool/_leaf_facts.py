@@ -65,7 +65,7 @@ def may_be_raw_key(x: Any) -> bool:
     Such an array may as well be an edge list; nothing counts it as a key.
     """
     dtype = getattr(x, "dtype", None)
-    shape = getattr(x, "shape", ())
+    shape: tuple[int, ...] = getattr(x, "shape", ())
     return (
         dtype is not None and dtype_name(dtype) == "uint32" and len(shape) >= 1 and shape[-1] == 2
     )

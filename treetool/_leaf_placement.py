@@ -146,7 +146,7 @@ class LeafPlacement:
         The sharding's part is built once per layout and shared between leaves: treat the
         lists and dicts in it as read-only.
         """
-        out = {
+        out: dict[str, Any] = {
             "path": str(self.path),
             "kind": self.kind,
             "shape": list(self.shape) if self.shape is not None else None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ._errors import TreetoolError
 
@@ -80,7 +80,7 @@ def pytree_node(cls: T | None = None, *, frozen: bool = False) -> Any:
 
     def wrap(c: T) -> T:
         if not dataclasses.is_dataclass(c):
-            c = dataclasses.dataclass(frozen=frozen)(c)
+            c = cast(T, dataclasses.dataclass(frozen=frozen)(c))  # the same class, now a dataclass
         fields = [f for f in dataclasses.fields(c)]
         data = [f.name for f in fields if not f.metadata.get(_STATIC)]
         stat = [f.name for f in fields if f.metadata.get(_STATIC)]
@@ -149,7 +149,7 @@ def register_node(
         values.update(zip(stat, aux))
         if init is not None:
             return init(**values)
-        obj = object.__new__(cls)
+        obj: Any = object.__new__(cls)
         for k, v in values.items():
             object.__setattr__(obj, k, v)
         return obj

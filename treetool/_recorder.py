@@ -22,7 +22,7 @@ import operator
 import sys
 import types
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 from ._edit import Level, Levels, open_level
 from ._model import CUSTOM, DICT, LEAF, LIST, NAMEDTUPLE, NONE, TUPLE, IsLeaf
@@ -226,13 +226,13 @@ class Rec:
         raise Fallback
 
     def _tt_items(self) -> list[tuple[Any, Any]]:
-        return [(k.key, r) for k, r in zip(self._lv().keys, self._all())]
+        return [(cast(DictKey, k).key, r) for k, r in zip(self._lv().keys, self._all())]
 
     def _tt_values(self) -> list[Any]:
         return self._all()
 
     def _tt_keys(self) -> list[Any]:
-        return [k.key for k in self._lv().keys]
+        return [cast(DictKey, k).key for k in self._lv().keys]
 
     def __getitem__(self, item: Any) -> Any:
         lv = self._lv()
@@ -268,7 +268,7 @@ class Rec:
                 return r
             for key in (DictKey(item), SequenceKey(item) if type(item) is int else None):
                 j = None if key is None else lv.index(key)
-                if j is not None:
+                if key is not None and j is not None:
                     child = lv.kids[j]
                     try:
                         real = obj[item]
@@ -293,7 +293,7 @@ class Rec:
         if lv.kind in (LIST, TUPLE, NAMEDTUPLE):
             return iter(self._all())
         if lv.kind == DICT:
-            return iter([k.key for k in lv.keys])
+            return iter([cast(DictKey, k).key for k in lv.keys])
         raise Fallback
 
     def __len__(self) -> int:
@@ -328,8 +328,8 @@ class Rec:
         raise Fallback
 
     __setitem__ = __delitem__ = __call__ = _no
-    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __hash__ = _no  # type: ignore[assignment]
-    __index__ = __array__ = __jax_array__ = __format__ = __reduce__ = __reduce_ex__ = _no  # type: ignore[assignment]
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __hash__ = _no
+    __index__ = __array__ = __jax_array__ = __format__ = __reduce__ = __reduce_ex__ = _no
 
 
 _MISSING = object()
@@ -359,6 +359,10 @@ def _refuse_flatten(rec: Rec) -> Any:
     raise Fallback
 
 
+def _refuse_unflatten(aux: Any, kids: Any) -> Rec:
+    raise Fallback
+
+
 def _guard_jax() -> None:
     """Make jax refuse to flatten a proxy: jax tree functions called by `where` (say through a
     local alias of `jax.tree_util.tree_leaves`) would otherwise see each proxy as a leaf."""
@@ -367,7 +371,7 @@ def _guard_jax() -> None:
         return
     import jax
 
-    jax.tree_util.register_pytree_node(Rec, _refuse_flatten, lambda aux, kids: None)
+    jax.tree_util.register_pytree_node(Rec, _refuse_flatten, _refuse_unflatten)
     _guarded = True
 
 

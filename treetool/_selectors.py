@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from ._edit import Levels, locate
 from ._model import LEAF, IsLeaf, children, no_gc
@@ -42,7 +42,7 @@ def on_path_and_node(fn: Callable[..., Any]) -> Callable[[Path, Any], Any]:
     return fn if _two_args(fn) else (lambda _p, x: fn(x))
 
 
-def is_paths(sel: Any) -> bool:
+def is_paths(sel: Any) -> TypeGuard[str | Path | list[str | Path]]:
     """Whether `sel` is a path or glob, or a list of them."""
     return isinstance(sel, (str, Path)) or (
         isinstance(sel, list) and all(isinstance(s, (str, Path)) for s in sel)

@@ -84,7 +84,7 @@ def has_stats(x: Any) -> bool:
         (True, False, False)
     """
     try:
-        dt = np.dtype(getattr(x, "dtype", None))
+        dt: np.dtype[Any] = np.dtype(getattr(x, "dtype", None))
     except TypeError:  # typed PRNG keys and other dtypes numpy does not know
         return False
     return dt.kind in "biufc" or (dt.kind == "V" and dt.type is not np.void)

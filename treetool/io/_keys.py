@@ -26,16 +26,17 @@ class _Flat(Exception):
 _LIST = object()  # marks a dict that stands for a list while building
 
 
-def _parse(name: str) -> Path | None:
+def _parse(name: str) -> tuple[DictKey | SequenceKey, ...] | None:
     if not name.startswith("[") or name.count("[") > MAX_DEPTH:
         return None  # a name nested deeper than any tree treetool builds stays a flat key
     try:
         path = Path.parse(name)
     except PathError:
         return None
-    if str(path) != name or not all(type(k) in (DictKey, SequenceKey) for k in path):
+    keys = tuple(k for k in path if type(k) is DictKey or type(k) is SequenceKey)
+    if str(path) != name or len(keys) != len(path):
         return None
-    return path
+    return keys
 
 
 def tree_from_keystrs(flat: dict[str, Any]) -> Any:
@@ -60,7 +61,7 @@ def tree_from_keystrs(flat: dict[str, Any]) -> Any:
         for p, leaf in zip(paths, flat.values()):
             node: Any = root
             for k, nxt in pairwise(p):
-                key = k.key if type(k) is DictKey else k.idx
+                key = k.key if isinstance(k, DictKey) else k.idx
                 child = node.get(key) if isinstance(node, dict) else None
                 if child is None:
                     child = {} if type(nxt) is DictKey else {_LIST: True}
@@ -69,7 +70,7 @@ def tree_from_keystrs(flat: dict[str, Any]) -> Any:
                     raise _Flat
                 node = child
             last = p[-1]
-            key = last.key if type(last) is DictKey else last.idx
+            key = last.key if isinstance(last, DictKey) else last.idx
             if key in node or (_LIST in node) != (type(last) is SequenceKey):
                 raise _Flat
             node[key] = leaf

@@ -18,7 +18,27 @@ jax registration: `Opaque` is registered with `jax.tree_util` as soon as jax is 
 whoever imports it: right away if jax is already in `sys.modules` when this module is imported,
 otherwise through a one-shot import hook on `sys.meta_path` that runs after `jax` finishes
 importing. Reading a file therefore never imports jax, and a tree loaded before jax was
-imported still flattens with jax afterwards.
+imported still flattens with jax afterwards (`tt.load(f)`, then `import jax`, then
+`jax.tree.leaves(tree)` sees the fields, not one opaque leaf).
+
+Why an import hook, when treetool otherwise stays out of jax's way: every other moment to
+register comes too late or costs too much.
+
+- At treetool's next use (or when treetool first flattens an `Opaque`): the user above never
+  comes back through treetool. jax flattens in C++ by looking the type up in its registry; it
+  calls nothing on an unregistered object, which is silently one leaf, so there is no first
+  use to catch.
+- Importing jax on `load`: about a second, and it breaks the promise that reading a file's
+  structure does not import jax (the CLI's start-up depends on it).
+- An audit hook (`sys.addaudithook`, event "import"): fires before the module runs, not after,
+  and can never be removed: a cost on every audited event for the life of the process.
+- jax's own extension points: its plugin entry points are PJRT backends, discovered when a
+  backend first initialises (not at import, not at flatten time).
+
+So the hook is kept as small as it can be: it is armed only when jax is not imported yet, it
+looks at no module but `jax`, it takes itself off `sys.meta_path` at the first `import jax`,
+and it wraps that one module's `exec_module` for that one call, leaving jax's loader as it
+was found.
 """
 
 from __future__ import annotations
@@ -242,10 +262,11 @@ def _known_layout(cls: type) -> Callable[[Opaque], list[tuple[Key, tuple]]] | No
         )
     if issubclass(cls, collections.abc.Mapping):
         return _mapping_layout
-    if issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple):
-        names = cls._fields
+    fields = getattr(cls, "_fields", None)
+    if issubclass(cls, tuple) and isinstance(fields, tuple):
+        tuple_fields: tuple[Any, ...] = fields
         return lambda o: [
-            (GetAttrKey(n), ("arg", i)) for i, n in enumerate(names) if i < len(o.args)
+            (GetAttrKey(n), ("arg", i)) for i, n in enumerate(tuple_fields) if i < len(o.args)
         ]
     if dataclasses.is_dataclass(cls):
         names = [f.name for f in dataclasses.fields(cls) if not _is_static_field(f)]
@@ -440,9 +461,16 @@ class _JaxImportHook(importlib.abc.MetaPathFinder):
             return spec
         loader = spec.loader
         exec_module = loader.exec_module
+        own = vars(loader).get("exec_module") if hasattr(loader, "__dict__") else None
 
         def exec_and_register(module: Any) -> None:
-            exec_module(module)
+            try:
+                exec_module(module)
+            finally:  # jax's loader is left as it was found
+                if own is None:
+                    del loader.exec_module
+                else:
+                    loader.exec_module = own  # type: ignore[method-assign]
             register_with_jax()
 
         loader.exec_module = exec_and_register  # type: ignore[method-assign]

@@ -162,7 +162,7 @@ def file_kvstore(directory: str) -> dict[str, Any]:
     return {"driver": "file", "path": os.path.abspath(directory).rstrip(os.sep) + os.sep}
 
 
-def c_order_blocks(shape: tuple[int, ...], max_elems: int) -> Iterator[tuple[slice, ...]]:
+def c_order_blocks(shape: tuple[int, ...], max_elems: int) -> Iterator[tuple[int | slice, ...]]:
     """Index tuples that cover an array of `shape` in C order, each at most `max_elems`
     elements and contiguous in memory (so their flattened values concatenate in order)."""
     n = len(shape)

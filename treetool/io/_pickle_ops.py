@@ -521,7 +521,7 @@ def imitate(tag: str, g: _Global, args: tuple, lazy: bool, keycheck: KeyCheck) -
     if tag == "defaultdict":
         factory = args[0] if n else None
         real = BUILTIN_TYPES.get(factory.tag) if type(factory) is _Global else None
-        out = collections.defaultdict(real)
+        out: collections.defaultdict[Any, Any] = collections.defaultdict(real)
         if n == 2 and isinstance(args[1], dict):
             _charge_copy(budget, args[1], 64)
             out.update(args[1])
@@ -534,22 +534,22 @@ def imitate(tag: str, g: _Global, args: tuple, lazy: bool, keycheck: KeyCheck) -
                 raise LoadError("complex() argument out of range") from None
         return Opaque(g.class_path, args)
     if tag in ("bytes", "bytearray"):
-        ctor = bytes if tag == "bytes" else bytearray
+        make: type[bytes] | type[bytearray] = bytes if tag == "bytes" else bytearray
         if n == 0:
-            return ctor()
+            return make()
         if n == 1 and isinstance(args[0], bytes | bytearray):
             _charge_copy(budget, args[0], 1)
-            return ctor(args[0])
+            return make(args[0])
         if (
             n == 1
             and isinstance(args[0], list)
             and all(type(x) is int and 0 <= x < 256 for x in args[0])
         ):
             _charge_copy(budget, args[0], 1)
-            return ctor(args[0])
+            return make(args[0])
         if n == 2 and isinstance(args[0], str) and args[1] in ("latin1", "latin-1"):
             _charge_copy(budget, args[0], 1)
-            return ctor(_encode_latin1(args[0]))
+            return make(_encode_latin1(args[0]))
         return Opaque(g.class_path, args)
     if tag == "reconstructor":
         if (

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import pickle
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from .._arrays import LazyArray, is_array, is_key, leaf_info
 from .._callables import OpaqueFunction
 from .._errors import SaveError
+from .._paths import DictKey
 from .._prng import KeyArray
 from ._opaque import GlobalRef, Opaque
 
@@ -108,7 +109,7 @@ def _materialize(tree: Any, path: str, refuse_opaque: bool = True) -> Any:
         kind, kids = children(x)
         if kind == "dict":
             return (
-                type(x)({k.key: conv(c, where + str(k)) for k, c in kids})
+                {cast(DictKey, k).key: conv(c, where + str(k)) for k, c in kids}
                 if type(x) is dict
                 else _rebuild(x, kids, where, conv)
             )
@@ -159,6 +160,7 @@ def save(tree: Any, path: str, format: str | None = None) -> None:
         write({name: leaf for name, (_, leaf) in zip(names, pairs)}, path, meta)
         return
     flat = _flat(tree, path, arrays_only=True)
-    arrays = {k: np.asarray(v) for k, v in flat.items()}
+    # Any: numpy's stub types savez's keyword `allow_pickle`, which a keystr name never is
+    arrays: dict[str, Any] = {k: np.asarray(v) for k, v in flat.items()}
     with open(path, "wb") as fh:
         np.savez(fh, **arrays)

@@ -8,6 +8,7 @@ a `LazyArray` pointing at the raw bytes in the file. Arrays that flax split into
 
 from __future__ import annotations
 
+import io
 import math
 import struct
 from typing import IO, Any
@@ -315,6 +316,12 @@ class _Spans:
 
     def close(self) -> None:
         self._fh.close()
+
+    def seek(self, offset: int, whence: int = 0, /) -> int:
+        raise io.UnsupportedOperation("a one-way stream: read it from the start")
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("a stream over a part of a file has no descriptor")
 
     def __enter__(self) -> _Spans:
         return self

@@ -1,14 +1,33 @@
 """`.npy` and `.npz` files: headers only; payloads stay on disk as `LazyArray` leaves.
 
-A `.npy` header is a Python literal; it is parsed with `ast.literal_eval`, never evaluated. In
-an `.npz`, stored members point straight into the zip file; compressed members are decompressed
-only when the leaf is read. Object arrays (a pickle inside the `.npy`) go through treetool's
-safe unpickler.
+In an `.npz`, stored members point straight into the zip file; compressed members are
+decompressed only when the leaf is read. Object arrays (a pickle inside the `.npy`) go through
+treetool's safe unpickler.
+
+A `.npy` header is the magic `\x93NUMPY`, a version, a length and a Python dict literal. The
+magic and version are read by `numpy.lib.format.read_magic` and the dtype description is
+turned into a dtype by `numpy.lib.format.descr_to_dtype`. The dict text itself is parsed here,
+with `ast.literal_eval` (never evaluated), and not by `numpy.lib.format.read_array_header_1_0`
+/ `_2_0`, because those are not safe on hostile headers:
+
+- they read the whole claimed header (up to 4 GiB for version 2) before `max_header_size` is
+  checked; here the length is checked first, against `_MAX_HEADER`;
+- when `literal_eval` fails on a version 1 or 2 header they retry it through a Python 2
+  filter built on `tokenize`: measured on a 1 MiB header of unclosed brackets, 18-72 s and up
+  to 600 MB (seconds at 64 KiB, about a second at numpy's own 10 KB limit, for each member of
+  an `.npz`), and the filter's `tokenize.TokenError` escapes as an error that is not a
+  `ValueError`;
+- they run `descr_to_dtype` on any descr, where a list of 60,000 fields costs seconds; here a
+  descr is a short string or a list of at most 1,000 fields, and a shape of more than
+  `MAX_NDIM` dimensions is refused before `literal_eval` runs.
+
+Parsed headers are cached by their bytes: the arrays of one shape and dtype share a header.
 """
 
 from __future__ import annotations
 
 import ast
+import io
 import math
 import os
 import re
@@ -20,17 +39,22 @@ from collections.abc import Callable
 from typing import IO, Any
 
 import numpy as np
+from numpy.lib import format as np_format
 
 from .._arrays import LazyArray
 from .._errors import LoadError
+from .._streams import ByteStream
 from ._keys import tree_from_keystrs
 from ._limits import MAX_NDIM, Budget, check_dtype, check_shape
 from ._source import Source, source_for
 
 __all__ = ["NpyHeader", "is_npy_sequence", "parse_npy_header", "read"]
 
-_MAGIC = b"\x93NUMPY"
+_MAGIC = np_format.MAGIC_PREFIX
 _MAX_HEADER = 1 << 20
+#: .npy major version -> the struct format and size of its header length field, and the
+#: header's text encoding (numpy.lib.format keeps this table private)
+_VERSIONS = {1: ("<H", 2, "latin1"), 2: ("<I", 4, "latin1"), 3: ("<I", 4, "utf-8")}
 
 
 class NpyHeader:
@@ -58,35 +82,32 @@ _SHAPE_TEXT = re.compile(rb"""['"]shape['"]\s*:\s*\(([^)]*)\)""")
 
 def parse_npy_header(fh: IO[bytes], where: str) -> NpyHeader:
     """Parse the header at the current position of `fh` (data_offset is relative to it)."""
-    magic = fh.read(8)
-    if len(magic) < 8 or magic[:6] != _MAGIC:
-        raise LoadError(f"{where}: not a .npy record (bad magic)")
-    major = magic[6]
-    if major == 1:
-        raw = fh.read(2)
-        if len(raw) < 2:
-            raise LoadError(f"{where}: truncated .npy header")
-        hlen, start = struct.unpack("<H", raw)[0], 10
-    elif major in (2, 3):
-        raw = fh.read(4)
-        if len(raw) < 4:
-            raise LoadError(f"{where}: truncated .npy header")
-        hlen, start = struct.unpack("<I", raw)[0], 12
-    else:
+    try:
+        major, _minor = np_format.read_magic(fh)
+    except ValueError:  # short, or not the magic
+        raise LoadError(f"{where}: not a .npy record (bad magic)") from None
+    version = _VERSIONS.get(major)
+    if version is None:
         raise LoadError(f"{where}: unsupported .npy version {major}")
+    length_format, length_size, encoding = version
+    raw = fh.read(length_size)
+    if len(raw) < length_size:
+        raise LoadError(f"{where}: truncated .npy header")
+    hlen = struct.unpack(length_format, raw)[0]
+    start = np_format.MAGIC_LEN + length_size
     if hlen > _MAX_HEADER:
         raise LoadError(f"{where}: .npy header of {hlen} bytes is too long")
     text = fh.read(hlen)
     if len(text) < hlen:
         raise LoadError(f"{where}: truncated .npy header")
-    key = magic[6:7] + text
+    key = bytes((major,)) + text
     known = _header_cache.get(key)  # arrays of one shape and dtype repeat their header
     if known is None:
         m = _SHAPE_TEXT.search(text)
         if m is not None and m.group(1).count(b",") > MAX_NDIM:  # before literal_eval runs
             ndim = m.group(1).rstrip(b", ").count(b",") + 1
             raise LoadError(f"{where}: .npy header: {ndim} dimensions, more than {MAX_NDIM}")
-        known = _parse_header_text(text, major, where)
+        known = _parse_header_text(text, encoding, where)
         if len(_header_cache) < 4096:
             _header_cache[key] = known
     shape, dtype, fortran = known
@@ -94,10 +115,10 @@ def parse_npy_header(fh: IO[bytes], where: str) -> NpyHeader:
 
 
 def _parse_header_text(
-    text: bytes, major: int, where: str
+    text: bytes, encoding: str, where: str
 ) -> tuple[tuple[int, ...], np.dtype, bool]:
     try:
-        header = ast.literal_eval(text.decode("utf-8" if major == 3 else "latin1"))
+        header = ast.literal_eval(text.decode(encoding))
     except Exception:  # SyntaxError, ValueError (huge ints), OverflowError (complex), ...
         raise LoadError(f"{where}: malformed .npy header") from None
     if type(header) is not dict or not {"descr", "fortran_order", "shape"} <= header.keys():
@@ -123,9 +144,7 @@ def _descr_dtype(descr: Any, where: str) -> np.dtype:
             pass
     if isinstance(descr, list) and len(descr) <= 1000:  # structured, or void-padded (bfloat16)
         try:
-            from numpy.lib.format import descr_to_dtype
-
-            return descr_to_dtype(descr)
+            return np_format.descr_to_dtype(descr)
         except Exception:
             pass
     shown = repr(descr) if len(repr(descr)) <= 80 else repr(descr)[:77] + "..."
@@ -445,10 +464,10 @@ def _stored_data_offset(raw: IO[bytes], info: zipfile.ZipInfo, where: str) -> in
     return info.header_offset + 30 + name_len + extra_len
 
 
-def _member_opener(src: Source, info: zipfile.ZipInfo, skip: int) -> Callable[[], IO[bytes]]:
+def _member_opener(src: Source, info: zipfile.ZipInfo, skip: int) -> Callable[[], ByteStream]:
     """Open a compressed member positioned at its array data (decompresses on read)."""
 
-    def opener() -> IO[bytes]:
+    def opener() -> ByteStream:
         fh = src.open()
         zf = zipfile.ZipFile(fh)
         member = zf.open(info)
@@ -477,6 +496,12 @@ class _Closing:
         self._member.close()
         self._zf.close()
         self._fh.close()
+
+    def seek(self, offset: int, whence: int = 0, /) -> int:
+        raise io.UnsupportedOperation("a one-way stream: read it from the start")
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("a stream over a part of a file has no descriptor")
 
     def __enter__(self) -> _Closing:
         return self

@@ -231,7 +231,7 @@ class ShardingGrid:
         lp = self.leaf
         lay = lp.layout
         if lay is None:
-            where = {
+            place = {
                 "host": "host: in this process's memory, on no jax device",
                 "file": "file: still in its file, on no jax device",
                 "abstract": "abstract: no sharding recorded",
@@ -239,7 +239,7 @@ class ShardingGrid:
                 "deleted": "deleted: its buffers were donated or deleted",
             }.get(lp.kind, "not an array")
             yield Text.assemble(
-                (str(lp.path) or "<root>", "bold"), "  ", (layout_label(lp), "cyan"), "  ", where
+                (str(lp.path) or "<root>", "bold"), "  ", (layout_label(lp), "cyan"), "  ", place
             )
             return
         yield self._title()

@@ -60,7 +60,7 @@ class LeafReport:
         out["stats"] = st.to_dict() if st is not None else None
         arr = self._values() if info.params <= 1000 or info.kind != "lazy" else None
         small = arr is not None and arr.size <= 1000 and not _bad_code_points(arr)
-        out["values"] = values_list(arr) if small else None
+        out["values"] = values_list(arr) if small and arr is not None else None
         if info.shape is None:
             out["value"] = repr(self.value)
         return out

@@ -132,7 +132,7 @@ class TreeView:
         budget = Budget(self.budget)
         rows: list[tuple[Row, Tree | None, int]] = []  # (row, parent rich tree, depth)
         root = Tree("")
-        pending = [(Row(self.node), None, 0, root)]
+        pending: list[tuple[Row, Tree | None, int, Tree]] = [(Row(self.node), None, 0, root)]
         shown: list[tuple[Row, Tree]] = []
         while pending:
             row, _, d, rt = pending.pop()
