@@ -212,3 +212,53 @@ def test_tui_open_expand_leaves_tab_and_search():
             assert app.is_running  # no worker took the app down
 
     asyncio.run(run())
+
+
+def test_node_aggregates_count_broken_nodes_instead_of_raising():
+    root = tt.view(tree())
+    agg = root.aggregates
+    assert (agg.leaves, agg.params, agg.nbytes, agg.errors) == (3, 3, 24, 2)
+    assert agg.error_entries == [(p, MSG) for p in BROKEN]
+    assert root.aggregates_within(100).errors == 2
+    assert root.child("deep").aggregates.error_entries == [("['x'][1]", MSG)]
+
+
+def test_stats_of_what_has_no_numbers_is_a_stats_error():
+    import jax
+    import jax.numpy as jnp
+
+    gone = jnp.ones(3)
+    gone.delete()
+    with pytest.raises(tt.StatsError, match=r"RuntimeError: Array has been deleted") as e:
+        tt.stats(gone)
+    # a TreetoolError, and still what it was: RuntimeError (jax's) and TypeError (keys, strings)
+    assert isinstance(e.value, tt.TreetoolError) and isinstance(e.value, RuntimeError)
+    for bad in (jax.random.key(0), np.array(["a", "b"]), "hello"):
+        with pytest.raises(tt.StatsError) as e:
+            tt.stats(bad)
+        assert isinstance(e.value, TypeError)
+    assert tt.stats(np.arange(4.0)).max == 3.0  # numbers are unchanged
+    with pytest.raises(tt.StatsError, match=r"^\['g'\]: cannot read its values: RuntimeError"):
+        tt.nonfinite({"g": gone, "ok": np.ones(2)})  # a flat answer: the path, not jax's error
+
+
+def test_lookups_raise_path_errors_that_are_still_key_errors():
+    t = {"a": {"w": np.ones(3)}, "b": [1, 2]}
+    with pytest.raises(tt.PathError, match=r"^\['a'\] has no child 'zz'; it has \['w'\]$"):
+        tt.view(t).child("a").child("zz")
+    d = tt.diff(t, {"a": {"w": np.zeros(3)}, "b": [1, 2]})
+    assert d["['a']['w']"].kind == "value"
+    with pytest.raises(tt.PathError, match=r"\['b'\] did not change \(1 paths did\)"):
+        d["['b']"]
+    with pytest.raises(tt.PathError, match="no device 'gpu:7' in the placement"):
+        tt.placement(t).on("gpu:7")
+    with pytest.raises(tt.PathError) as e:  # equinox's message, a PathError (a KeyError)
+        tt.tree_at(lambda x: x["zz"], t, 1)
+    assert str(e.value) == "'zz'" and isinstance(e.value, KeyError)
+    with pytest.raises(tt.PathError) as e:
+        tt.tree_at(lambda x: x["b"][5], t, 1)
+    assert isinstance(e.value, IndexError) and str(e.value) == "list index out of range"
+    for err in (KeyError, tt.TreetoolError):  # `except KeyError` code keeps working
+        with pytest.raises(err):
+            tt.get(t, "['a']['zz']")
+    assert t == {"a": {"w": t["a"]["w"]}, "b": [1, 2]}  # nothing was changed

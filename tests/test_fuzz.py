@@ -246,8 +246,8 @@ def test_reproducer_through_the_cli(fmt, name, tmp_path):
         return
     leaves = json.loads(run.stdout)["leaves"]
     more = [("summary", "input")]
-    if leaves:  # `treetool get` on the first leaf reads the array data
-        more.append(("get", "input", leaves[0]["path"]))
+    if leaves:  # `treetool get --stats` on the first leaf reads all of its array data
+        more.append(("get", "input", leaves[0]["path"], "--stats"))
     for args in more:
         run = hostile.run_cli(*args, cwd=tmp_path, allow_writes=["input"])
         hostile.assert_contained(run, rc=(0, 2))

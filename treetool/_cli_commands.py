@@ -213,7 +213,7 @@ def cmd_get(args: argparse.Namespace) -> int:
         raise CliError(f"{args.target}: {path}: cannot open this node: {node.error}")
     from .render.leaf import leaf_report
 
-    report = leaf_report(path, value)
+    report = leaf_report(path, value, stats=args.stats)
     if args.json:
         _print_json(report.to_dict())
     else:

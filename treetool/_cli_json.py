@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _cli_files as _files
 from . import _cli_targets as _targets
+
+if TYPE_CHECKING:
+    from ._arrays import LeafInfo
 
 
 class _Records(list):
@@ -17,7 +20,8 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
     """The `inspect --json` / `ls --json` object; one pass over the leaves without a filter."""
     from ._arrays import LazyArray, leaf_info
     from ._callables import callable_identity
-    from ._model import Unopened, aggregate, no_gc
+    from ._model import Unopened, no_gc
+    from ._totals import Tally, totals
 
     with no_gc():
         if pattern:
@@ -33,18 +37,16 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
 
         import numpy as np
 
-        records, seen = _Records(), set()
-        append, add = records.append, seen.add
-        leaves = params = nbytes = errors = 0
+        records, tally = _Records(), Tally()
+        append, count = records.append, tally.add_sized  # tied arrays count once
         # numpy and lazy (file) leaves of one type, shape and dtype share the tail of their
-        # record and their counts: their facts depend on nothing else
-        tails: dict[tuple[Any, Any, Any], tuple[str, int, int]] = {}
-        same_facts = {np.ndarray}
+        # record and their facts: their facts depend on nothing else
+        tails: dict[tuple[Any, Any, Any], tuple[str, LeafInfo]] = {}
+        same_facts: set[type] = {np.ndarray}
         with_sharding: set[type] = set()  # lazy leaf types that carry a recorded sharding
         shard_texts: dict[int, str] = {}
         in_shards = fmt == "sharded"  # a sharded set: each leaf names the file holding it
         for chunk in chunks:
-            leaves += len(chunk)
             for text, x in chunk:
                 t = type(x)
                 if t not in same_facts and issubclass(t, LazyArray):
@@ -58,23 +60,11 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
                     key = (t, x.shape, x.dtype)
                     facts = tails.get(key) or _lazy_tail(tails, key, x)
                     append(f'{{"path": {q(text)}, "sharding": {st}, {facts[0]}')
-                    if id(x) not in seen:
-                        add(id(x))
-                        params += facts[1]
-                        nbytes += facts[2]
+                    count(x, facts[1])
                     continue
                 if t in same_facts:
                     key = (t, x.shape, x.dtype)
-                    facts = tails.get(key)
-                    if facts is None:
-                        info = leaf_info(x)
-                        dims = ", ".join(map(str, info.shape))
-                        tail = (
-                            f'"shape": [{dims}], "dtype": {q(info.dtype)}, '
-                            f'"nbytes": {info.nbytes}, "device": {q(info.device)}, '
-                            f'"type": {q(info.type_name)}}}'
-                        )
-                        facts = tails[key] = (tail, info.params, info.nbytes)
+                    facts = tails.get(key) or _lazy_tail(tails, key, x)
                     if in_shards and isinstance(x, LazyArray):  # where its bytes live
                         append(
                             f'{{"path": {q(text)}, "shard": {q(x.file)}, '
@@ -82,16 +72,14 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
                         )
                     else:
                         append(f'{{"path": {q(text)}, {facts[0]}')
-                    if id(x) not in seen:  # tied arrays count once
-                        add(id(x))
-                        params += facts[1]
-                        nbytes += facts[2]
+                    count(x, facts[1])
                     continue
                 if t is Unopened:  # a node whose flatten raised: its message at its path
                     append(f'{{"path": {q(text)}, "error": {q(x.error)}}}')
-                    errors += 1
+                    tally.error(text, x.error)
                     continue
                 info = leaf_info(x)
+                count(x, info)
                 shape = info.shape
                 if shape is None:
                     fn = callable_identity(x)  # a function leaf: its label (jax.nn.relu)
@@ -104,43 +92,31 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
                 dims = ", ".join(map(str, shape))
                 device = "null" if info.device is None else q(info.device)
                 append(
-                    f'{{"path": {q(text)}, "shape": [{dims}], "dtype": {q(info.dtype)}, '
+                    f'{{"path": {q(text)}, "shape": [{dims}], "dtype": {q(info.dtype or "")}, '
                     f'"nbytes": {info.nbytes}, "device": {device}, "type": {q(info.type_name)}}}'
                 )
-                if id(x) not in seen:  # tied arrays count once
-                    add(id(x))
-                    params += info.params
-                    nbytes += info.nbytes
-        totals = {"leaves": leaves - errors, "params": params, "bytes": nbytes}
-        if errors:
-            totals["errors"] = errors
-        if pattern:
-            try:
-                agg = aggregate(tree)
-                totals = {"leaves": agg.leaves, "params": agg.params, "bytes": agg.nbytes}
-            except Exception:  # a node whose flatten raises: the summary's tolerant count
-                from ._summary import summary
-
-                t = summary(tree, depth=0).total
-                totals = {"leaves": t.leaves, "params": t.params, "bytes": t.nbytes}
-                totals["errors"] = t.errors
-    return {"format": fmt, **_files.file_facts(tree), "totals": totals, "leaves": records}
+        # with a filter, the totals are still the whole tree's
+        agg = totals(tree) if pattern else tally.finish(breakdown=False)
+        counts = {"leaves": agg.leaves, "params": agg.params, "bytes": agg.nbytes}
+        if agg.errors:
+            counts["errors"] = agg.errors
+    return {"format": fmt, **_files.file_facts(tree), "totals": counts, "leaves": records}
 
 
-def _lazy_tail(tails: dict, key: tuple, x: Any) -> tuple[str, int, int]:
-    """The shared end of a numpy/lazy leaf's JSON record, and its params and bytes."""
+def _lazy_tail(tails: dict, key: tuple, x: Any) -> tuple[str, LeafInfo]:
+    """The shared end of a numpy/lazy leaf's JSON record, and its facts."""
     from json.encoder import encode_basestring as q
 
     from ._arrays import leaf_info
 
-    info = leaf_info(x)
-    dims = ", ".join(map(str, info.shape))
+    info = leaf_info(x)  # an array: shape, dtype and device are never None here
+    dims = ", ".join(map(str, info.shape or ()))
     tail = (
-        f'"shape": [{dims}], "dtype": {q(info.dtype)}, '
-        f'"nbytes": {info.nbytes}, "device": {q(info.device)}, '
+        f'"shape": [{dims}], "dtype": {q(info.dtype or "")}, '
+        f'"nbytes": {info.nbytes}, "device": {q(info.device or "")}, '
         f'"type": {q(info.type_name)}}}'
     )
-    facts = tails[key] = (tail, info.params, info.nbytes)
+    facts = tails[key] = (tail, info)
     return facts
 
 

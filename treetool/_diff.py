@@ -129,12 +129,15 @@ class TreeDiff(RichMixin):
         return iter(self.changes)
 
     def __getitem__(self, path: str | Path) -> Change:
-        """The change at `path` (keystr text or a Path); KeyError if that path did not change."""
+        """The change at `path` (keystr text or a Path); `PathError` (a KeyError) if that path
+        did not change."""
         text = str(Path.parse(path)) if not isinstance(path, Path) else str(path)
         for c in self.changes:
             if c.path == text:
                 return c
-        raise KeyError(text)
+        from ._errors import PathError
+
+        raise PathError(f"{text or '<root>'} did not change ({len(self.changes)} paths did)")
 
     @property
     def by_kind(self) -> dict[str, int]:

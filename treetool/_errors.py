@@ -9,6 +9,7 @@ __all__ = [
     "PathError",
     "SaveError",
     "SelectionError",
+    "StatsError",
     "StructureMismatch",
     "TreetoolError",
     "UnsafeError",
@@ -33,7 +34,9 @@ class TreetoolError(Exception):
 
 
 class PathError(TreetoolError, KeyError):
-    """A path that does not exist in a tree, or a path string that does not parse.
+    """A path that does not exist in a tree, or a path string that does not parse (also a
+    child key a node does not have, a device name a placement does not hold, a callable
+    `where` that fails to find its node).
 
     It is a `KeyError` so that `except KeyError` keeps working, but its message prints as
     plain text (a bare `KeyError` would print the repr of its message).
@@ -85,3 +88,20 @@ class StructureMismatch(TreetoolError, ValueError):
 
 class SelectionError(TreetoolError, ValueError):
     """An edit that cannot be applied to the selected nodes."""
+
+
+class StatsError(TreetoolError, TypeError, RuntimeError):
+    """`tt.stats` of something with no numbers to sum: a PRNG key array, a string or object
+    array, a non-array, or a jax array whose buffer was deleted or donated.
+
+    A `TypeError` (what it raised for keys and strings before) and a `RuntimeError` (what jax
+    raises for a deleted array), so either `except` keeps working.
+
+    Example:
+        >>> import numpy as np, treetool as tt
+        >>> try:
+        ...     tt.stats(np.array(["a", "b"]))
+        ... except tt.StatsError as e:
+        ...     print(e)
+        stats of a <U1 array are not defined
+    """

@@ -17,14 +17,15 @@ import gc
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from ._arrays import LeafInfo, is_array, leaf_info
-from ._errors import TreetoolError
+from ._errors import PathError, TreetoolError
 from ._paths import DictKey, GetAttrKey, Key, Path, SequenceKey, from_jax_key
 from ._repr import ReprMixin
 from ._text import safe
+from ._totals import Aggregates as Aggregates
+from ._totals import totals
 from ._typetests import is_getattr_key, is_opaque
 
 __all__ = [
@@ -286,100 +287,22 @@ _CYCLE_NEAR = 64
 # --- aggregates ---------------------------------------------------------------------------
 
 
-@dataclass
-class Aggregates:
-    """Totals over a subtree. An array at several paths (tied weights) is counted once."""
-
-    leaves: int = 0
-    arrays: int = 0
-    params: int = 0
-    nbytes: int = 0
-    dtypes: collections.Counter = field(default_factory=collections.Counter)
-    tied: int = 0
-    complete: bool = True
-    #: nodes that could not be opened (their flatten raised); not counted as leaves
-    errors: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-friendly dict."""
-        return {
-            "leaves": self.leaves,
-            "arrays": self.arrays,
-            "params": self.params,
-            "bytes": self.nbytes,
-            "dtypes": dict(self.dtypes),
-            "tied": self.tied,
-        }
-
-
-_BUILTIN_CONTAINERS = (list, tuple, dict)
-
-
 def aggregate(
     obj: Any,
     is_leaf: IsLeaf = None,
     limit: int | None = None,
     kids: list[tuple[Key, Any]] | None = None,
 ) -> Aggregates:
-    """Walk a subtree iteratively and total it; stop after `limit` leaves (complete=False).
+    """Totals over a subtree (`treetool._totals.totals`: one walk, never raises for a broken
+    node, which is an error entry); stop after `limit` leaves (complete=False).
 
-    `kids` are `obj`'s children when the caller already has them. With a `limit`, a builtin
-    container wider than the leaves still allowed gives up at once, without opening it.
+    `kids` are `obj`'s children when the caller already has them.
+
+    Example:
+        >>> aggregate({"a": [1.0, 2.0]}).leaves
+        2
     """
-    agg = Aggregates()
-    seen: set[int] = set()
-    # the containers on the path to the current one, so that a cycle ends as a leaf
-    open_ids: set[int] = set() if kids is None else {id(obj)}
-    stack = [obj] if kids is None else [c for _, c in reversed(kids)]
-    with no_gc():
-        while stack:
-            x = stack.pop()
-            if type(x) is _Leave:
-                open_ids.discard(x.ident)
-                continue
-            if (
-                limit is not None
-                and type(x) in _BUILTIN_CONTAINERS
-                and len(x) > limit - agg.leaves
-                and (is_leaf is None or not is_leaf(x))
-            ):
-                agg.complete = False
-                break
-            kind, kids = children(x, is_leaf)
-            if kind != LEAF:
-                ident = id(x)
-                if ident not in open_ids:
-                    open_ids.add(ident)
-                    stack.append(_Leave(ident))
-                    stack.extend(c for _, c in reversed(kids))
-                    continue
-                kind = LEAF  # the same object as an ancestor: a cycle, counted as one leaf
-            agg.leaves += 1
-            if limit is not None and agg.leaves > limit:
-                agg.complete = False
-                agg.leaves -= 1
-                break
-            info = leaf_info(x)
-            if info.shape is None:
-                continue
-            if id(x) in seen:
-                agg.tied += 1
-                continue
-            seen.add(id(x))
-            agg.arrays += 1
-            agg.params += info.params
-            agg.nbytes += info.nbytes
-            agg.dtypes[info.dtype] += 1
-    return agg
-
-
-class _Leave:
-    """A marker on `aggregate`'s stack: the walk leaves the container `ident` here."""
-
-    __slots__ = ("ident",)
-
-    def __init__(self, ident: int) -> None:
-        self.ident = ident
+    return totals(obj, is_leaf, limit, kids)
 
 
 _ROOT = Path()
@@ -525,7 +448,10 @@ class Node(ReprMixin):
         for c in self.children:
             if c.key == key or (not isinstance(key, Key) and c.key.text == str(key)):
                 return c
-        raise KeyError(key)
+        have = ", ".join(str(c.key) for c in self.children[:8])
+        more = f" and {self.num_children - 8} more" if self.num_children > 8 else ""
+        where = str(self.path) or "the root"
+        raise PathError(f"{where} has no child {key!r}; it has {have or 'none'}{more}")
 
     @property
     def info(self) -> LeafInfo:

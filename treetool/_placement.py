@@ -330,7 +330,7 @@ class Placement(RichMixin):
             if device_name(d) == device:
                 return d
         names = [device_name(d) for d in self.per_device]
-        raise KeyError(f"no device {device!r} in the placement; devices: {', '.join(names)}")
+        raise PathError(f"no device {device!r} in the placement; devices: {', '.join(names)}")
 
 
 def _loose(q: Any, k: Any) -> bool:

@@ -102,10 +102,25 @@ def stats(x: Any, bins: int = 20) -> Stats:
         >>> s.min, s.max, s.mean, s.nan, s.zeros
         (0.0, 2.0, 1.0, 1, 1)
     """
+    from ._errors import StatsError, TreetoolError
+
     if is_key(x) and _is_typed_key_dtype(getattr(x, "dtype", None)):
-        raise TypeError("stats of a PRNG key array are not defined; use jax.random.key_data")
-    if not has_stats(x):
-        raise TypeError(f"stats of a {getattr(x, 'dtype', type(x).__name__)} array are not defined")
+        raise StatsError("stats of a PRNG key array are not defined; use jax.random.key_data")
+    if isinstance(x, (str, bytes)) or not has_stats(x):
+        what = getattr(x, "dtype", None) or type(x).__name__
+        raise StatsError(f"stats of a {what} array are not defined")
+    try:
+        return _stats(x, bins)
+    except TreetoolError:  # a damaged file: its LoadError as it is
+        raise
+    except Exception as e:  # a deleted or donated jax array, values numpy cannot convert
+        text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise StatsError(
+            f"stats of this {type(x).__name__} cannot be computed: {type(e).__name__}: {text}"
+        ) from e
+
+
+def _stats(x: Any, bins: int) -> Stats:
     size = n = nan = inf = zeros = 0
     lo, hi = math.inf, -math.inf
     mean = m2 = 0.0

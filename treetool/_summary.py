@@ -11,9 +11,12 @@ import collections
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._arrays import leaf_info
+import numpy as np
+
+from ._arrays import LazyArray, LeafInfo, leaf_info
 from ._model import IsLeaf, Unopened, no_gc, view
 from ._repr import RichMixin, lower
+from ._totals import Tally
 from ._views import _walk
 
 __all__ = ["Summary", "SummaryRow", "summary"]
@@ -102,32 +105,32 @@ def summary(tree: Any, depth: int = 1, is_leaf: IsLeaf = None) -> Summary:
             order.append(key)
             continue
         stack.extend((c, d + 1) for c in reversed(n.children))
-    total = SummaryRow("total", root.type_name)
-    by_id: dict[int, list[str]] = {}
-    params_of: dict[int, int] = {}
-    errors: list[tuple[str, str]] = []
+    tally = Tally(paths=True)  # the totals row: every array once, tied ones with their paths
+    add, error = tally.add, tally.error
+    facts: dict[tuple[Any, Any, Any], LeafInfo] = {}  # numpy/lazy facts by type, shape, dtype
     with no_gc():
         for p, x in (px for chunk in _walk(tree, is_leaf, False, True) for px in chunk):
             row = rows[str(p[:depth])] if len(p) >= depth else rows[str(p)]
-            if type(x) is Unopened:  # a node whose flatten raised: an error at its path
+            t = type(x)
+            if t is Unopened:  # a node whose flatten raised: an error at its path
                 row.errors += 1
-                total.errors += 1
-                errors.append((str(p), x.error))
+                error(p, x.error)
                 continue
-            info = leaf_info(x)
+            if t is np.ndarray or t is LazyArray:
+                fk = (t, x.shape, x.dtype)
+                cached = facts.get(fk)
+                info = cached if cached is not None else facts.setdefault(fk, leaf_info(x))
+            else:
+                info = leaf_info(x)
             row.leaves += 1
-            total.leaves += 1
+            add(x, info, p)
             if info.shape is None:
                 continue
             row.params += info.params
             row.nbytes += info.nbytes
             row.dtypes[info.dtype] += 1
-            ids = by_id.setdefault(id(x), [])
-            ids.append(str(p))
-            if len(ids) == 1:
-                params_of[id(x)] = info.params
-                total.params += info.params
-                total.nbytes += info.nbytes
-                total.dtypes[info.dtype] += 1
-    tied = [(paths, params_of[i]) for i, paths in by_id.items() if len(paths) > 1]
-    return Summary(depth, [rows[k] for k in order], total, tied, errors)
+    agg = tally.finish()
+    total = SummaryRow("total", root.type_name, agg.leaves, agg.params, agg.nbytes, agg.dtypes)
+    total.errors = agg.errors
+    rows_ = [rows[k] for k in order]
+    return Summary(depth, rows_, total, tally.tied_paths(), agg.error_entries)

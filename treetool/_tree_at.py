@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._edit import FN, SET, Edit, Levels, OverlapError, apply_edits, locate
-from ._errors import SelectionError
+from ._errors import PathError, SelectionError
 from ._model import IsLeaf, no_gc
 from ._paths import Path
 from ._recorder import Fallback, record
@@ -80,7 +80,9 @@ def tree_at(
     Raises:
         SelectionError: (a ValueError) the messages of `eqx.tree_at` for callable `where`;
             a glob that matches nothing, overlapping paths.
-        PathError: (a KeyError) a path that is not in the tree, with the nearest ones.
+        PathError: (a KeyError) a path that is not in the tree, with the nearest ones; a
+            callable `where` that raises KeyError or IndexError on the tree (equinox's message;
+            an IndexError stays one too).
 
     Example:
         >>> tree = {"layers": [{"w": 1.0, "b": 0.0}, {"w": 2.0, "b": 0.0}]}
@@ -118,6 +120,11 @@ def tree_at(
     except OverlapError:
         # equinox never reaches a node inside another picked node
         raise SelectionError(_NOT_IN_TREE) from None
+
+
+class _PastTheEnd(PathError, IndexError):
+    """A callable `where` indexed past the end of a sequence: a `PathError` that is still
+    the `IndexError` equinox raises, with its message."""
 
 
 def _edits(paths: list[Path], replace: Any, replace_fn: Any) -> list[Edit]:
@@ -224,7 +231,12 @@ def _tree_at_general(
         pytree,
         is_leaf=_is_plain_empty_tuple,
     )
-    plain = where(fresh)
+    try:
+        plain = where(fresh)
+    except KeyError as e:  # `where` looks up what is not there: equinox's message, a PathError
+        raise PathError(str(e)) from e
+    except IndexError as e:
+        raise _PastTheEnd(str(e)) from e
     boxed_tree = tu.tree_map(_Boxed, fresh, is_leaf=is_leaf)
     try:
         picked = where(boxed_tree)

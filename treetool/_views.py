@@ -712,7 +712,7 @@ def nonfinite(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, int, int]]:
         if kind in "iub":
             continue
         n_nan = n_inf = 0
-        for raw in _chunks(x):
+        for raw in _values_of(p, x, _chunks):
             c = _as_float(raw)
             nan = int(np.count_nonzero(np.isnan(c)))
             n_nan += nan
@@ -720,3 +720,17 @@ def nonfinite(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, int, int]]:
         if n_nan or n_inf:
             out.append((p, n_nan, n_inf))
     return out
+
+
+def _values_of(path: Path, x: Any, chunks: Any) -> Iterator[Any]:
+    """`chunks(x)`; a leaf whose values cannot be read (a deleted jax array) is a `StatsError`
+    naming its path, a damaged file its own `LoadError`."""
+    from ._errors import StatsError
+
+    try:
+        yield from chunks(x)
+    except TreetoolError:
+        raise
+    except Exception as e:
+        text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise StatsError(f"{path}: cannot read its values: {type(e).__name__}: {text}") from e

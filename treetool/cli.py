@@ -97,9 +97,19 @@ def _parser() -> argparse.ArgumentParser:
     common(sp)
     sp.set_defaults(func=cmd_ls)
 
-    sp = sub.add_parser("get", help="one leaf: facts, stats and values (reads only that leaf)")
+    sp = sub.add_parser(
+        "get",
+        help="one leaf: facts, stats and values (reads only that leaf; a big leaf in a file "
+        "only where it is shown)",
+    )
     sp.add_argument("target", metavar="TARGET")
     sp.add_argument("path", metavar="PATH", help="keystr (['a'][0].w) or dotted (a.0.w) path")
+    sp.add_argument(
+        "--stats",
+        action="store_true",
+        help="also the stats of a leaf stored in a file with more than 1,000 values "
+        "(reads all of it; smaller and in-memory leaves always get them)",
+    )
     common(sp)
     sp.set_defaults(func=cmd_get)
 

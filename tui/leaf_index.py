@@ -17,6 +17,7 @@ import numpy as np
 
 from .._arrays import LazyArray, LeafInfo, leaf_info
 from .._model import Aggregates, Node, Unopened, no_gc
+from .._totals import Tally
 from .._views import CycleDiverged, _walk, _walk_nodes, find
 
 __all__ = [
@@ -108,8 +109,8 @@ class LeafIndex:
         nbytes: list[int] = []
         intern: dict[str, str] = {}
         facts: dict[tuple, LeafInfo] = {}
-        totals = Aggregates()
-        seen: set[int] = set()
+        tally = Tally()  # the one totals pass, fed as the columns are built
+        add = tally.add
         with no_gc():
             for i, (path, leaf) in enumerate(pairs):
                 if cancelled is not None and not i & 4095 and cancelled():
@@ -124,18 +125,9 @@ class LeafIndex:
                 else:
                     info = leaf_info(leaf)
                 if t is Unopened:  # a node whose flatten raised: a row, counted as an error
-                    totals.errors += 1
+                    tally.error(path, leaf.error)
                 else:
-                    totals.leaves += 1
-                if info.shape is not None:
-                    if id(leaf) in seen:
-                        totals.tied += 1
-                    else:
-                        seen.add(id(leaf))
-                        totals.arrays += 1
-                        totals.params += info.params
-                        totals.nbytes += info.nbytes
-                        totals.dtypes[info.dtype] += 1
+                    add(leaf, info)
                 paths.append(str(path))
                 leaves.append(leaf)
                 label = info.label if info.shape is not None else info.type_name
@@ -156,7 +148,7 @@ class LeafIndex:
             devices,
             np.asarray(params, dtype=np.int64),
             np.asarray(nbytes, dtype=np.int64),
-            totals,
+            tally.finish(),
         )
 
     def column(self, name: str) -> list[str] | np.ndarray:

@@ -336,7 +336,7 @@ def test_allow_fill_streams_a_sparse_array_in_bounded_memory(plain, tmp_path):
     for f in (ck / "w").iterdir():
         if f.name != ".zarray":
             f.unlink()
-    run = run_cli("get", "ck", "w", "--allow-fill", cwd=tmp_path)
+    run = run_cli("get", "ck", "w", "--allow-fill", "--stats", cwd=tmp_path)
     assert_contained(run, rc=0, max_rss=200 << 20)  # the array alone is 256 MiB
     assert "zeros      67.1M" in run.stdout
     assert "first and last 3 along each axis:\n[0. 0. 0. 0. 0. 0.]" in run.stdout

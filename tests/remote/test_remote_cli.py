@@ -67,6 +67,10 @@ def test_get_reads_one_leaf_over_http(http: Any, tmp_path: Any) -> None:
     out = _cli("get", f"{http.url}/big.pkl", "['c']", env={}, cwd=str(tmp_path))
     assert out.returncode == 0, out.stderr
     assert "f32[50000]" in out.stdout or "(50000,)" in out.stdout
+    # only the corners are read; the stats, which read the whole leaf, with --stats
+    assert "stats  not computed: they read all 200.0 KB from the file (pass --stats)" in out.stdout
+    out = _cli("get", f"{http.url}/big.pkl", "['c']", "--stats", env={}, cwd=str(tmp_path))
+    assert out.returncode == 0, out.stderr
     assert "mean" in out.stdout
 
 
@@ -91,7 +95,7 @@ def test_progress_line_on_a_terminal_only(http: Any, tmp_path: Any) -> None:
     env = {**os.environ, "TREETOOL_PROGRESS_AFTER": "0", "HOME": str(tmp_path), "TERM": "xterm"}
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "treetool.cli", "get", url, "['c']"],
+        [sys.executable, "-m", "treetool.cli", "get", url, "['c']", "--stats"],
         stdout=subprocess.PIPE,
         stderr=slave,
         env=env,

@@ -9,13 +9,13 @@ are the rich view's (`text.fold_children`, `labels.label`), so both say the same
 
 from __future__ import annotations
 
-import collections
-from collections import Counter, deque
-from dataclasses import dataclass, field
+from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
-from .._arrays import Stats, is_key, leaf_info, stats
-from .._model import LEAF, Node, children, no_gc, view
+from .._arrays import Stats, is_key, stats
+from .._model import Node, no_gc, view
+from .._totals import Aggregates, totals
 from .html_base import PATH_LIMIT, copy_button, label_html, stats_html, totals_html, wrap
 from .labels import Budget, NodeLabel, inner_type, key_text, label
 from .text import Row, fold_children, row_label
@@ -43,8 +43,6 @@ STATS_LEAF_BYTES = 4_000_000
 LAZY_BYTES = 0
 
 _STATS_KINDS = ("array", "jax")
-_SEQUENCES = (list, tuple)
-_DICTS = (dict, collections.OrderedDict, collections.defaultdict)
 
 
 @dataclass(slots=True)
@@ -63,94 +61,27 @@ class _Item:
     rest: list[Row] | None = None
 
 
-@dataclass
-class Totals:
-    """The header's totals over a whole tree (an array at several paths counted once)."""
-
-    leaves: int = 0
-    arrays: int = 0
-    params: int = 0
-    nbytes: int = 0
-    dtypes: Counter = field(default_factory=Counter)
-    devices: set = field(default_factory=set)
-    host: int = 0
-    files: int = 0
-    complete: bool = True
-
-    @property
-    def where(self) -> str:
-        """`cpu:0`, `8 devices: cpu 0-7 + host`, `file`: where the arrays live."""
-        parts = []
-        if len(self.devices) == 1:
-            d = next(iter(self.devices))
-            parts.append(f"{d.platform}:{d.id}")
-        elif self.devices:
-            from .devices import devices_text
-
-            parts.append(f"{len(self.devices)} devices: {devices_text(list(self.devices))}")
-        if self.host:
-            parts.append("host")
-        if self.files:
-            parts.append("file")
-        return " + ".join(parts)
-
-
-def totals(obj: Any, is_leaf: Any = None, limit: int = TOTALS_LEAVES) -> Totals:
-    """Leaves, params, bytes, dtypes and devices of a tree; `complete=False` past `limit` leaves.
+def _where(t: Aggregates) -> str:
+    """`cpu:0`, `8 devices: cpu 0-7 + host`, `file`: where the arrays live.
 
     Example:
         >>> import numpy as np
-        >>> w = np.zeros((2, 3), np.float32)
-        >>> t = totals({"a": w, "b": w, "c": "relu"})
-        >>> t.leaves, t.arrays, t.params, t.nbytes, dict(t.dtypes), t.where
-        (3, 1, 6, 24, {'float32': 1}, 'host')
+        >>> _where(totals({"a": np.zeros(3), "c": "relu"}))
+        'host'
     """
-    t = Totals()
-    seen: set[int] = set()
-    stack = [obj]
-    with no_gc():
-        while stack:
-            x = stack.pop()
-            if is_leaf is None or not is_leaf(x):
-                # builtin containers, in any order (totals need no keys): 2x faster than children
-                tx = type(x)
-                if tx in _SEQUENCES or tx in _DICTS:
-                    if len(x) > limit - t.leaves:
-                        t.complete = False
-                        break
-                    stack.extend(x.values() if tx in _DICTS else x)
-                    continue
-                if x is None:
-                    continue
-            try:
-                kind, kids = children(x, is_leaf)
-            except Exception:  # an unopenable node shows its error on its row; no totals in it
-                continue
-            if kind != LEAF:
-                stack.extend(c for _, c in kids)
-                continue
-            t.leaves += 1
-            if t.leaves > limit:
-                t.complete = False
-                break
-            info = leaf_info(x)
-            if info.shape is None or id(x) in seen:
-                continue
-            seen.add(id(x))
-            t.arrays += 1
-            t.params += info.params
-            t.nbytes += info.nbytes
-            t.dtypes[info.dtype] += 1
-            if info.kind == "jax":
-                try:
-                    t.devices.update(x.devices())
-                except Exception:  # deleted or donated buffers, tracers: no devices
-                    pass
-            elif info.kind == "array":
-                t.host += 1
-            elif info.kind == "lazy":
-                t.files += 1
-    return t
+    devices = [d for d in t.devices if not isinstance(d, str)]
+    parts = []
+    if len(devices) == 1:
+        parts.append(f"{devices[0].platform}:{devices[0].id}")
+    elif devices:
+        from .devices import devices_text
+
+        parts.append(f"{len(devices)} devices: {devices_text(devices)}")
+    if "host" in t.devices:
+        parts.append("host")
+    if "file" in t.devices:
+        parts.append("file")
+    return " + ".join(parts)
 
 
 class _Plan:
@@ -265,7 +196,7 @@ def _is_value(n: Node) -> bool:
         return False
 
 
-def _root_label(node: Node, t: Totals) -> str:
+def _root_label(node: Node, t: Aggregates) -> str:
     """The header: the root's type and the tree's totals (or its size, past the budget)."""
     if node.is_leaf or node.error is not None:
         return label_html(label(node), str(node.path), value=_is_value(node))
@@ -278,7 +209,7 @@ def _root_label(node: Node, t: Totals) -> str:
             params=t.params,
             nbytes=t.nbytes,
             dtypes=t.dtypes,
-            where=t.where,
+            where=_where(t),
         )
     return head + (
         f'<span class="tt-m">more than {TOTALS_LEAVES:,} leaves: '
@@ -302,7 +233,7 @@ def tree_html(
             node.is_leaf  # noqa: B018 - opens the root; an error is shown on its row
         except Exception:
             pass
-        t = totals(node.obj, node.is_leaf_fn) if node.error is None else Totals()
+        t = totals(node.obj, node.is_leaf_fn, TOTALS_LEAVES) if node.error is None else Aggregates()
         plan = _Plan(node, depth, width, fold)
         if stats:
             plan.add_stats()

@@ -172,6 +172,8 @@ def label(node: Node, budget: Budget | None = None) -> NodeLabel:
             agg = _aggregates(node, budget)
         except Exception:  # a broken descendant shows its own error; no totals here
             agg = None
+        if agg is not None and agg.errors:  # the same: totals that leave a node out mislead
+            agg = None
         dtype = None
         if agg is not None and len(agg.dtypes) == 1:
             dtype = next(iter(agg.dtypes))

@@ -38,10 +38,15 @@ def sparkline(counts: list[int]) -> str:
 
 @dataclass
 class LeafReport:
-    """What `treetool get` prints about one path."""
+    """What `treetool get` prints about one path.
+
+    A file-backed leaf too big to print whole is read only where it is shown (its corners);
+    its stats, which read all of it, are computed only with `stats=True` (`get --stats`).
+    """
 
     path: Path
     value: Any
+    stats: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """Facts, stats and (small) values as JSON."""
@@ -58,6 +63,8 @@ class LeafReport:
         }
         st = self._stats()
         out["stats"] = st.to_dict() if st is not None else None
+        if self._skips_stats():
+            out["stats_skipped"] = self._skip_note()
         arr = self._values() if info.params <= 1000 or info.kind != "lazy" else None
         small = arr is not None and arr.size <= 1000 and not _bad_code_points(arr)
         out["values"] = values_list(arr) if small and arr is not None else None
@@ -65,7 +72,18 @@ class LeafReport:
             out["value"] = repr(self.value)
         return out
 
+    def _skips_stats(self) -> bool:
+        """A file-backed leaf bigger than its preview: stats would read all of it."""
+        v = self.value
+        return not self.stats and isinstance(v, LazyArray) and v.size > _PREVIEW_MAX
+
+    def _skip_note(self) -> str:
+        size = fmt_bytes(leaf_info(self.value).nbytes)
+        return f"not computed: they read all {size} from the file (pass --stats)"
+
     def _stats(self) -> Any:
+        if self._skips_stats():
+            return None
         if not is_array(self.value) or leaf_info(self.value).is_key:
             return None
         if not has_stats(self.value):  # strings, records, datetimes: no numbers to sum
@@ -123,6 +141,8 @@ class LeafReport:
                 counts, edges = st.histogram
                 s.add_row("histogram", Text(f"{edges[0]:.3g} {sparkline(counts)} {edges[-1]:.3g}"))
             parts += [Text(""), s]
+        elif self._skips_stats() and has_stats(self.value):
+            parts += [Text(""), Text(f"stats  {self._skip_note()}", style="dim")]
         arr = self._values()
         if arr is not None:
             text = _array_text(
@@ -166,13 +186,17 @@ def _bad_code_points(arr: Any) -> bool:
     return bool((np.ascontiguousarray(arr).view(np.uint32) > 0x10FFFF).any())
 
 
-def leaf_report(path: Path, value: Any) -> Any:
-    """A rich renderable of one path: a LeafReport for a leaf, a tree for a subtree."""
+def leaf_report(path: Path, value: Any, stats: bool = False) -> Any:
+    """A rich renderable of one path: a LeafReport for a leaf, a tree for a subtree.
+
+    `stats`: compute the stats of a file-backed leaf bigger than its preview too (they read
+    the whole leaf); smaller and in-memory leaves always get them.
+    """
     from .._model import Node
 
     node = Node(value, path)
     if node.is_leaf:
-        return LeafReport(path, value)
+        return LeafReport(path, value, stats)
     from .text import TreeView
 
     return _Subtree(TreeView(node, depth=3), path, value)

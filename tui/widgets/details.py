@@ -356,6 +356,8 @@ class DetailsPane(VerticalScroll):
         ]
         if agg.tied:
             rows.append(("tied", f"{agg.tied:,} leaves share arrays"))
+        if agg.errors:  # nodes that could not be opened: not in the counts above
+            rows.append(("errors", f"{agg.errors:,} nodes could not be opened"))
         blocks: list[Any] = [_facts_table(rows)]
         if agg.dtypes:
             t = Table("dtype", "arrays", box=None, padding=(0, 2), header_style="bold dim")
