@@ -151,10 +151,16 @@ def _ipython_shell() -> Any:
 
 def _is_kernel(shell: Any) -> bool:
     """A Jupyter kernel (ZMQ shell, Colab's, VS Code's) rather than a terminal IPython."""
-    name = type(shell).__name__
-    if name == "TerminalInteractiveShell":
+    terminal = _loaded_class("IPython.terminal.interactiveshell", "TerminalInteractiveShell")
+    if terminal is not None and isinstance(shell, terminal):
         return False
-    return "ipykernel" in sys.modules or hasattr(shell, "kernel") or name == "ZMQInteractiveShell"
+    return "ipykernel" in sys.modules or hasattr(shell, "kernel")
+
+
+def _loaded_class(module: str, name: str) -> type | None:
+    """`module.name` if that module is already imported (a shell's class: nothing imported)."""
+    cls = getattr(sys.modules.get(module), name, None)
+    return cls if isinstance(cls, type) else None
 
 
 def _is_terminal() -> bool:
