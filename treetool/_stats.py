@@ -111,7 +111,7 @@ def stats(x: Any, bins: int = 20) -> Stats:
         raise StatsError(f"stats of a {what} array are not defined")
     try:
         return _stats(x, bins)
-    except TreetoolError:  # a damaged file: its LoadError as it is
+    except (TreetoolError, OSError):  # a damaged or vanished file: its own error as it is
         raise
     except Exception as e:  # a deleted or donated jax array, values numpy cannot convert
         text = str(e).strip().splitlines()[0] if str(e).strip() else ""

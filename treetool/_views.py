@@ -724,12 +724,12 @@ def nonfinite(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, int, int]]:
 
 def _values_of(path: Path, x: Any, chunks: Any) -> Iterator[Any]:
     """`chunks(x)`; a leaf whose values cannot be read (a deleted jax array) is a `StatsError`
-    naming its path, a damaged file its own `LoadError`."""
+    naming its path, a damaged or vanished file its own `LoadError` or `OSError`."""
     from ._errors import StatsError
 
     try:
         yield from chunks(x)
-    except TreetoolError:
+    except (TreetoolError, OSError):
         raise
     except Exception as e:
         text = str(e).strip().splitlines()[0] if str(e).strip() else ""
