@@ -22,7 +22,6 @@ from ._cli_targets import (
     load_target,
 )
 from ._text import safe
-from ._typetests import is_opaque, is_raw_jaxpr
 
 
 def _console(stderr: bool = False) -> Any:
@@ -45,6 +44,7 @@ def _console(stderr: bool = False) -> Any:
 def _note_opaque(tree: Any) -> None:
     """One line on stderr when a loaded tree holds objects whose code was not run."""
     from ._model import view
+    from ._typetests import is_opaque
 
     if id(tree) in _NOTED:
         return
@@ -69,6 +69,8 @@ def _note_opaque(tree: Any) -> None:
 
 def _result_object(obj: Any) -> Any:
     """A treetool result (JaxprView, TreeDiff, Placement, Summary) or a raw jaxpr, else None."""
+    from ._typetests import is_raw_jaxpr
+
     if is_raw_jaxpr(obj):
         from ._jaxpr import JaxprView
 
