@@ -42,8 +42,8 @@ if TYPE_CHECKING:
     from ._diff import Change as Change
     from ._diff import TreeDiff as TreeDiff
     from ._diff import diff as diff
-    from ._diff import explain as explain
-    from ._diff import explain_mismatch as explain_mismatch
+    from ._explain import explain as explain
+    from ._explain import explain_mismatch as explain_mismatch
     from ._jaxpr import JaxprView as JaxprView
     from ._jaxpr import jaxpr as jaxpr
     from ._model import Node as Node
@@ -110,8 +110,8 @@ _LAZY: dict[str, str] = {
     "diff": "treetool._diff",
     "TreeDiff": "treetool._diff",
     "Change": "treetool._diff",
-    "explain_mismatch": "treetool._diff",
-    "explain": "treetool._diff",
+    "explain_mismatch": "treetool._explain",
+    "explain": "treetool._explain",
     # surgery
     "tree_at": "treetool._surgery",
     "select": "treetool._surgery",

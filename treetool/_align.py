@@ -17,6 +17,7 @@ import numpy as np
 
 from ._arrays import LazyArray, is_array
 from ._model import LEAF, IsLeaf, children
+from ._typetests import is_opaque, is_shape_struct
 
 __all__ = ["align", "lcs", "signature", "type_key"]
 
@@ -34,7 +35,7 @@ def type_key(obj: Any) -> str:
 
     A pickled `equinox.nn.Linear` loaded safely (an `Opaque`) has the type key of a live one.
     """
-    cp = getattr(obj, "class_path", None) if type(obj).__name__ == "Opaque" else None
+    cp = getattr(obj, "class_path", None) if is_opaque(obj) else None
     if isinstance(cp, str):
         return cp
     t = type(obj)
@@ -59,7 +60,7 @@ def _leaf_signature(x: Any, content: bool) -> tuple:
 
 def _content_hash(x: Any) -> Any:
     """A digest of an array's bytes when it is small and in memory; None when unknown."""
-    if isinstance(x, LazyArray) or type(x).__name__ == "ShapeDtypeStruct":
+    if isinstance(x, LazyArray) or is_shape_struct(x):
         return None
     nbytes = getattr(x, "nbytes", None)
     if nbytes is None or nbytes > _MAX_HASH_BYTES:

@@ -18,6 +18,8 @@ import functools
 import types
 from typing import Any
 
+from ._typetests import is_global_ref, is_jit_function
+
 __all__ = ["OpaqueFunction", "callable_identity", "code_key", "function_label"]
 
 #: leaf types that are never functions (checked first, on the hot path of diff)
@@ -152,7 +154,7 @@ def callable_identity(x: Any) -> tuple[str | None, str, str | None, str] | None:
         return None
     if t is OpaqueFunction:
         return x.module, x.qualname, x.code, x.label
-    if t.__name__ == "GlobalRef" and t.__module__ == "treetool.io._opaque":
+    if is_global_ref(x):
         module, name = printable_name(x.module), printable_name(x.name) or "?"  # from a file
         return module, name, None, function_label(module, name)
     if t is functools.partial:
@@ -166,7 +168,7 @@ def callable_identity(x: Any) -> tuple[str | None, str, str | None, str] | None:
         return None, qual, code_key(x.co_code, x.co_names, x.co_consts), qual
     if not callable(x):
         return None
-    if t.__name__ == "PjitFunction":
+    if is_jit_function(x):
         # jax renames some public jit wrappers (`jnp.tanh.__module__ == "jax.numpy"`), which a
         # file does not record: a jit function is named by the function it wraps, as when loaded
         inner = getattr(x, "__wrapped__", None)

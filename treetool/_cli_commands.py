@@ -44,13 +44,14 @@ def _console(stderr: bool = False) -> Any:
 def _note_opaque(tree: Any) -> None:
     """One line on stderr when a loaded tree holds objects whose code was not run."""
     from ._model import view
+    from ._typetests import is_opaque
 
     if id(tree) in _NOTED:
         return
 
     classes: list[str] = []
     for n in view(tree).walk():
-        if type(n.obj).__name__ == "Opaque":
+        if is_opaque(n.obj):
             cp = getattr(n.obj, "class_path", n.type_name)
             if cp not in classes:
                 classes.append(cp)
@@ -68,19 +69,16 @@ def _note_opaque(tree: Any) -> None:
 
 def _result_object(obj: Any) -> Any:
     """A treetool result (JaxprView, TreeDiff, Placement, Summary) or a raw jaxpr, else None."""
-    from .render import _is_raw_jaxpr
+    from ._typetests import is_raw_jaxpr
 
-    if _is_raw_jaxpr(obj):
+    if is_raw_jaxpr(obj):
         from ._jaxpr import JaxprView
 
         return JaxprView(obj)
-    t = type(obj)
-    if (
-        t.__module__.startswith("treetool.")
-        and hasattr(obj, "to_dict")
-        and hasattr(t, "__rich_console__")
-    ):
-        return obj
+    from .render._registry import lowering
+
+    if lowering(type(obj), "rich") is not None and hasattr(obj, "to_dict"):
+        return obj  # a result class a renderer registered (see render/_registry.py)
     return None
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from ._arrays import LazyArray, dtype_name, is_key, scalar_value, short_dtype
 from ._callables import NOT_CALLABLE, callable_identity, same_callable
 from ._prng import KeyArray
+from ._typetests import is_named_sharding, is_shape_struct, is_single_device_sharding
 
 __all__ = ["LeafComparer", "leaf_label", "sharding_text"]
 
@@ -48,7 +49,7 @@ def _classify(t: type, x: Any) -> int:
     jax = sys.modules.get("jax")
     if jax is not None and isinstance(x, jax.Array):
         return _JAX
-    if t.__name__ == "ShapeDtypeStruct" and hasattr(x, "shape"):
+    if is_shape_struct(x):
         return _ABSTRACT
     return _OBJECT
 
@@ -64,11 +65,10 @@ def leaf_label(x: Any) -> str:
 
 def sharding_text(s: Any) -> str:
     """A short description of a jax sharding: `cpu:0`, `NamedSharding(x=4,y=2; P('x', None))`."""
-    name = type(s).__name__
-    if name == "SingleDeviceSharding":
+    if is_single_device_sharding(s):
         d = next(iter(s.device_set))
         return f"{d.platform}:{d.id}"
-    if name == "NamedSharding":
+    if is_named_sharding(s):
         axes = ",".join(f"{k}={v}" for k, v in s.mesh.shape.items())
         spec = ", ".join(repr(p) for p in s.spec)
         return f"NamedSharding({axes}; P({spec}))"

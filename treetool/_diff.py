@@ -25,12 +25,12 @@ from ._align import align, signature, type_key
 from ._callables import callable_identity, same_callable
 from ._compare import LeafComparer, leaf_label, no_address
 from ._errors import TreetoolError
-from ._explain import explain, explain_mismatch
 from ._model import CUSTOM, LEAF, LIST, TUPLE, IsLeaf, aggregate, children, no_gc, node_data
 from ._paths import GetAttrKey, Key, Path
-from ._repr import ReprMixin
+from ._repr import RichMixin, lower
+from ._typetests import is_opaque
 
-__all__ = ["KINDS", "Change", "TreeDiff", "diff", "explain", "explain_mismatch"]
+__all__ = ["KINDS", "Change", "TreeDiff", "diff"]
 
 #: kinds of change, most significant first
 KINDS = ("error", "added", "removed", "node_type", "static", "shape", "dtype", "value", "sharding")
@@ -72,9 +72,7 @@ class Change:
     @property
     def summary(self) -> str:
         """What changed, in words: `f32[8,8] → f32[16,8]`, `3 of 64 elements differ …`."""
-        from .render.diff import change_text
-
-        return change_text(self)
+        return str(lower(self, "text"))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly dict: path, kind, before, after, detail."""
@@ -87,7 +85,7 @@ class Change:
         }
 
 
-class TreeDiff(ReprMixin):
+class TreeDiff(RichMixin):
     """Every difference between two trees; true when there is any.
 
     Rich-renderable (code-review style), and `to_dict()` gives JSON. Holds references to the
@@ -171,14 +169,7 @@ class TreeDiff(ReprMixin):
         return f"TreeDiff({n} change{'s' if n != 1 else ''}: {kinds})"
 
     def __str__(self) -> str:
-        from .render.diff import diff_text
-
-        return diff_text(self)
-
-    def __rich_console__(self, console: Any, options: Any) -> Any:
-        from .render.diff import DiffView
-
-        yield DiffView(self)
+        return str(lower(self, "text"))
 
 
 def diff(
@@ -477,7 +468,7 @@ def _node_label(obj: Any, kind: str, kids: list) -> str:
         return leaf_label(obj)
     if kind == "none":
         return "None"
-    name = getattr(obj, "class_name", None) if type(obj).__name__ == "Opaque" else None
+    name = getattr(obj, "class_name", None) if is_opaque(obj) else None
     name = name or type(obj).__name__
     if kind in _SEQUENCES or kind == "dict":
         return f"{name}[{len(kids)}]"
@@ -503,7 +494,7 @@ def _static_names(obj: Any, kids: list) -> list[str]:
     child_names = {k.name for k, _ in kids if isinstance(k, GetAttrKey)}
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         names = [f.name for f in dataclasses.fields(obj)]
-    elif type(obj).__name__ == "Opaque":
+    elif is_opaque(obj):
         names = [n for n in getattr(obj, "fields", {}) if isinstance(n, str)]
     else:
         names = []

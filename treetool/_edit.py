@@ -20,6 +20,7 @@ from ._errors import PathError, SelectionError
 from ._model import CUSTOM, DICT, LEAF, LIST, NAMEDTUPLE, NONE, TUPLE, IsLeaf, NodeError, no_gc
 from ._node_table import NodeKind, rule_for, sorted_keys
 from ._paths import DictKey, GetAttrKey, Key, Path, SequenceKey
+from ._typetests import is_eqx_module
 from ._views import resolve
 
 __all__ = ["Edit", "Level", "Levels", "apply_edits", "kind_phrase", "locate", "open_level"]
@@ -225,18 +226,12 @@ def kind_phrase(obj: Any, kind: NodeKind) -> str:
         return f"{name} (a namedtuple)"
     if kind == CUSTOM:
         mod = type(obj).__module__.split(".")[0]
-        if _is_eqx_module(obj):
+        if is_eqx_module(obj):
             return f"{name} (an equinox Module)"
         if mod in ("flax", "optax", "jax"):
             return f"{name} (a {mod} pytree node)"
         return f"{name} (a registered pytree node)"
     return name
-
-
-def _is_eqx_module(obj: Any) -> bool:
-    return any(
-        c.__name__ == "Module" and c.__module__.startswith("equinox") for c in type(obj).__mro__
-    )
 
 
 Levels = dict[int, Level]

@@ -13,7 +13,7 @@ from ._errors import PathError, TreetoolError
 from ._paths import Path, suggest
 
 if TYPE_CHECKING:
-    from ._jaxpr import Equation, Scope
+    from ._jaxpr_scope import Equation, Scope
 
 __all__ = ["Lookups", "is_var"]
 

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from ._typetests import is_single_device_sharding
+
 __all__ = ["Layout", "RecordedDevice", "device_name"]
 
 #: `LeafPlacement.kind` values
@@ -136,7 +138,7 @@ def _build_layout(sharding: Any, shape: tuple[int, ...], itemsize: int) -> Layou
         shard_shape = None
     tname = type(sharding).__name__
     mesh_shape = spec = None
-    if tname == "SingleDeviceSharding" or (len(norm) == 1 and not hasattr(sharding, "spec")):
+    if is_single_device_sharding(sharding) or (len(norm) == 1 and not hasattr(sharding, "spec")):
         kind = SINGLE
     elif hasattr(sharding, "mesh") and hasattr(sharding, "spec"):
         kind = NAMED

@@ -37,6 +37,7 @@ from ._repr import ReprMixin
 from ._text import safe
 from ._totals import Aggregates as Aggregates
 from ._totals import totals
+from ._typetests import is_opaque
 
 __all__ = [
     "CUSTOM",
@@ -274,7 +275,7 @@ class Node(ReprMixin):
         """The class name of the object (`dict`, `Linear`, `ndarray`, `ArrayImpl`…)."""
         t = type(self.obj)
         name = getattr(t, "__name__", str(t))
-        return getattr(self.obj, "class_name", name) if name == "Opaque" else name
+        return getattr(self.obj, "class_name", name) if is_opaque(self.obj) else name
 
     @property
     def num_children(self) -> int:

@@ -21,6 +21,7 @@ from typing import Any
 
 from ._arrays import is_array
 from ._paths import DictKey, GetAttrKey, Key, SequenceKey, from_jax_key
+from ._typetests import is_getattr_key
 
 __all__ = [
     "LEAF_TYPES",
@@ -356,8 +357,7 @@ def _module_rule(obj: Any) -> Rule:
     d = object.__getattribute__(obj, "__dict__")
     names = tuple(getattr(k, "name", None) for k, _ in kids)
     if all(
-        type(k).__name__ == "GetAttrKey" and type(n) is str and d.get(n, d) is c
-        for (k, c), n in zip(kids, names)
+        is_getattr_key(k) and type(n) is str and d.get(n, d) is c for (k, c), n in zip(kids, names)
     ):
         return _Module(CUSTOM, names)  # type: ignore[arg-type]
     return _JAX

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -353,13 +355,23 @@ def from_jax_key(k: Any) -> Key:
     """
     if isinstance(k, Key):
         return k
-    name = type(k).__name__
-    if name == "DictKey" and hasattr(k, "key"):
-        return DictKey(k.key)
-    if name == "SequenceKey" and hasattr(k, "idx"):
-        return SequenceKey(k.idx)
-    if name == "GetAttrKey" and hasattr(k, "name"):
-        return GetAttrKey(k.name)
-    if name == "FlattenedIndexKey" and hasattr(k, "key"):
-        return FlattenedIndexKey(k.key)
-    return RawKey(k)
+    convert = _FROM_JAX.get(type(k))
+    if convert is None:
+        convert = _jax_key_converter(type(k))
+    return convert(k)
+
+
+#: key entry class -> its conversion; jax's classes are added the first time one is converted
+_FROM_JAX: dict[type, Callable[[Any], Key]] = {}
+
+
+def _jax_key_converter(t: type) -> Callable[[Any], Key]:
+    """The conversion of key class `t`: by class against jax's key entries (jax is loaded
+    whenever one exists), `RawKey` for any other class."""
+    tu = sys.modules.get("jax.tree_util")
+    if tu is not None:
+        _FROM_JAX[tu.DictKey] = lambda k: DictKey(k.key)
+        _FROM_JAX[tu.SequenceKey] = lambda k: SequenceKey(k.idx)
+        _FROM_JAX[tu.GetAttrKey] = lambda k: GetAttrKey(k.name)
+        _FROM_JAX[tu.FlattenedIndexKey] = lambda k: FlattenedIndexKey(k.key)
+    return _FROM_JAX.setdefault(t, RawKey)

@@ -1,19 +1,44 @@
-"""Notebook display for treetool's objects: HTML where it renders, readable text elsewhere.
+"""The one seam between the core and the renderers: how a result object draws itself.
+
+Core modules never import `render/`. A result object that draws itself (`__rich_console__`,
+`__str__`, `_repr_html_`) calls `lower(obj, medium)` here, which imports `treetool.render`
+on first use (the only core-to-render import, allowed by name in the import-linter contracts)
+and finds the lowering registered for the object's class.
 
 `ReprMixin` gives a class `_repr_html_` and `_repr_mimebundle_` (Jupyter, VS Code and
-JupyterLab pick these up when the object is a cell's last line). Both are built on demand from
-the same renderers as `tt.show`: nothing is imported or computed until a frontend asks.
+JupyterLab pick these up when the object is a cell's last line); `RichMixin` adds
+`__rich_console__` for result classes a renderer registers a lowering for. Both are built on
+demand from the same renderers as `tt.show`: nothing is imported or computed until asked.
 """
 
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["ReprMixin", "plain_text"]
+__all__ = ["Medium", "ReprMixin", "RichMixin", "lower", "plain_text"]
+
+#: what a lowering draws to: a rich renderable, plain text, or an HTML fragment
+Medium = Literal["rich", "text", "html"]
 
 #: Width of the text/plain fallback (a notebook cell or a log, not a terminal).
 TEXT_WIDTH = 100
+
+
+def lower(obj: Any, medium: Medium, **options: Any) -> Any:
+    """`obj` drawn by its registered lowering: `"rich"` (a renderable), `"text"` or `"html"`.
+
+    Example:
+        >>> import treetool as tt
+        >>> print(lower(tt.diff([1], [1, 2]), "text"))
+        1 change  +1 added
+        list[2]
+        ├── + [1]  int
+        └── · 1 unchanged
+    """
+    from .render import lower as render_lower  # the one core-to-render import (module doc)
+
+    return render_lower(obj, medium, **options)
 
 
 def plain_text(obj: Any, *, depth: int = 3, width: int = 20, is_leaf: Any = None) -> str:
@@ -26,8 +51,6 @@ def plain_text(obj: Any, *, depth: int = 3, width: int = 20, is_leaf: Any = None
     """
     from rich.console import Console
 
-    from .render import render
-
     out = io.StringIO()
     console = Console(
         file=out,
@@ -38,7 +61,7 @@ def plain_text(obj: Any, *, depth: int = 3, width: int = 20, is_leaf: Any = None
         soft_wrap=False,
         markup=False,  # file text is never markup
     )
-    console.print(render(obj, depth=depth, width=width, is_leaf=is_leaf))
+    console.print(lower(obj, "rich", depth=depth, width=width, is_leaf=is_leaf))
     return out.getvalue().rstrip("\n")
 
 
@@ -55,9 +78,7 @@ class ReprMixin:
     __slots__ = ()
 
     def _repr_html_(self) -> str:
-        from .render.html import to_html
-
-        return to_html(self)
+        return str(lower(self, "html"))
 
     def _repr_mimebundle_(
         self, include: Any = None, exclude: Any = None, **kwargs: Any
@@ -68,3 +89,20 @@ class ReprMixin:
         if exclude:
             bundle = {k: v for k, v in bundle.items() if k not in exclude}
         return bundle
+
+
+class RichMixin(ReprMixin):
+    """`ReprMixin` plus `__rich_console__`: `rich.print(obj)` draws the registered lowering.
+
+    Example:
+        >>> import rich, treetool as tt
+        >>> rich.print(tt.diff({"a": 1}, {"a": 2}))
+        1 change  ~1 changed (1 value)
+        dict[1]
+        └── ~ ['a']  value  1 → 2
+    """
+
+    __slots__ = ()
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        yield lower(self, "rich")

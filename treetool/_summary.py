@@ -15,7 +15,7 @@ import numpy as np
 
 from ._arrays import LazyArray, LeafInfo, leaf_info
 from ._model import IsLeaf, Unopened, no_gc, view
-from ._repr import ReprMixin
+from ._repr import RichMixin, lower
 from ._totals import Tally
 from ._views import _walk
 
@@ -51,7 +51,7 @@ class SummaryRow:
 
 
 @dataclass
-class Summary(ReprMixin):
+class Summary(RichMixin):
     """Per-subtree totals at one depth, plus totals over the whole tree.
 
     `tied` lists arrays found at more than one path: `(paths, params)`; they are counted once
@@ -76,14 +76,7 @@ class Summary(ReprMixin):
         }
 
     def __str__(self) -> str:
-        from .render.plain import to_text
-
-        return to_text(self)
-
-    def __rich_console__(self, console: Any, options: Any) -> Any:
-        from .render.summary import summary_table
-
-        yield from summary_table(self)
+        return str(lower(self, "text"))
 
 
 def summary(tree: Any, depth: int = 1, is_leaf: IsLeaf = None) -> Summary:

@@ -104,9 +104,10 @@ def _show_html(obj: Any, *, depth: int, width: int, is_leaf: Any) -> None:
 
 
 def _show_tui(obj: Any, *, other: Any, title: str | None) -> None:
+    from ._diff import TreeDiff
     from .tui import run
 
-    if type(obj).__name__ == "TreeDiff" and type(obj).__module__ == "treetool._diff":
+    if isinstance(obj, TreeDiff):
         obj, other = obj.a, obj.b  # the Diff tab recomputes it next to both trees
     run(obj, title=title, other=other)
 
@@ -125,10 +126,13 @@ def _show_text(obj: Any, *, depth: int, width: int, is_leaf: Any) -> None:
 
 def _tui_can_show(obj: Any) -> bool:
     """Whether the TUI has a view for `obj` (any pytree, a Node, a diff or a jaxpr)."""
-    t = type(obj)
-    if t.__module__ in ("treetool._summary", "treetool._devices"):
+    from ._devices import LeafPlacement, Placement
+    from ._diff import TreeDiff
+    from ._summary import Summary, SummaryRow
+
+    if isinstance(obj, (Summary, SummaryRow, Placement, LeafPlacement)):
         return False
-    return not (t.__name__ == "TreeDiff" and obj.a is None and obj.b is None)
+    return not (isinstance(obj, TreeDiff) and obj.a is None and obj.b is None)
 
 
 # --- environment probes -------------------------------------------------------------------
@@ -147,10 +151,16 @@ def _ipython_shell() -> Any:
 
 def _is_kernel(shell: Any) -> bool:
     """A Jupyter kernel (ZMQ shell, Colab's, VS Code's) rather than a terminal IPython."""
-    name = type(shell).__name__
-    if name == "TerminalInteractiveShell":
+    terminal = _loaded_class("IPython.terminal.interactiveshell", "TerminalInteractiveShell")
+    if terminal is not None and isinstance(shell, terminal):
         return False
-    return "ipykernel" in sys.modules or hasattr(shell, "kernel") or name == "ZMQInteractiveShell"
+    return "ipykernel" in sys.modules or hasattr(shell, "kernel")
+
+
+def _loaded_class(module: str, name: str) -> type | None:
+    """`module.name` if that module is already imported (a shell's class: nothing imported)."""
+    cls = getattr(sys.modules.get(module), name, None)
+    return cls if isinstance(cls, type) else None
 
 
 def _is_terminal() -> bool:

@@ -12,6 +12,7 @@ from textual.widget import Widget
 
 from .._arrays import LazyArray
 from .._model import LEAF, children
+from .._typetests import is_shape_struct
 from .tabs import TabSpec, register_tab
 
 __all__ = ["applies", "make"]
@@ -37,7 +38,7 @@ def applies(obj: Any) -> bool:
         sharding = getattr(x, "sharding", None)
         if sharding is None:
             continue
-        if type(x).__name__ == "ShapeDtypeStruct":
+        if is_shape_struct(x):
             return True
         if isinstance(x, LazyArray) and isinstance(sharding, dict) and "sharding_type" in sharding:
             return True

@@ -42,9 +42,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._arrays import set_url_source
 from .._errors import LoadError
 from ._opaque import GlobalRef, Opaque, ensure_jax_registration
 from ._source import is_url, session, source_for
+
+set_url_source(source_for)  # URL-backed LazyArrays read through the sources (no import upward)
 
 __all__ = [
     "FORMATS",

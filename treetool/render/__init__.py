@@ -1,7 +1,9 @@
 """Renderings of the Node model and of treetool's result objects.
 
 `render(obj)` returns a rich renderable: result objects (TreeDiff, Summary, JaxprView,
-Placement) render themselves; anything else is drawn as a tree of its Node model.
+Placement) are lowered by the renderer registered for their class (`register`, in
+`_registry`); anything else is drawn as a tree of its Node model. `lower(obj, medium)` is the
+one entry the core reaches (through `treetool._repr`) for rich, plain-text and HTML drawings.
 """
 
 from __future__ import annotations
@@ -10,7 +12,10 @@ import sys
 import types
 from typing import Any
 
-__all__ = ["render"]
+from .._typetests import is_raw_jaxpr
+from ._registry import Medium, lowering, register
+
+__all__ = ["lower", "register", "render"]
 
 
 def render(
@@ -31,12 +36,13 @@ def render(
         dict[1]
         └── ['a']  list[2]
     """
-    if _is_raw_jaxpr(obj):
+    if is_raw_jaxpr(obj):
         from .._jaxpr import JaxprView
 
         obj = JaxprView(obj)
-    if type(obj).__name__ == "JaxprView" and hasattr(obj, "render"):
-        return obj.render(depth=depth, width=width)
+    fn = lowering(type(obj), "rich")
+    if fn is not None:
+        return fn(obj, depth=depth, width=width, fold=fold, is_leaf=is_leaf)
     if _renders_itself(obj):
         return obj
     from .text import TreeView
@@ -44,10 +50,41 @@ def render(
     return TreeView(obj, depth=depth, width=width, fold=fold, is_leaf=is_leaf)
 
 
-def _is_raw_jaxpr(obj: Any) -> bool:
-    """A `ClosedJaxpr` or `Jaxpr` from jax (drawn as a JaxprView, without paths)."""
-    t = type(obj)
-    return t.__name__ in ("ClosedJaxpr", "Jaxpr") and t.__module__.startswith("jax")
+def lower(obj: Any, medium: Medium, **options: Any) -> Any:
+    """`obj` drawn in `medium`: a rich renderable (`"rich"`), a str (`"text"`) or HTML.
+
+    The one entry point the core modules reach, through `treetool._repr.lower`: a result
+    object's `__rich_console__`, `__str__` and `_repr_html_` call it and never name a
+    renderer. The lowering is found by class (`_registry`); an object without one is drawn as
+    a tree (`"rich"`, `"html"`) or as its rich lowering in plain text (`"text"`).
+
+    Example:
+        >>> import treetool as tt
+        >>> d = tt.diff({"a": 1}, {"a": 2})
+        >>> print(lower(d, "text"))
+        1 change  ~1 changed (1 value)
+        dict[1]
+        └── ~ ['a']  value  1 → 2
+        >>> lower(d.changes[0], "text")
+        '1 → 2'
+        >>> lower(d, "html").startswith('<div class="treetool"')
+        True
+    """
+    if medium == "html":
+        from .html import to_html
+
+        return to_html(obj, **options)
+    if medium == "text":
+        fn = lowering(type(obj), "text")
+        if fn is not None:
+            return fn(obj, **options)
+        from .plain import to_text
+
+        return to_text(lower(obj, "rich", **options))
+    fn = lowering(type(obj), "rich")
+    if fn is not None:
+        return fn(obj, **options)
+    return render(obj, **options)
 
 
 def _renders_itself(obj: Any) -> bool:

@@ -17,6 +17,7 @@ from rich.text import Text
 from .._devices import LeafPlacement, Placement, layout_label
 from .._layout import device_name, mesh_text
 from .._text import safe
+from ._registry import register
 from .labels import fmt_bytes
 
 __all__ = ["DeviceBars", "PlacementView", "ShardingGrid", "ShardingTable", "devices_text"]
@@ -377,3 +378,15 @@ class PlacementView:
 def device_label(device: Any) -> str:
     """`cpu:0` (re-exported for the TUI)."""
     return device_name(device)
+
+
+def _placement_rich(p: Placement, **_: Any) -> PlacementView:
+    return PlacementView(p)
+
+
+def _leaf_placement_rich(lp: LeafPlacement, **_: Any) -> ShardingGrid:
+    return ShardingGrid(lp)
+
+
+register(Placement, rich=_placement_rich)
+register(LeafPlacement, rich=_leaf_placement_rich)

@@ -13,8 +13,10 @@ from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.text import Text
 from rich.tree import Tree
 
+from .._diff import Change, TreeDiff
 from .._model import LEAF, children
 from .._text import safe
+from ._registry import register
 
 __all__ = ["DiffView", "change_text", "diff_text"]
 
@@ -290,3 +292,19 @@ def diff_text(diff: Any, width: int | None = None) -> str:
     from .plain import to_text
 
     return to_text(DiffView(diff), width)
+
+
+def _diff_rich(diff: TreeDiff, **_: Any) -> DiffView:
+    return DiffView(diff)
+
+
+def _diff_text(diff: TreeDiff, **_: Any) -> str:
+    return diff_text(diff)
+
+
+def _change_text(change: Change, **_: Any) -> str:
+    return change_text(change)
+
+
+register(TreeDiff, rich=_diff_rich, text=_diff_text)
+register(Change, text=_change_text)

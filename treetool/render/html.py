@@ -1,7 +1,8 @@
 """HTML views for notebooks: one self-contained fragment per object, foldable without script.
 
 `to_html(obj)` draws a pytree (or a `Node`), a `TreeDiff`, a `Summary`, a `JaxprView` (or a
-raw jax `ClosedJaxpr`/`Jaxpr`) or a `Placement` as one `<div class="treetool">` holding its own
+raw jax `ClosedJaxpr`/`Jaxpr`) or a `Placement` (through the HTML lowering registered for its
+class, see `_registry`) as one `<div class="treetool">` holding its own
 scoped `<style>`: nothing is fetched, and it reads the same in JupyterLab, classic Notebook
 and VS Code, light or dark. The words are the terminal's (`labels.label`, `fmt_bytes`, the
 diff's signs); every text taken from the tree is escaped.
@@ -11,25 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _is_raw_jaxpr
+from .._typetests import is_raw_jaxpr
+from ._registry import lowering
 
 __all__ = ["to_html"]
-
-
-def _kind(obj: Any) -> str:
-    t = type(obj)
-    mod, name = t.__module__, t.__name__
-    if mod == "treetool._diff" and name == "TreeDiff":
-        return "diff"
-    if mod == "treetool._summary" and name == "Summary":
-        return "summary"
-    if mod == "treetool._jaxpr" and name == "JaxprView":
-        return "jaxpr"
-    if mod == "treetool._devices" and name == "Placement":
-        return "placement"
-    if _is_raw_jaxpr(obj):
-        return "raw_jaxpr"
-    return "tree"
 
 
 def to_html(
@@ -60,27 +46,13 @@ def to_html(
         >>> "['&lt;b&gt;']" in page.replace("&#x27;", "'"), "<b>" in page
         (True, False)
     """
-    kind = _kind(obj)
-    if kind == "diff":
-        from .html_diff import diff_html
+    if is_raw_jaxpr(obj):
+        from .._jaxpr import JaxprView
 
-        return diff_html(obj)
-    if kind == "summary":
-        from .html_results import summary_html
-
-        return summary_html(obj)
-    if kind == "placement":
-        from .html_results import placement_html
-
-        return placement_html(obj)
-    if kind in ("jaxpr", "raw_jaxpr"):
-        from .html_jaxpr import jaxpr_html
-
-        if kind == "raw_jaxpr":
-            from .._jaxpr import JaxprView
-
-            obj = JaxprView(obj)
-        return jaxpr_html(obj, depth=depth, width=width)
+        obj = JaxprView(obj)
+    fn = lowering(type(obj), "html")
+    if fn is not None:
+        return str(fn(obj, depth=depth, width=width, is_leaf=is_leaf, stats=stats))
     from .html_tree import tree_html
 
     return tree_html(obj, depth=depth, width=width, is_leaf=is_leaf, stats=stats)

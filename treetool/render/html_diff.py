@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._diff import TreeDiff
+from ._registry import register
 from .diff import DiffView, _Group, change_text, group_changes
 from .html_base import PATH_LIMIT, clip, copy_button, esc, wrap
 
@@ -120,3 +122,10 @@ def diff_html(diff: Any, *, limit: int = LIMIT) -> str:
         True
     """
     return wrap("diff", _DiffHtml(diff, limit=limit).html())
+
+
+def _diff_html(diff: TreeDiff, **_: Any) -> str:
+    return diff_html(diff)
+
+
+register(TreeDiff, html=_diff_html)

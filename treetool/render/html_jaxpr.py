@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._jaxpr import Equation, JaxprView, Scope
+from ._registry import register
 from .html_base import PATH_LIMIT, clip, dtype_class, esc, wrap
 from .jaxpr import _paths_read, _value_text, counts_text
 from .labels import fmt_bytes, fmt_count
@@ -211,3 +212,10 @@ def jaxpr_html(view: JaxprView, *, depth: int = 3, width: int = 20) -> str:
         True
     """
     return wrap("jaxpr", _JaxprHtml(view, depth, width).html())
+
+
+def _jaxpr_html(view: JaxprView, *, depth: int = 3, width: int = 20, **_: Any) -> str:
+    return jaxpr_html(view, depth=depth, width=width)
+
+
+register(JaxprView, html=_jaxpr_html)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._devices import layout_label
+from .._devices import Placement, layout_label
+from .._summary import Summary
+from ._registry import register
 from .html_base import PATH_LIMIT, badge, clip, copy_button, esc, wrap
 from .labels import fmt_bytes, fmt_count
 
@@ -165,3 +167,15 @@ def _sharding_table(p: Any, per_group: int, max_groups: int) -> str:
     if len(groups) > max_groups:
         out.append(f'<div class="tt-more">… {len(groups) - max_groups} more shardings</div>')
     return "".join(out)
+
+
+def _summary_html(s: Summary, **_: Any) -> str:
+    return summary_html(s)
+
+
+def _placement_html(p: Placement, **_: Any) -> str:
+    return placement_html(p)
+
+
+register(Summary, html=_summary_html)
+register(Placement, html=_placement_html)

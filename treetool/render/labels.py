@@ -10,8 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._arrays import scalar_value, short_dtype
+from .._format import fmt_bytes as fmt_bytes
+from .._format import fmt_count as fmt_count
 from .._model import NAMEDTUPLE, Aggregates, Node
 from .._text import safe
+from .._typetests import is_opaque, is_opaque_function
 
 __all__ = [
     "Budget",
@@ -33,36 +36,6 @@ DTYPE_STYLES = {
     "bool": "yellow",
     "key": "green",
 }
-
-
-def fmt_count(n: int) -> str:
-    """`1,234`, `12.3K`, `4.5M`, `1.2B`.
-
-    Example:
-        >>> fmt_count(999), fmt_count(12_345), fmt_count(4_500_000)
-        ('999', '12.3K', '4.5M')
-    """
-    if n < 10_000:
-        return f"{n:,}"
-    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f}{unit}"
-    return str(n)
-
-
-def fmt_bytes(n: int) -> str:
-    """`520 B`, `4.8 KB`, `1.2 GB` (powers of 1000).
-
-    Example:
-        >>> fmt_bytes(520), fmt_bytes(4_800), fmt_bytes(2_000_000_000)
-        ('520 B', '4.8 KB', '2.0 GB')
-    """
-    if n < 1000:
-        return f"{n} B"
-    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
 
 
 def dtype_style(dtype: str | None) -> str:
@@ -153,8 +126,7 @@ class NodeLabel:
 
 def _flags(node: Node) -> tuple[str, ...]:
     flags = []
-    tn = type(node.obj).__name__
-    if tn in ("Opaque", "OpaqueFunction"):
+    if is_opaque(node.obj) or is_opaque_function(node.obj):
         flags.append("not executed")
     info = node.info
     if info.kind == "lazy":

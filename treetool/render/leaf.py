@@ -12,6 +12,7 @@ from rich.text import Text
 from .._arrays import LazyArray, has_stats, is_array, leaf_info, stats, values_list
 from .._paths import Path
 from .._text import safe, safe_text
+from .._typetests import is_shape_struct
 from .labels import fmt_bytes, fmt_count
 
 __all__ = ["LeafReport", "leaf_report", "sparkline"]
@@ -87,14 +88,14 @@ class LeafReport:
             return None
         if not has_stats(self.value):  # strings, records, datetimes: no numbers to sum
             return None
-        if type(self.value).__name__ == "ShapeDtypeStruct":
+        if is_shape_struct(self.value):
             return None
         return stats(self.value)
 
     def _values(self) -> Any:
         import numpy as np
 
-        if not is_array(self.value) or type(self.value).__name__ == "ShapeDtypeStruct":
+        if not is_array(self.value) or is_shape_struct(self.value):
             return None
         if isinstance(self.value, LazyArray) and self.value.size > _PREVIEW_MAX:
             return None  # too big to print whole: `_corners` reads what is shown

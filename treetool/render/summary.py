@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from .._summary import Summary
 from .._text import safe, safe_text
+from ._registry import register
 from .labels import fmt_bytes, fmt_count
 
 __all__ = ["summary_table"]
@@ -55,3 +58,10 @@ def summary_table(s: Any) -> Iterator[Any]:
             f"{fmt_count(params)} params counted once in the total",
             style="yellow",
         )
+
+
+def _summary_rich(s: Summary, **_: Any) -> Group:
+    return Group(*summary_table(s))
+
+
+register(Summary, rich=_summary_rich)

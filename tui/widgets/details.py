@@ -19,8 +19,10 @@ from textual.widgets import Static
 from textual.worker import Worker, get_current_worker
 
 from ..._arrays import LazyArray, has_stats, stats
+from ..._callables import OpaqueFunction
 from ..._model import Aggregates, Node
 from ..._text import safe, safe_text
+from ..._typetests import is_opaque
 from ...render.labels import Budget, dtype_style, fmt_bytes, fmt_count, label
 from .._workers import report_failure
 from ..leaf_index import expression
@@ -71,11 +73,11 @@ def leaf_facts(node: Node) -> list[tuple[str, Any]]:
     info = node.info
     obj = node.obj
     rows: list[tuple[str, Any]] = [("type", f"{type(obj).__module__}.{type(obj).__qualname__}")]
-    if type(obj).__name__ == "Opaque":
+    if is_opaque(obj):
         rows.append(
             ("not executed", safe_text(getattr(obj, "class_path", node.type_name), "bold red"))
         )
-    elif type(obj).__name__ == "OpaqueFunction":  # a function from a file, named, not run
+    elif isinstance(obj, OpaqueFunction):  # a function from a file, named, not run
         rows.append(("not executed", Text(f"{obj.kind} {obj.label}", "bold red")))
     if node.error is not None:  # a node whose flatten raised: shown as a leaf with its error
         rows.append(("error", safe_text(node.error, "bold red")))
@@ -254,7 +256,7 @@ class DetailsPane(VerticalScroll):
                 ("kind", node.node_kind),
                 ("children", f"{node.num_children:,}"),
             ]
-            if type(node.obj).__name__ == "Opaque":
+            if is_opaque(node.obj):
                 facts.insert(1, _opaque_row(node.obj))
             if not node.path and self.file_facts:
                 facts.extend(_file_rows(self.file_facts))

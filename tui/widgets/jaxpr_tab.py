@@ -25,6 +25,7 @@ from textual.worker import Worker, get_current_worker
 
 from ..._jaxpr import Equation, JaxprView, Scope
 from ..._text import safe
+from ..._typetests import is_drop_var
 from ...render.jaxpr import counts_text, eqn_text, scope_text
 from ...render.labels import fmt_bytes, fmt_count
 from .._workers import report_failure
@@ -391,7 +392,7 @@ class JaxprTab(Vertical):
             t.append("\noutputs", style="bold")
             for x in eq.outputs:
                 t.append(f"\n  {v.name_of(x)}  {v.type_of(x)}  ")
-                if type(x).__name__ != "DropVar":
+                if not is_drop_var(x):
                     t.append(self._uses_text(x, eq.scope), style="dim")
             t.append("\ninputs", style="bold")
             for x in eq.inputs:
@@ -480,7 +481,7 @@ class JaxprTab(Vertical):
         if kind == _VAR:
             var, scope, name = obj[1], None, str(obj[0])
         elif kind == _EQN:
-            outs = [x for x in obj.outputs if type(x).__name__ != "DropVar"]
+            outs = [x for x in obj.outputs if not is_drop_var(x)]
             if not outs:
                 return
             var, scope, name = outs[0], obj.scope, v.name_of(outs[0])
