@@ -22,15 +22,10 @@ SEAM = ("treetool._repr", "treetool.render")
 FRONT_ENDS = {"treetool.cli", "treetool.show", "treetool.tui", "treetool._demo"}
 
 
-#: Cycles that merged work still has, each with why and how it goes away. The test fails on any
-#: other cycle, and when one of these grows or disappears (then delete its entry).
-KNOWN_CYCLES = [
-    # the one totals pass binds the model's `children`/`no_gc` and, for a broken tree, walks with
-    # `_views.leaf_text_chunks`, while `Node.aggregates` calls it: untied once the totals pass
-    # takes its children and GC pause from the node table (`_node_table`) and its careful walk
-    # no longer needs `_views`
-    ["treetool._model", "treetool._totals", "treetool._views"],
-]
+#: Cycles between top-level modules that are allowed: none. (The last one, the model, the
+#: totals pass and the views, went when the totals pass took `children`/`no_gc` from the node
+#: table and walked a broken tree by the table itself.)
+KNOWN_CYCLES: list[list[str]] = []
 
 
 def _top_edges() -> set[tuple[str, str]]:

@@ -10,9 +10,7 @@ What is a container is jax's decision; how each type opens one level is the node
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from ._arrays import LeafInfo, leaf_info
@@ -29,6 +27,7 @@ from ._node_table import (
     NodeKind,
     children,
     jax_children,
+    no_gc,
     node_data,
     register_flattener,
 )
@@ -62,18 +61,6 @@ __all__ = [
 ]
 
 IsLeaf = Callable[[Any], bool] | None
-
-
-@contextmanager
-def no_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector around a bulk walk (4-5x faster on big trees)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 class NodeError(TreetoolError):

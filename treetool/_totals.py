@@ -290,7 +290,7 @@ def totals(
         return _careful(tree, is_leaf, limit)
 
 
-#: `_model`'s LEAF, children and no_gc, bound on first use (`_model` imports this module)
+#: the node table's LEAF, children and no_gc, bound on first use
 _MODEL: tuple[Any, Any, Any] | None = None
 
 
@@ -299,7 +299,7 @@ def _fast(
 ) -> Aggregates:
     global _MODEL
     if _MODEL is None:
-        from ._model import LEAF, children, no_gc
+        from ._node_table import LEAF, children, no_gc
 
         _MODEL = (LEAF, children, no_gc)
     LEAF, children, no_gc = _MODEL
@@ -379,30 +379,41 @@ def _fast(
 
 
 def _careful(tree: Any, is_leaf: Any, limit: int | None) -> Aggregates:
-    """The walk with paths, for a tree holding a node that cannot be opened."""
-    from ._model import Unopened, no_gc
-    from ._views import leaf_text_chunks
+    """The walk with paths, for a tree holding a node that cannot be opened: depth first in
+    jax's order, by the node table, without recursion; a node whose flatten raises and a leaf
+    whose facts fail are error entries at their path, a cycle is one leaf."""
+    from ._node_table import LEAF, children, no_gc
 
     tally = Tally()
     add, error = tally.add, tally.error
     complete = True
+    # (path text, object, ids of the containers above it)
+    stack: list[tuple[str, Any, frozenset[int]]] = [("", tree, frozenset())]
     with no_gc():
-        for chunk in leaf_text_chunks(tree, is_leaf, errors=True):
-            for text, x in chunk:
-                if type(x) is Unopened:
-                    error(text, x.error)
-                    continue
-                if limit is not None and tally.leaves >= limit:
-                    complete = False
-                    break
+        while stack:
+            text, x, above = stack.pop()
+            kids: list[tuple[Any, Any]]
+            if id(x) in above:  # a container holding itself: one leaf, as in the fast walk
+                kind, kids = LEAF, []
+            else:
                 try:
-                    info = leaf_info(x)
-                except Exception as e:  # a leaf whose facts fail: an error entry at its path
+                    kind, kids = children(x, is_leaf)
+                except Exception as e:  # its flatten raises: an error entry at its path
                     error(text, f"{type(e).__name__}: {e}")
                     continue
-                add(x, info)
-            if not complete:
+            if kind != LEAF:
+                inner = above | {id(x)}
+                stack.extend((text + str(k), c, inner) for k, c in reversed(kids))
+                continue
+            if limit is not None and tally.leaves >= limit:
+                complete = False
                 break
+            try:
+                info = leaf_info(x)
+            except Exception as e:  # a leaf whose facts fail: an error entry at its path
+                error(text, f"{type(e).__name__}: {e}")
+                continue
+            add(x, info)
     return tally.finish(complete)
 
 
