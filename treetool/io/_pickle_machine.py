@@ -20,11 +20,13 @@ dispatch; a method that consumes argument bytes advances it).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
-from .._errors import UnsafeError
+from .._errors import LoadError, UnsafeError
 from ._budget import Budget
+from ._partial import PartialWatch
 from ._pickle_ops import (
     SHAREABLE,
     _appends,
@@ -34,7 +36,9 @@ from ._pickle_ops import (
     _text_number,
     _text_string,
     _utf8,
+    walk_check,
 )
+from ._pickle_salvage import snapshot
 from ._pickle_state import _OP_NAMES, _SET_COST, _SIMPLE_KEYS, _UNDEF, _Fail, _State
 
 __all__ = ["_Fail", "_Machine"]
@@ -52,10 +56,45 @@ class _Machine(_State):
     """
 
     def __init__(
-        self, data: Any, path: str, lazy: bool, partial: bool, budget: Budget, shared: set[int]
+        self,
+        data: Any,
+        path: str,
+        lazy: bool,
+        partial: bool,
+        budget: Budget,
+        shared: set[int],
+        watch: PartialWatch | None = None,
     ) -> None:
-        super().__init__(data, path, lazy, partial, budget, shared)
+        super().__init__(data, path, lazy, partial, budget, shared, watch)
         self.table = self._table()
+        self.started = time.perf_counter()
+        self.snap_spent = 0.0  # seconds spent building snapshots
+
+    def offer_snapshot(self) -> None:
+        """Hand the watch a snapshot of the tree so far (see `_partial`); at a safe point only.
+
+        The snapshot passes `walk_check` like a finished tree; one that does not (a cycle, past
+        the budget) is not offered, and the read goes on to fail or finish as without a watch.
+        Snapshots take at most `watch.share` of the read's time (a snapshot of a flat dict of
+        500,000 arrays costs about 0.15 s: the copy of the root dict and its check): a request
+        made sooner is answered at a later safe point.
+        """
+        watch = self.watch
+        assert watch is not None
+        now = time.perf_counter()
+        if self.snap_spent > watch.share * (now - self.started):
+            return  # snapshots took their share of the read so far: a later safe point
+        try:
+            tree = snapshot(self)
+            if tree is None:  # nothing complete yet: the next safe point tries again
+                return
+            walk_check(tree, self.budget, self.shared)
+        except (LoadError, TypeError, ValueError, RecursionError):
+            watch._decline()
+            return
+        finally:
+            self.snap_spent += time.perf_counter() - now
+        watch._offer(tree, self.pos / self.end)
 
     def _table(self) -> list[Callable[[int], None]]:
         table: list[Callable[[int], None]] = [self._unknown] * 256
@@ -95,6 +134,7 @@ class _Machine(_State):
         fast_array = self.fast_array
         reconstruct = self.reconstruct
         end = self.end
+        watch = self.watch
         undef = _UNDEF
         try:
             while True:
@@ -153,6 +193,9 @@ class _Machine(_State):
                             _setitems(top, items, pos - 1, fail, keycheck)  # names the bad key
                     else:
                         _setitems(top, items, pos - 1, fail, keycheck)
+                    if watch is not None and watch._wanted():
+                        self.pos = pos
+                        self.offer_snapshot()
                 elif op == 0x7D:  # EMPTY_DICT
                     append({})
                 elif op == 0x87:  # TUPLE3
@@ -192,6 +235,9 @@ class _Machine(_State):
                     if not stack:
                         raise fail("stack underflow in APPENDS", pos - 1)
                     _appends(stack[-1], items, pos - 1, fail)
+                    if watch is not None and watch._wanted():
+                        self.pos = pos
+                        self.offer_snapshot()
                 elif op == 0x4D:  # BININT2
                     if pos + 2 > end:
                         self.need(2, pos, "BININT2")
@@ -501,6 +547,8 @@ class _Machine(_State):
             if self.frame_error is None:
                 self.frame_error = str(bad)  # read on: what is there is kept
         self.pos = pos + 8  # frames only group opcodes; each opcode checks its own lengths
+        if self.watch is not None and self.watch._wanted():
+            self.offer_snapshot()
 
     def _refused(self, op: int) -> None:
         # EXT1/2/4, PERSID/BINPERSID, NEXT_BUFFER

@@ -8,6 +8,7 @@ part that fits (`_sizes` measures, `_prefix` cuts).
 from __future__ import annotations
 
 import collections
+import copy
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,7 @@ from ._opaque import GlobalRef, Opaque
 from ._pickle_ops import KeyCheck, PendingKey, walk_check
 from ._pickle_state import _State
 
-__all__ = ["_salvage", "_what_fits"]
+__all__ = ["SNAPSHOT_LEVELS", "_salvage", "_what_fits", "snapshot"]
 
 
 def _what_fits(tree: Any, budget: Budget) -> Any:
@@ -132,3 +133,58 @@ def _salvage(machine: _State) -> Any:
             elif type(top) is list:
                 top.extend(items)
     return stack[0] if stack and not _incomplete(stack[0]) else None
+
+
+#: a snapshot copies at most this many levels of the containers under construction
+SNAPSHOT_LEVELS = 4
+_SNAP_KEYS = frozenset((str, int, float, bool, bytes, type(None)))  # hashed in O(len)
+_MUTABLE = (dict, list, set, collections.OrderedDict, collections.defaultdict, Opaque)
+
+
+def _copy(x: Any) -> Any:
+    # a shallow copy of a container the reader may still change
+    t = type(x)
+    if t is list:
+        return x.copy()
+    if t is Opaque:
+        c = copy.copy(x)
+        c.listitems = list(x.listitems)
+        c.dictitems = dict(x.dictitems)
+        if type(x.state) is dict:
+            c.state = dict(x.state)
+        return c
+    return x.copy()  # dict, set, OrderedDict, defaultdict (keeps its factory)
+
+
+def snapshot(machine: _State) -> Any:
+    """The tree built so far, without changing anything the reader holds (see `_partial`).
+
+    Like `_salvage`, items waiting under a MARK are folded into the container below it; here
+    each container that may still change (the last three items of the innermost of the first
+    `SNAPSHOT_LEVELS` stack levels, the last item of the others) is a shallow copy, and
+    everything else is shared. Dict
+    keys other than strings, numbers, bytes and None stop the fold (they are hashed only by the
+    reader, after its key check). Returns None when nothing is complete yet. Costs O(items so
+    far of the containers copied): for a flat dict, a copy of the root dict.
+    """
+    levels = [*machine.metastack, machine.stack][:SNAPSHOT_LEVELS]
+    pending: list = []
+    for n, level in enumerate(reversed(levels)):
+        cut = next((i for i, x in enumerate(level) if _incomplete(x)), len(level))
+        items = level[:cut]
+        # what the next opcodes may change: SETITEM/APPEND/BUILD reach the last three items
+        # of the innermost level; a batch above fills the last item of the levels below
+        for i in range(max(0, len(items) - (1 if n else 3)), len(items)):
+            if isinstance(items[i], _MUTABLE):
+                items[i] = _copy(items[i])
+        if n and items:  # fold the level above into this level's last container
+            top = items[-1]
+            if isinstance(top, dict):
+                for i in range(0, len(pending) - 1, 2):
+                    if type(pending[i]) not in _SNAP_KEYS:
+                        break
+                    top[pending[i]] = pending[i + 1]
+            elif type(top) is list:
+                top.extend(pending)
+        pending = items
+    return pending[0] if pending else None

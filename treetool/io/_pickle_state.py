@@ -23,6 +23,7 @@ from .._errors import LoadError
 from . import _numpy_rebuild as nr
 from ._budget import Budget
 from ._opaque import GlobalRef, Opaque
+from ._partial import PartialWatch
 from ._pickle_imitations import imitate
 from ._pickle_ops import (
     ALLOWED,
@@ -117,9 +118,17 @@ class _State:
     """
 
     def __init__(
-        self, data: Any, path: str, lazy: bool, partial: bool, budget: Budget, shared: set[int]
+        self,
+        data: Any,
+        path: str,
+        lazy: bool,
+        partial: bool,
+        budget: Budget,
+        shared: set[int],
+        watch: PartialWatch | None = None,
     ) -> None:
         self.data = data
+        self.watch = watch
         self.path = path
         self.lazy = lazy
         self.partial = partial

@@ -41,6 +41,7 @@ from .._errors import LoadError, UnsafeError
 from . import _numpy_rebuild as nr
 from ._budget import Budget, BudgetError
 from ._functions import collapse_functions, needs_collapse
+from ._partial import PartialWatch
 from ._pickle_machine import _Fail, _Machine
 from ._pickle_ops import MAX_DEPTH, WalkResult, walk_check
 from ._pickle_salvage import _salvage, _what_fits
@@ -62,9 +63,16 @@ class ParseResult:
 
 
 def read_pickle(
-    path: str, *, trust: bool = False, lazy: bool = True, partial: bool = False
+    path: str,
+    *,
+    trust: bool = False,
+    lazy: bool = True,
+    partial: bool = False,
+    watch: PartialWatch | None = None,
 ) -> ParseResult:
     """Read a pickle file; never runs its code unless `trust=True`.
+
+    `watch` (a `PartialWatch`) gets snapshots of the tree read so far when it asks for them.
 
     Example:
         >>> import pickle, tempfile, os, numpy as np
@@ -92,7 +100,7 @@ def read_pickle(
     budget = Budget(path, size)
     shared: set[int] = set()  # ids of the containers the memo or DUP handed out again
     try:
-        tree, error = _walk(mm, path, lazy, partial, budget, shared)
+        tree, error = _walk(mm, path, lazy, partial, budget, shared, watch)
     finally:
         mm.close()
     try:
@@ -111,10 +119,16 @@ def read_pickle(
 
 
 def _walk(
-    mm: Any, path: str, lazy: bool, partial: bool, budget: Budget, shared: set[int]
+    mm: Any,
+    path: str,
+    lazy: bool,
+    partial: bool,
+    budget: Budget,
+    shared: set[int],
+    watch: PartialWatch | None = None,
 ) -> tuple[Any, str | None]:
     """Run the opcodes. Returns (tree, None) or, with partial=True, (partial tree, error)."""
-    machine = _Machine(mm, path, lazy, partial, budget, shared)
+    machine = _Machine(mm, path, lazy, partial, budget, shared, watch)
     try:
         tree = machine.run()
         return tree, machine.frame_error
@@ -142,9 +156,10 @@ def read(
     like: Any = None,
     partial: bool = False,
     format: str = "pickle",
+    watch: PartialWatch | None = None,
 ) -> Any:
     """`treetool.io.read` for pickle files: a `Loaded` with the blocked class paths."""
     from . import Loaded
 
-    r = read_pickle(path, trust=trust, lazy=lazy, partial=partial)
+    r = read_pickle(path, trust=trust, lazy=lazy, partial=partial, watch=watch)
     return Loaded(r.tree, format, r.blocked, r.error)
