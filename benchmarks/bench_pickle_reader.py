@@ -5,7 +5,9 @@ nested dict/list tree of N python scalars and strings (the opcode loop), a list 
 (tuple opcodes and dict keys that are tuples), and the TUI benchmark's flat dict
 `{f"k{i}": np.full(1, i, np.float32)}` ("flat-1elem"). Prints the time of each reader, the
 ratio treetool/pickle.load, the reader's memory per leaf (tracemalloc peak / leaves) and the
-RSS the kept tree adds per leaf (process RSS after the read, minus before).
+RSS the kept tree adds per leaf (process RSS after the read, minus before). Times are CPU
+times (`time.process_time`): both readers are single-threaded, and CPU time does not count the
+waits of a machine shared with other work.
 
     python benchmarks/bench_pickle_reader.py [--n 1000000] [--repeat 3] [--only flat-1elem]
 """
@@ -52,9 +54,9 @@ def _best(fn, repeat: int) -> float:
     for _ in range(repeat):
         gc.collect()
         gc.disable()
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         fn()
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, time.process_time() - t0)
         gc.enable()
     return best
 

@@ -188,3 +188,47 @@ def test_other_formats_ignore_the_watch(tmp_path: Path) -> None:
     watch = _Every()
     assert tio.read(p, watch=watch).tree["w"].shape == (2, 3)
     assert watch.got == [] and watch.latest() is None
+
+
+def _state_slots(data: bytes) -> list[int]:
+    # memo index of each ndarray state tuple (the MEMOIZE right after a TUPLE)
+    import pickletools
+
+    out, n, prev = [], 0, ""
+    for op, _, _ in pickletools.genops(data):
+        if op.name == "MEMOIZE":
+            if prev == "TUPLE":
+                out.append(n)
+            n += 1
+        prev = op.name
+    return out
+
+
+def test_an_array_state_the_file_refers_to_again_is_made_as_pickle_makes_it(
+    tmp_path: Path,
+) -> None:
+    # the reader keeps no state tuple per array; a file that fetches one from the memo (or
+    # overwrites a slot it is made from) still gets what pickle.load gives
+    f32 = np.float32
+    fortran = np.asfortranarray(np.arange(6, dtype=f32).reshape(2, 3))
+    arrays = [np.full(1, 1, f32), np.full((2, 3), 2, f32), np.full(1, 3, f32), fortran]
+    base = pickle.dumps(arrays, protocol=4)
+    assert base.endswith(b"e.")
+    slots = _state_slots(base)[1:]  # the first is the dtype's state
+    assert len(slots) == 4
+    get = b"".join(b"j" + i.to_bytes(4, "little") for i in slots)
+    # the last state again, after slot (state - 1) (its raw bytes) was overwritten by a PUT
+    overwrite = b"N" + b"r" + (slots[3] - 1).to_bytes(4, "little") + b"0"
+    data = base[:-2] + get + overwrite + b"j" + slots[3].to_bytes(4, "little") + b"e."
+    f = tmp_path / "states.pkl"
+    f.write_bytes(data)
+    want = pickle.loads(data)  # our own bytes: safe to run
+    got = tio.read(f).tree
+    assert len(got) == len(want) == 9
+    for g, w in zip(got[:4], want[:4], strict=True):
+        assert type(g) is np.ndarray and g.dtype == w.dtype and g.tolist() == w.tolist()
+    assert got[3].flags.f_contiguous and not got[3].flags.c_contiguous
+    for g, w in zip(got[4:], want[4:], strict=True):
+        assert type(g) is tuple and len(g) == 5 and g == w  # (1, shape, dtype, fortran, raw)
+        assert type(g[4]) is bytes
+    assert got[5][1] == (2, 3) and got[7][3] is True and got[8] == got[7]

@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from .._errors import LoadError, UnsafeError
 from ._budget import Budget
 from ._partial import PartialWatch
@@ -39,7 +41,17 @@ from ._pickle_ops import (
     walk_check,
 )
 from ._pickle_salvage import snapshot
-from ._pickle_state import _OP_NAMES, _SET_COST, _SIMPLE_KEYS, _UNDEF, _Fail, _State
+from ._pickle_state import (
+    _OP_NAMES,
+    _SET_COST,
+    _SIMPLE_KEYS,
+    _STATE_C,
+    _STATE_F,
+    _UNDEF,
+    _Fail,
+    _Special,
+    _State,
+)
 
 __all__ = ["_Fail", "_Machine"]
 
@@ -122,8 +134,10 @@ class _Machine(_State):
         stack = self.stack
         metastack = self.metastack
         memo = self.memo
-        memo_append = memo.append
+        memo_append, memo_extend = memo.append, memo.extend
         append = stack.append
+        headers_get, header_lengths = self.headers.get, self.header_lengths
+        frombuffer = np.frombuffer
         i32, u16, f64 = self.i32, self.u16, self.f64
         keycheck = self.keycheck
         simple_keys = _SIMPLE_KEYS
@@ -135,7 +149,7 @@ class _Machine(_State):
         reconstruct = self.reconstruct
         end = self.end
         watch = self.watch
-        undef = _UNDEF
+        undef, special, state_c, state_f = _UNDEF, _Special, _STATE_C, _STATE_F
         try:
             while True:
                 op = data[pos]
@@ -146,15 +160,44 @@ class _Machine(_State):
                     memo_append(stack[-1])
                 elif op == 0x68:  # BINGET
                     v = memo[data[pos]]
-                    if v is undef:
-                        raise fail(f"memo key {data[pos]} is undefined", pos - 1)
                     pos += 1
-                    if v is reconstruct and (nxt := fast_array(pos)):
-                        pos = nxt
-                    else:
-                        if type(v) in shareable:
-                            shared_add(id(v))
-                        append(v)
+                    if v is reconstruct:  # numpy's _reconstruct: an array, in one step
+                        # the common case inline (a header seen before, the data in memory);
+                        # fast_array does the same and the rest
+                        for length in header_lengths:
+                            h = headers_get(data[pos : pos + length])
+                            if h is not None:
+                                break
+                        else:
+                            h = None
+                        if h is not None and h[9]:
+                            nd_t0_bb, t0, new_t0, dt, shape, dims, n, fortran, _, _, shaped = h
+                            at = pos + length
+                            if data[at + n : at + n + 4] == b"\x94t\x94b":
+                                raw = data[at : at + n]
+                                arr = frombuffer(raw, dt)
+                                if shaped:
+                                    arr = arr.reshape(shape, order="F" if fortran else "C")
+                                if new_t0:
+                                    memo_append(t0)
+                                state = state_f if fortran else state_c
+                                if dims:
+                                    memo_extend((nd_t0_bb, arr, shape, raw, state))
+                                else:
+                                    memo_extend((nd_t0_bb, arr, raw, state))
+                                append(arr)
+                                pos = at + n + 4
+                                continue
+                        if nxt := fast_array(pos):
+                            pos = nxt
+                            continue
+                    elif type(v) is special:  # undefined, or an array state to make
+                        if v is undef:
+                            raise fail(f"memo key {data[pos - 1]} is undefined", pos - 2)
+                        v = self.memo_special(data[pos - 1])
+                    if type(v) in shareable:
+                        shared_add(id(v))
+                    append(v)
                 elif op == 0x4B:  # BININT1
                     append(data[pos])
                     pos += 1

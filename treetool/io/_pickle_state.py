@@ -68,7 +68,21 @@ _OP_NAMES = {op.code.encode("latin1")[0]: op.name for op in __import__("pickleto
 
 _Global = GlobalRef  # a global named by the file, with the tag of its imitation ("" if blocked)
 
-_UNDEF = object()  # a memo slot skipped over by a PUT with a larger index
+
+class _Special:
+    """A memo slot that does not hold its value (yet): see `_State.memo_special`."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+
+_UNDEF = _Special("undefined")  # a memo slot skipped over by a PUT with a larger index
+# the `(1, shape, dtype, fortran, raw)` state of an array `fast_array` read, made from the
+# slots before it when the file asks for it (it seldom does): 80 bytes saved per array
+_STATE_C = _Special("C-ordered array state")
+_STATE_F = _Special("Fortran-ordered array state")
 _MEMO_GAP = 4096
 _SET_COST = 216 - 64  # an empty set, beyond the 64 bytes a byte of the file may make
 _SIMPLE_KEYS = frozenset((str, int))
@@ -142,7 +156,7 @@ class _State:
         self.keycheck = KeyCheck(budget)
         self.shared = shared
         self.frame_error: str | None = None
-        self.reconstruct: Any = _UNDEF  # numpy's _reconstruct global, once the file names it
+        self.reconstruct: Any = object()  # numpy's _reconstruct global, once the file names it
         self.u32, self.i32, self.u16, self.u64, self.f64 = _U32, _I32, _U16, _U64, _F64
         self.match_fast: Any = _FAST_ARRAY.match
         if not isinstance(data, mmap.mmap):  # a remote file: the same walk over ranged reads
@@ -198,6 +212,7 @@ class _State:
         if idx == n:
             memo.append(value)
         elif idx < n:
+            self.pin(idx)
             memo[idx] = value
             self.headers.clear()
         elif idx - n <= _MEMO_GAP:
@@ -210,9 +225,29 @@ class _State:
     def memo_get(self, idx: int) -> Any:
         memo = self.memo
         v = memo[idx] if 0 <= idx < len(memo) else _UNDEF
+        if type(v) is _Special:
+            return self.memo_special(idx)
+        return v
+
+    def memo_special(self, idx: int) -> Any:
+        """The value of memo slot `idx`, which holds a `_Special`: an array state is made (and
+        kept in the slot), an undefined slot fails."""
+        memo = self.memo
+        v = memo[idx] if 0 <= idx < len(memo) else _UNDEF
         if v is _UNDEF:
             raise self.fail(f"memo key {idx} is undefined", self.pos)
-        return v
+        # fast_array left [..., arr, shape (if not 0-d), raw, state]
+        raw, x = memo[idx - 1], memo[idx - 2]
+        shape, arr = (x, memo[idx - 3]) if type(x) is tuple else ((), x)
+        memo[idx] = state = (1, shape, arr.dtype, v is _STATE_F, raw)
+        return state
+
+    def pin(self, idx: int) -> None:
+        # memo slot idx is about to change: the array states made from it are made now
+        memo = self.memo
+        for i in range(idx + 1, min(idx + 4, len(memo))):
+            if memo[i] is _STATE_C or memo[i] is _STATE_F:
+                self.memo_special(i)
 
     def finalize(self, old: Any, new: Any) -> None:
         # BUILD completed an array or dtype: the memo entry made right after its REDUCE must
@@ -222,6 +257,7 @@ class _State:
         self.headers.clear()
         for i in range(len(memo) - 1, max(-1, len(memo) - 65), -1):
             if memo[i] is old:
+                self.pin(i)
                 memo[i] = new
 
     # -- globals and objects -------------------------------------------------------------------
@@ -307,25 +343,26 @@ class _State:
             h = self.match_header(start)
             if h is None:
                 return 0
-        nd, t0, new_t0, bb, dt, shape, dims, n, fortran, length = h
+        nd_t0_bb, t0, new_t0, dt, shape, dims, n, fortran, length, eager, shaped = h
         at = start + length
         if data[at + n : at + n + 4] != b"\x94t\x94b":
             return 0
-        if self.lazy and n >= LAZY_MIN_BYTES:
+        if not eager:
             raw: Any = LazyArray((n,), np.uint8, self.path, at)
             arr: Any = LazyArray(shape, dt, self.path, at, fortran_order=fortran)
         else:
             raw = data[at : at + n]
             arr = np.frombuffer(raw, dt)
-            if len(shape) != 1 or fortran:
+            if shaped:
                 arr = arr.reshape(shape, order="F" if fortran else "C")
         memo = self.memo
         if new_t0:
             memo.append(t0)
+        state = _STATE_F if fortran else _STATE_C
         if dims:
-            memo.extend(((nd, t0, bb), arr, shape, raw, (1, shape, dt, fortran, raw)))
+            memo.extend((nd_t0_bb, arr, shape, raw, state))
         else:
-            memo.extend(((nd, t0, bb), arr, raw, (1, shape, dt, fortran, raw)))
+            memo.extend((nd_t0_bb, arr, raw, state))
         self.stack.append(arr)
         return at + n + 4
 
@@ -350,7 +387,9 @@ class _State:
             return None
         if type(dt) is nr.PendingDtype:
             dt = dt.dtype
-        if not isinstance(dt, np.dtype) or t0 is _UNDEF or bb is _UNDEF or dt.hasobject:
+        if type(t0) is _Special or type(bb) is _Special:
+            return None  # the opcode by opcode path makes them
+        if not isinstance(dt, np.dtype) or dt.hasobject:
             return None
         shape: tuple = ()
         dims = g[6]
@@ -378,7 +417,21 @@ class _State:
         if size * dt.itemsize != n:
             return None
         length = m.end() - start
-        h = (nd, t0, new_t0, bb, dt, shape, dims is not None, n, g[10] == b"\x88", length)
+        fortran = g[10] == b"\x88"
+        # (ndarray, (0,), b'b') is the same tuple for every array of the header: one object
+        h = (
+            (nd, t0, bb),
+            t0,
+            new_t0,
+            dt,
+            shape,
+            dims is not None,
+            n,
+            fortran,
+            length,
+            not (self.lazy and n >= LAZY_MIN_BYTES),
+            len(shape) != 1 or fortran,
+        )
         if len(self.headers) < 1024:
             self.headers[self.data[start : start + length]] = h
             if length not in self.header_lengths:
