@@ -100,7 +100,7 @@ class _Machine(_State):
             tree = snapshot(self)
             if tree is None:  # nothing complete yet: the next safe point tries again
                 return
-            walk_check(tree, self.budget, self.shared)
+            walk_check(tree, self.budget, self.shared, self.object_arrays)
         except (LoadError, TypeError, ValueError, RecursionError):
             watch._decline()
             return
@@ -156,9 +156,7 @@ class _Machine(_State):
                 pos += 1
                 # the most frequent opcodes first; IndexError (truncated data, stack
                 # underflow) is turned into a LoadError below
-                if op == 0x94:  # MEMOIZE
-                    memo_append(stack[-1])
-                elif op == 0x68:  # BINGET
+                if op == 0x68:  # BINGET
                     v = memo[data[pos]]
                     pos += 1
                     if v is reconstruct:  # numpy's _reconstruct: an array, in one step
@@ -198,6 +196,8 @@ class _Machine(_State):
                     if type(v) in shareable:
                         shared_add(id(v))
                     append(v)
+                elif op == 0x94:  # MEMOIZE
+                    memo_append(stack[-1])
                 elif op == 0x4B:  # BININT1
                     append(data[pos])
                     pos += 1
@@ -207,16 +207,20 @@ class _Machine(_State):
                     metastack.append(stack)
                     self.stack = stack = []
                     append = stack.append
-                elif op == 0x8C:  # SHORT_BINUNICODE
+                elif op == 0x8C:  # SHORT_BINUNICODE, and the MEMOIZE that follows it
                     n = data[pos]
                     b = data[pos + 1 : pos + 1 + n]
                     if len(b) != n:
                         self.need(n, pos + 1, "SHORT_BINUNICODE")
                     try:
-                        append(b.decode("utf-8", "surrogatepass"))
+                        b = b.decode("utf-8", "surrogatepass")
                     except UnicodeDecodeError:
                         raise fail("bad UTF-8 string", pos) from None
+                    append(b)
                     pos += 1 + n
+                    if pos < end and data[pos] == 0x94:
+                        memo_append(b)
+                        pos += 1
                 elif op == 0x75:  # SETITEMS
                     if not metastack:
                         raise fail("MARK expected but missing", pos - 1)

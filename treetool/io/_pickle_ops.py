@@ -122,7 +122,9 @@ def _flat_tuple_keys(d: dict, not_leaves: frozenset) -> bool:
     )
 
 
-def walk_check(tree: Any, budget: Budget, shared: set[int] | None = None) -> WalkResult:
+def walk_check(
+    tree: Any, budget: Budget, shared: set[int] | None = None, object_arrays: bool = True
+) -> WalkResult:
     """Check a freshly loaded tree against the budget; collect the globals that were not run.
 
     One iterative pass over the containers (values, and dict keys that are containers or
@@ -131,7 +133,9 @@ def walk_check(tree: Any, budget: Budget, shared: set[int] | None = None) -> Wal
     counted at each of its references. `shared` holds the ids of the containers the reader
     handed out more than once: only those can be met again (or be on a cycle), and their
     size and height are remembered, so each is walked once (None: any container may be).
-    Raises `LoadError` naming the first limit exceeded.
+    `object_arrays=False` says the reader made no numpy array of dtype object: then arrays are
+    leaves, and a container of arrays is not walked item by item. Raises `LoadError` naming
+    the first limit exceeded.
 
     Example:
         >>> from treetool.io._budget import Budget
@@ -146,7 +150,7 @@ def walk_check(tree: Any, budget: Budget, shared: set[int] | None = None) -> Wal
     max_depth, max_expanded = budget.max_depth, budget.max_expanded
     on_path: set[int] = set()  # shared containers being walked
     ndarray = np.ndarray
-    inner, not_leaves, plain_keys = _INNER, _NOT_LEAVES, _PLAIN_KEYS
+    inner, not_leaves, plain_keys = _INNER, _NOT_LEAVES if object_arrays else _INNER, _PLAIN_KEYS
     exit_mark = _EXIT
     every = shared is None
 

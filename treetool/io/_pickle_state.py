@@ -156,6 +156,7 @@ class _State:
         self.keycheck = KeyCheck(budget)
         self.shared = shared
         self.frame_error: str | None = None
+        self.object_arrays = False  # whether a numpy array of dtype object was made
         self.reconstruct: Any = object()  # numpy's _reconstruct global, once the file names it
         self.u32, self.i32, self.u16, self.u64, self.f64 = _U32, _I32, _U16, _U64, _F64
         self.match_fast: Any = _FAST_ARRAY.match
@@ -282,9 +283,12 @@ class _State:
             tag = f.tag
             if tag:
                 try:
-                    return imitate(tag, f, args, self.lazy, self.keycheck)
+                    out = imitate(tag, f, args, self.lazy, self.keycheck)
                 except LoadError as e:
                     raise self.fail(str(e), at) from None
+                if type(out) is np.ndarray and out.dtype.hasobject:
+                    self.object_arrays = True
+                return out
             return Opaque(f.class_path, args)
         if type(f) is Opaque:
             out = Opaque(f"{f.class_path}()", args)
@@ -320,7 +324,10 @@ class _State:
             return inst
         try:
             if t is nr.PendingArray:
-                return nr.array_from_state(state, self.lazy, self.budget)
+                arr = nr.array_from_state(state, self.lazy, self.budget)
+                if type(arr) is np.ndarray and arr.dtype.hasobject:
+                    self.object_arrays = True
+                return arr
             if t is nr.PendingDtype:
                 return inst.build(state)
         except LoadError as e:

@@ -100,17 +100,17 @@ def read_pickle(
     budget = Budget(path, size)
     shared: set[int] = set()  # ids of the containers the memo or DUP handed out again
     try:
-        tree, error = _walk(mm, path, lazy, partial, budget, shared, watch)
+        tree, error, object_arrays = _walk(mm, path, lazy, partial, budget, shared, watch)
     finally:
         mm.close()
     try:
         # after an error (partial), salvage may have shared anything: no shortcut then
-        checked = walk_check(tree, budget, None if error else shared)
+        checked = walk_check(tree, budget, None if error else shared, object_arrays)
     except BudgetError as e:
         if not partial or e.what != "expanded":
             raise
         tree = _what_fits(tree, budget)
-        checked = walk_check(tree, budget)
+        checked = walk_check(tree, budget, None, object_arrays)
         error = str(e).split("; `--partial`")[0]
     blocked = checked.blocked
     if needs_collapse(blocked):  # functions become one leaf each, named, never opened
@@ -126,12 +126,13 @@ def _walk(
     budget: Budget,
     shared: set[int],
     watch: PartialWatch | None = None,
-) -> tuple[Any, str | None]:
-    """Run the opcodes. Returns (tree, None) or, with partial=True, (partial tree, error)."""
+) -> tuple[Any, str | None, bool]:
+    """Run the opcodes. Returns (tree, None) or, with partial=True, (partial tree, error), and
+    whether a numpy array of dtype object was made."""
     machine = _Machine(mm, path, lazy, partial, budget, shared, watch)
     try:
         tree = machine.run()
-        return tree, machine.frame_error
+        return tree, machine.frame_error, machine.object_arrays
     except (_Fail, LoadError) as e:
         msg = str(e)
         if isinstance(e, LoadError) and not msg.startswith(path):
@@ -139,13 +140,13 @@ def _walk(
         err = UnsafeError(msg) if isinstance(e, UnsafeError) else LoadError(msg)
         if not partial:
             raise err from None
-        return _salvage(machine), msg.split("; `--partial`")[0]
+        return _salvage(machine), msg.split("; `--partial`")[0], machine.object_arrays
     except Exception as e:
         # not expected (every opcode checks its input): still one LoadError, never a traceback
         msg = f"{path}: malformed pickle ({type(e).__name__}: {nr._short(str(e))})"
         if not partial:
             raise LoadError(msg) from None
-        return _salvage(machine), msg
+        return _salvage(machine), msg, machine.object_arrays
 
 
 def read(
