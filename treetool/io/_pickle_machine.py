@@ -7,7 +7,9 @@ framing, the refused ones). The families that fill a checkpoint (MEMOIZE, BINGET
 ints, the short strings, MARK, SETITEMS, APPENDS, the empty containers and the small tuples)
 run inline in `run`, a loop over local variables: a method call per opcode costs about as
 much as the opcode itself, and these are 90-99% of the opcodes of a real checkpoint. Every
-other opcode is dispatched through the table.
+other opcode is dispatched through the table. Also inline: a short string takes the MEMOIZE
+that follows it, and a BINGET of numpy's `_reconstruct` followed by an array header seen
+before makes the array from the bytes in memory (`fast_array` does the same, and the rest).
 
 The state and the operations the families share (the memo, globals, calls, BUILD, numpy's
 per-array opcode sequence replayed in one step by `fast_array`) are `_pickle_state._State`.
@@ -20,13 +22,12 @@ dispatch; a method that consumes argument bytes advances it).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from .._errors import LoadError, UnsafeError
+from .._errors import UnsafeError
 from ._budget import Budget
 from ._partial import PartialWatch
 from ._pickle_ops import (
@@ -38,9 +39,8 @@ from ._pickle_ops import (
     _text_number,
     _text_string,
     _utf8,
-    walk_check,
 )
-from ._pickle_salvage import snapshot
+from ._pickle_salvage import offer_snapshot
 from ._pickle_state import (
     _OP_NAMES,
     _SET_COST,
@@ -79,34 +79,6 @@ class _Machine(_State):
     ) -> None:
         super().__init__(data, path, lazy, partial, budget, shared, watch)
         self.table = self._table()
-        self.started = time.perf_counter()
-        self.snap_spent = 0.0  # seconds spent building snapshots
-
-    def offer_snapshot(self) -> None:
-        """Hand the watch a snapshot of the tree so far (see `_partial`); at a safe point only.
-
-        The snapshot passes `walk_check` like a finished tree; one that does not (a cycle, past
-        the budget) is not offered, and the read goes on to fail or finish as without a watch.
-        Snapshots take at most `watch.share` of the read's time (a snapshot of a flat dict of
-        500,000 arrays costs about 0.15 s: the copy of the root dict and its check): a request
-        made sooner is answered at a later safe point.
-        """
-        watch = self.watch
-        assert watch is not None
-        now = time.perf_counter()
-        if self.snap_spent > watch.share * (now - self.started):
-            return  # snapshots took their share of the read so far: a later safe point
-        try:
-            tree = snapshot(self)
-            if tree is None:  # nothing complete yet: the next safe point tries again
-                return
-            walk_check(tree, self.budget, self.shared, self.object_arrays)
-        except (LoadError, TypeError, ValueError, RecursionError):
-            watch._decline()
-            return
-        finally:
-            self.snap_spent += time.perf_counter() - now
-        watch._offer(tree, self.pos / self.end)
 
     def _table(self) -> list[Callable[[int], None]]:
         table: list[Callable[[int], None]] = [self._unknown] * 256
@@ -242,7 +214,7 @@ class _Machine(_State):
                         _setitems(top, items, pos - 1, fail, keycheck)
                     if watch is not None and watch._wanted():
                         self.pos = pos
-                        self.offer_snapshot()
+                        offer_snapshot(self)
                 elif op == 0x7D:  # EMPTY_DICT
                     append({})
                 elif op == 0x87:  # TUPLE3
@@ -284,7 +256,7 @@ class _Machine(_State):
                     _appends(stack[-1], items, pos - 1, fail)
                     if watch is not None and watch._wanted():
                         self.pos = pos
-                        self.offer_snapshot()
+                        offer_snapshot(self)
                 elif op == 0x4D:  # BININT2
                     if pos + 2 > end:
                         self.need(2, pos, "BININT2")
@@ -595,7 +567,7 @@ class _Machine(_State):
                 self.frame_error = str(bad)  # read on: what is there is kept
         self.pos = pos + 8  # frames only group opcodes; each opcode checks its own lengths
         if self.watch is not None and self.watch._wanted():
-            self.offer_snapshot()
+            offer_snapshot(self)
 
     def _refused(self, op: int) -> None:
         # EXT1/2/4, PERSID/BINPERSID, NEXT_BUFFER

@@ -5,7 +5,10 @@ and the operations several opcode families use: the memo, finding a global, call
 instantiating one (through the imitations), BUILD, and `fast_array`, which replays the opcode
 sequence numpy writes for each array (about 25 opcodes) in one step, after a compiled pattern
 matched it (`_FAST_ARRAY`): the effect on the stack and the memo is the same as opcode by
-opcode. `_pickle_machine._Machine` adds the opcode loop and the families.
+opcode. The memo keeps no `(1, shape, dtype, fortran, raw)` state tuple for such an array: a
+`_Special` placeholder stands in its slot and `memo_special` makes the tuple from the slots
+before it if the file ever asks for it (`pin` makes it first when one of those slots is about
+to change). `_pickle_machine._Machine` adds the opcode loop and the families.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import collections
 import mmap
 import re
 import struct
+import time
 from typing import Any
 
 import numpy as np
@@ -157,6 +161,8 @@ class _State:
         self.shared = shared
         self.frame_error: str | None = None
         self.object_arrays = False  # whether a numpy array of dtype object was made
+        self.started = time.perf_counter()
+        self.snap_spent = 0.0  # seconds spent building snapshots for the watch
         self.reconstruct: Any = object()  # numpy's _reconstruct global, once the file names it
         self.u32, self.i32, self.u16, self.u64, self.f64 = _U32, _I32, _U16, _U64, _F64
         self.match_fast: Any = _FAST_ARRAY.match
