@@ -115,6 +115,23 @@ class _Threading(socketserver.ThreadingMixIn, http.server.HTTPServer):
             super().handle_error(request, client_address)
 
 
+_MEDIA = re.compile(r"^(?:/download)?/storage/v1/b/([^/?]+)/o/([^/?]+)\?(?:.*&)?alt=media")
+
+
+def _media_generation(storage: Any, path: str) -> str | None:
+    """The generation of the object a media download sends (None for other requests)."""
+    import urllib.parse
+
+    m = _MEDIA.match(path)
+    if m is None:
+        return None
+    try:
+        obj = storage.get_file_obj(m.group(1), urllib.parse.unquote(m.group(2)))
+    except Exception:  # NotFound: the emulator answers 404 itself
+        return None
+    return str(obj.get("generation")) if obj.get("generation") else None
+
+
 class GcsServer:
     """gcp-storage-emulator on 127.0.0.1 at a free port; `host` for `STORAGE_EMULATOR_HOST`."""
 
@@ -131,7 +148,13 @@ class GcsServer:
                 super().__init__(storage, *args, **kwargs)
 
             def send_response(self, code: int, message: str | None = None) -> None:
-                self._rec = Request(self.command, self.path, self.headers.get("Range"))
+                # a request that could not be parsed (a gRPC probe) has no path or headers
+                headers = getattr(self, "headers", None)
+                self._rec = Request(
+                    getattr(self, "command", None) or "?",
+                    getattr(self, "path", ""),
+                    headers.get("Range") if headers is not None else None,
+                )
                 log.add(self._rec)
                 super().send_response(code, message)
 
@@ -139,6 +162,14 @@ class GcsServer:
                 if keyword.lower() == "content-length" and hasattr(self, "_rec"):
                     self._rec.sent = int(value)
                 super().send_header(keyword, value)
+
+            def end_headers(self) -> None:
+                gen = _media_generation(storage, getattr(self, "path", ""))
+                if gen is not None and getattr(self, "command", "") == "GET":
+                    # real GCS names the generation of the object it sends; tensorstore's
+                    # gcs kvstore needs it (the emulator leaves it out)
+                    super().send_header("x-goog-generation", gen)
+                super().end_headers()
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

@@ -113,6 +113,27 @@ def forget_listings() -> None:
     """Drop the clients' cached listings (objects may have changed since the last read)."""
     for fs in _fs_cache.values():
         fs.invalidate_cache()
+    _walks.clear()
+
+
+#: prefix URL -> {relative key: size} of every object under it (see `FsspecSource.walk`)
+_walks: dict[str, dict[str, int]] = {}
+
+
+def listed(url: str) -> tuple[dict[str, int], str] | None:
+    """The listing made (by `FsspecSource.walk`) of a prefix holding `url`, and the key of
+    `url` relative to that prefix ("" for the prefix itself); None if none was made."""
+    url = url.rstrip("/")
+    for prefix, found in _walks.items():
+        if url == prefix:
+            return found, ""
+        if url.startswith(prefix + "/"):
+            return found, url[len(prefix) + 1 :]
+    return None
+
+
+#: the most objects one listing may hold (a hostile bucket cannot make it unbounded)
+MAX_LISTED = 1_000_000
 
 
 def remote_source(url: str) -> Source:
@@ -362,6 +383,37 @@ class FsspecSource(RemoteSource):
         except LoadError:
             return []
         return sorted(e.rstrip("/").rsplit("/", 1)[-1] for e in entries)
+
+    def walk(self) -> dict[str, int]:
+        """`{relative key: size}` of every object under this prefix, listed once (flat,
+        1,000 keys per request on S3) and kept until the next read starts."""
+        known = _walks.get(self.name)
+        if known is not None:
+            return known
+        try:
+            entries = self._call(
+                "listing",
+                lambda: self._wrap(
+                    lambda: self.fs.find(self._path, detail=True, timeout=_deadline())
+                ),
+            )
+        except LoadError as e:
+            if "no such object" in str(e):
+                entries = {}
+            else:
+                raise
+        if len(entries) > MAX_LISTED:
+            raise LoadError(f"{self.name}: more than {MAX_LISTED} objects under this prefix")
+        lead = self._path.rstrip("/") + "/"
+        out = {
+            k[len(lead) :]: int(v.get("size") or 0)
+            for k, v in entries.items()
+            if k.startswith(lead) and v.get("type") != "directory"
+        }
+        _walks[self.name] = out
+        while len(_walks) > 64:
+            del _walks[next(iter(_walks))]
+        return out
 
     def is_dir(self) -> bool:
         try:
