@@ -287,3 +287,38 @@ class HttpServer:
         self._release.set()
         self._server.shutdown()
         self._server.server_close()
+
+
+class SilentServer:
+    """A TCP server on 127.0.0.1 that accepts every connection and never answers.
+
+    `accepted` counts the connections made: each try of a client is one (or more, where a
+    client opens a second connection). Connections stay open until `stop`.
+    """
+
+    def __init__(self) -> None:
+        import socket
+
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(64)
+        self.port = self._sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.accepted = 0
+        self._conns: list[Any] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            self._conns.append(conn)
+
+    def stop(self) -> None:
+        self._sock.close()
+        for conn in self._conns:
+            conn.close()

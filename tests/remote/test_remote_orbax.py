@@ -28,9 +28,7 @@ def run(request: pytest.FixtureRequest) -> tuple[str, Any]:
 
 
 def _facts(tree: Any) -> list[tuple[str, tuple, str]]:
-    return [
-        (str(p), tuple(leaf.shape), str(leaf.dtype)) for p, leaf in tt.leaves_with_paths(tree)
-    ]
+    return [(str(p), tuple(leaf.shape), str(leaf.dtype)) for p, leaf in tt.leaves_with_paths(tree)]
 
 
 def test_remote_run_lists_its_steps_and_reads_the_latest(

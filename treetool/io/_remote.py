@@ -6,9 +6,12 @@ Clients are configured by each ecosystem's standard environment, so a user's set
 HTTP uses the standard library: a `Range` GET per read, and the answer's `Content-Range` is
 checked, so a server that ignores ranges is refused instead of sending a whole file.
 
-Every request has a timeout (`TREETOOL_REMOTE_TIMEOUT`, seconds, default 30) and transient
-failures (timeouts, connection resets, 5xx) are retried a bounded number of times
-(`TREETOOL_REMOTE_RETRIES`, default 3); failures become one `LoadError` line naming the URL.
+Every request has a timeout (`TREETOOL_REMOTE_TIMEOUT`, seconds, default 30: an S3/GCS call,
+the client's own retries included, or one HTTP request, or a tensorstore read of an orbax
+array per try) and transient failures (timeouts, connection resets, 5xx) are retried a bounded
+number of times (`TREETOOL_REMOTE_RETRIES`, default 3): a server that accepts and never answers
+costs at most timeout x retries seconds (plus pauses of at most 1 s between tries). Failures
+become one `LoadError` line naming the URL.
 Reads bigger than `_CHUNK` are split into chunks fetched in parallel.
 """
 
@@ -71,8 +74,13 @@ def _timeout() -> float:
 
 
 def _deadline() -> float:
-    """The most one S3/GCS call may take, the client's own retries included."""
-    return 2 * _timeout() + 1
+    """The most one S3/GCS call may take, the client's own retries included: the timeout.
+
+    A call that gets no answer in that time counts as one failed try; with the bounded
+    retries, a read that never gets an answer fails after `TREETOOL_REMOTE_TIMEOUT` x
+    `TREETOOL_REMOTE_RETRIES` seconds, plus the pauses between tries (at most 1 s each).
+    """
+    return _timeout()
 
 
 def _retries() -> int:
@@ -338,10 +346,7 @@ class FsspecSource(RemoteSource):
             raise LoadError(f"{self.name}: access denied (403): {_first_line(e)}") from None
         except (TimeoutError, ConnectionError) as e:
             if type(e).__name__ == "FSTimeoutError":  # the whole call, client retries included
-                raise LoadError(
-                    f"{self.name}: no answer within {_deadline():g} s "
-                    "(TREETOOL_REMOTE_TIMEOUT sets the time per request)"
-                ) from None
+                raise _Transient(f"no answer within {_deadline():g} s") from None
             raise _Transient(_first_line(e) or type(e).__name__) from None
         except LoadError:
             raise

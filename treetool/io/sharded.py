@@ -41,7 +41,7 @@ def looks_like_index(head: bytes) -> bool:
 
 
 def check_remote_target(url: str) -> str | None:
-    """"orbax" when a URL names an orbax checkpoint prefix, None when it names an object;
+    """ "orbax" when a URL names an orbax checkpoint prefix, None when it names an object;
     one-line `LoadError` otherwise."""
     src = source_for(url)
     try:
