@@ -61,6 +61,8 @@ class S3Server:
         from werkzeug.serving import WSGIRequestHandler, make_server
 
         class Quiet(WSGIRequestHandler):
+            disable_nagle_algorithm = True  # as servers in production: no 40 ms delayed ACKs
+
             def log_request(self, *args: Any, **kwargs: Any) -> None:
                 pass
 
@@ -144,6 +146,8 @@ class GcsServer:
         log, storage = self.log, self.storage
 
         class Handler(RequestHandler):
+            disable_nagle_algorithm = True
+
             def __init__(self, *args: Any, **kwargs: Any) -> None:
                 super().__init__(storage, *args, **kwargs)
 
@@ -209,7 +213,9 @@ _RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
 class HttpServer:
     """Static files from `root` with `Range` support, fault paths and a request log."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, latency: float = 0.0) -> None:
+        """`latency`: seconds each answer waits before it is sent, as a network's round
+        trip would (the benchmark's "HTTP, 20 ms" rows; tests leave it at 0)."""
         self.log = Log()
         self.root = root
         log = self.log
@@ -217,6 +223,7 @@ class HttpServer:
         release = self._release
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            disable_nagle_algorithm = True
             protocol_version = "HTTP/1.1"
 
             def log_message(self, format: str, *args: Any) -> None:
@@ -231,6 +238,8 @@ class HttpServer:
             def _answer(self, head: bool) -> None:
                 rec = Request(self.command, self.path, self.headers.get("Range"))
                 log.add(rec)
+                if latency:
+                    release.wait(latency)  # the round trip of a network
                 mode, path = self._file()
                 if mode == "hang":
                     release.wait(30)

@@ -104,7 +104,7 @@ def prefetcher() -> ThreadPoolExecutor:
     global _ahead
     with _pool_lock:
         if _ahead is None:
-            _ahead = ThreadPoolExecutor(4, thread_name_prefix="treetool-readahead")
+            _ahead = ThreadPoolExecutor(8, thread_name_prefix="treetool-readahead")
         return _ahead
 
 
