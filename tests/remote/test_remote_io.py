@@ -156,3 +156,27 @@ def test_repeating_jumps_are_read_ahead_in_parallel(
     assert got == [raw[p : p + 4] for p in stops]
     assert reader.guessed == len(stops) - 5  # jumps 1-4 show the period; the rest were guessed
     assert len(stops) <= http.log.count <= len(stops) + 8
+
+
+def test_benchmark_s3_server_fast_ranges_answer_as_moto_does(files: dict) -> None:
+    """The benchmark's S3 server answers ranged GETs by a seek: same bytes and headers as
+    moto's own answer, for boto3 and for treetool."""
+    from storage_servers import S3Server
+
+    fast, plain = S3Server(fast_ranges=True), S3Server()
+    try:
+        answers = []
+        for server in (fast, plain):
+            client = server.client()
+            client.create_bucket(Bucket=BUCKET)
+            client.upload_file(os.path.join(files["root"], "big.pkl"), BUCKET, "big.pkl")
+            got = client.get_object(Bucket=BUCKET, Key="big.pkl", Range="bytes=100-199999")
+            head = {k: got[k] for k in ("ContentLength", "ContentRange", "ETag")}
+            answers.append((got["Body"].read(), head))
+            assert server.log.requests[-1].sent == 199_900
+        assert answers[0] == answers[1]
+        with open(os.path.join(files["root"], "big.pkl"), "rb") as fh:
+            assert answers[0][0] == fh.read()[100:200_000]
+    finally:
+        fast.stop()
+        plain.stop()
