@@ -53,10 +53,10 @@ class Log:
         return sum(r.sent for r in self.requests)
 
 
-_S3_RANGE = re.compile(r"bytes=(\d+)-(\d+)")
+_S3_RANGE = re.compile(r"bytes=(\d+)-(\d*)")
 
 
-def _ranged_get(environ: dict[str, Any], lock: threading.Lock) -> tuple[str, list, bytes] | None:
+def _ranged_get(environ: dict[str, Any]) -> tuple[str, list, bytes] | None:
     """(status, headers, body) of a plain ranged GET of an object, read from moto's own store
     by a seek (moto copies the whole object for each range); None for any other request."""
     import urllib.parse
@@ -73,11 +73,12 @@ def _ranged_get(environ: dict[str, Any], lock: threading.Lock) -> tuple[str, lis
         obj = s3_backends[DEFAULT_ACCOUNT_ID]["aws"].get_object(bucket, urllib.parse.unquote(key))
     except Exception:  # no such bucket: moto answers
         return None
-    start, stop = int(m.group(1)), int(m.group(2))
+    start = int(m.group(1))
+    stop = int(m.group(2)) if m.group(2) else obj.size - 1 if obj is not None else 0
     if obj is None or start >= obj.size or stop < start:
         return None
     stop = min(stop, obj.size - 1)
-    with lock:
+    with obj.lock:  # moto's own lock of the object's buffer (its reads seek it too)
         obj._value_buffer.seek(start)
         body = obj._value_buffer.read(stop - start + 1)
     modified = obj.last_modified_RFC1123
@@ -113,7 +114,6 @@ class S3Server:
         self.log = Log()
         app = DomainDispatcherApplication(create_backend_app)
         log = self.log
-        lock = threading.Lock()
 
         def logged(environ: dict[str, Any], start_response: Any) -> Any:
             rec = Request(
@@ -127,7 +127,7 @@ class S3Server:
                         rec.sent = int(v)  # counted before the client can see the answer
                 return start_response(status, headers, *exc)
 
-            fast = _ranged_get(environ, lock) if fast_ranges else None
+            fast = _ranged_get(environ) if fast_ranges else None
             if fast is not None:
                 status, headers, body = fast
                 start(status, headers)
