@@ -47,7 +47,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "remote"))
 
-from storage_servers import BUCKET, HttpServer, S3Server
+from storage_servers import BUCKET, GcsServer, HttpServer, S3Server
 
 TREETOOL = [sys.executable, "-m", "treetool.cli"]
 
@@ -176,7 +176,9 @@ else:
     import jax
     tree = meta.item_metadata
     tree = getattr(tree, "tree", tree)
-    n = len(jax.tree_util.tree_leaves(tree, is_leaf=lambda x: hasattr(x, "shape")))
+    n = 0 if tree is None else len(
+        jax.tree_util.tree_leaves(tree, is_leaf=lambda x: hasattr(x, "shape"))
+    )
 print(time.perf_counter() - t0, n)
 """
 
@@ -206,6 +208,12 @@ def _orbax_rows(
             f"{t_dl / t_tt:.1f}x faster",
         )
     )
+    return rows + _metadata_rows(label, url, log, env)
+
+
+def _metadata_rows(label: str, url: str, log: Any, env: dict[str, str]) -> list[tuple[str, ...]]:
+    """The orbax checkpoint's metadata read by `treetool.io.read` and by orbax's
+    `StandardCheckpointer().metadata()` on the same URL, each in a fresh process."""
     figures = {}
     for how in ("treetool", "orbax"):
         log.clear()
@@ -220,19 +228,19 @@ def _orbax_rows(
         secs, leaves = out.stdout.split()
         figures[how] = (float(secs), int(leaves), log.count, log.bytes_sent)
     (t1, n1, r1, b1), (t2, n2, r2, b2) = figures["treetool"], figures["orbax"]
-    rows.append(
+    return [
         (
             label,
             f"orbax metadata, same path: treetool `io.read` ({n1} leaves) vs "
-            f"`StandardCheckpointer().metadata()` ({n2} leaves)",
+            "`StandardCheckpointer().metadata()` "
+            + (f"({n2} leaves)" if n2 else "(no tree: its `item_metadata` is None)"),
             f"{r1} vs {r2}",
             f"{b1 / 2**10:.0f} KiB vs {b2 / 2**10:.0f} KiB",
             f"{t1:.2f} s",
             f"{t2:.2f} s (orbax)",
             f"{t2 / t1:.1f}x faster",
         )
-    )
-    return rows
+    ]
 
 
 def _tasks(
@@ -307,11 +315,12 @@ def _tasks(
     return rows
 
 
-def _store_s3(total: int, tmp: str, env: dict[str, str], **_: Any) -> list[tuple[str, ...]]:
+def _store_s3(total: int, tmp: str, env: dict[str, str], big: bool = True) -> list[tuple[str, ...]]:
     src = os.path.join(tmp, "s3src")
     os.makedirs(src)
-    shard_names = write_shards(src, total)
-    write_pickles(src, total)
+    shard_names = write_shards(src, total) if big else []
+    if big:
+        write_pickles(src, total)
     orbax_src = os.path.join(tmp, "orbaxsrc")
     os.makedirs(orbax_src)
     orbax_dir = write_orbax(orbax_src)
@@ -336,12 +345,42 @@ def _store_s3(total: int, tmp: str, env: dict[str, str], **_: Any) -> list[tuple
         }
         size = {n: os.path.getsize(os.path.join(src, n)) for n in os.listdir(src)}
         dl = os.path.join(tmp, "dl")
-        rows = _tasks("s3 (moto)", f"s3://{BUCKET}/a", server.log, size, shard_names, dl, env)
+        rows = []
+        if big:
+            rows = _tasks("s3 (moto)", f"s3://{BUCKET}/a", server.log, size, shard_names, dl, env)
         url = f"s3://{BUCKET}/a/orbax_ckpt"
         return rows + _orbax_rows("s3 (moto)", url, server.log, orbax_dir, dl, env)
     finally:
         server.stop()
         shutil.rmtree(src, ignore_errors=True)
+        shutil.rmtree(orbax_src, ignore_errors=True)
+
+
+def _store_gcs(total: int, tmp: str, env: dict[str, str]) -> list[tuple[str, ...]]:
+    """The orbax metadata comparison on the GCS emulator, where orbax reads its tree."""
+    orbax_src = os.path.join(tmp, "orbaxgcs")
+    os.makedirs(orbax_src)
+    orbax_dir = write_orbax(orbax_src)
+    server = GcsServer()
+    try:
+        server.create_bucket(BUCKET)
+        for dirpath, _, names in os.walk(orbax_dir):
+            for name in names:
+                full = os.path.join(dirpath, name)
+                with open(full, "rb") as fh:
+                    key = "a/orbax_ckpt/" + os.path.relpath(full, orbax_dir)
+                    server.upload(BUCKET, key, fh.read())
+        env = {
+            **env,
+            "STORAGE_EMULATOR_HOST": server.host,
+            "TENSORSTORE_GCS_HTTP_URL": server.host,
+            # orbax's gcsfs would first ask the bucket's layout over gRPC (60 s to give up)
+            "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
+        }
+        url = f"gs://{BUCKET}/a/orbax_ckpt"
+        return _metadata_rows("gcs (emulator)", url, server.log, env)
+    finally:
+        server.stop()
         shutil.rmtree(orbax_src, ignore_errors=True)
 
 
@@ -370,18 +409,25 @@ def main() -> None:
     ap.add_argument(
         "--latency", type=float, default=0.02, help="seconds per request of the slow HTTP rows"
     )
-    ap.add_argument("--only", choices=("s3", "http", "slow"), help="run one store only")
+    ap.add_argument(
+        "--only",
+        choices=("s3", "http", "slow", "gcs", "orbax"),
+        help="one store only (orbax: the orbax rows on S3 and GCS, no 1 GB files)",
+    )
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="bench_remote_")
     rows: list[tuple[str, ...]] = []
-    stores: list[tuple[str, Any, float, dict[str, float]]] = [
+    stores: list[tuple[str, Any, float, dict[str, Any]]] = [
         ("s3", _store_s3, args.s3_scale, {}),
+        ("gcs", _store_gcs, 0.0, {}),
         ("http", _store_http, args.scale, {}),
         ("slow", _store_http, args.scale, {"latency": args.latency}),
     ]
     try:
         for name, store, scale, extra in stores:
-            if args.only and name != args.only:
+            if args.only == "orbax" and name in ("s3", "gcs"):
+                extra = {"big": False} if name == "s3" else extra
+            elif args.only and name != args.only:
                 continue
             total = int((1 << 30) * scale)
             print(f"{name}: files of {total / 2**30:.2f} GB ...", file=sys.stderr)
