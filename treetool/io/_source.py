@@ -192,8 +192,11 @@ def session() -> Iterator[None]:
         _session.reset(token)
 
 
-#: blocks read ahead in parallel once the jumps of a walk repeat a pattern
+#: blocks read ahead in parallel once the jumps of a walk repeat a pattern (and the most
+#: big reads of a stream asked for ahead)
 _AHEAD_JUMPS = 8
+#: how far ahead a stream of big reads is asked for
+_AHEAD_BYTES = 8 << 20
 #: the longest repeating pattern of jumps recognised (arrays per layer)
 _PERIOD_MAX = 16
 #: blocks are read ahead only when a request takes this long (a network, not a local server,
@@ -222,7 +225,7 @@ class BlockReader(io.RawIOBase):
         self._cache: dict[int, bytes] = {}  # block start -> bytes (a few blocks kept)
         self._last_end = -1
         self._ahead = block
-        self._pending: tuple[int, int, Any] | None = None
+        self._pending: list[tuple[int, int, Any]] = []  # big reads asked for ahead
         self._jumps: list[int] = []  # starts of the last blocks fetched after a jump
         self._guesses: dict[int, Any] = {}  # block start -> future of a block read ahead
         self._latency = 0.0  # seconds the last block read took
@@ -312,20 +315,26 @@ class BlockReader(io.RawIOBase):
         return out[0] if len(out) == 1 else b"".join(out)
 
     def _big(self, start: int, n: int) -> bytes:
-        """A large read; a remote one that continues the last starts fetching the next."""
-        pending, self._pending = self._pending, None
-        if pending is not None and pending[0] == start and pending[1] == n:
-            data = pending[2].result()
+        """A large read; remotely, reads that continue it (up to 8 MiB ahead, the same size
+        each) are already asked for in parallel, so a stream waits for one round trip, not
+        one per chunk."""
+        queue = self._pending
+        if queue and queue[0][0] == start and queue[0][1] == n:
+            data = queue.pop(0)[2].result()
         else:
-            if pending is not None:
-                pending[2].cancel()
+            for _, _, fut in queue:
+                fut.cancel()
+            queue.clear()
             data = self._src.read(start, n)
-        nxt = start + n
-        if self._src.remote and nxt < self.limit:
+        if self._src.remote:
             from ._remote import prefetcher
 
-            m = min(n, self.limit - nxt)
-            self._pending = (nxt, m, prefetcher().submit(self._src.read, nxt, m))
+            depth = max(1, min(_AHEAD_JUMPS, _AHEAD_BYTES // max(n, 1)))
+            nxt = queue[-1][0] + queue[-1][1] if queue else start + n
+            while len(queue) < depth and nxt < self.limit:
+                m = min(n, self.limit - nxt)
+                queue.append((nxt, m, prefetcher().submit(self._src.read, nxt, m)))
+                nxt += m
         return data
 
     def _find_block(self, pos: int) -> tuple[int, bytes] | None:
@@ -406,7 +415,7 @@ class BlockReader(io.RawIOBase):
             fut.cancel()
         self._guesses.clear()
         self._cache.clear()
-        if self._pending is not None:
-            self._pending[2].cancel()
-            self._pending = None
+        for _, _, fut in self._pending:
+            fut.cancel()
+        self._pending.clear()
         super().close()
