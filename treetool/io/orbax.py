@@ -11,6 +11,12 @@ A directory written by `CheckpointManager` loads its latest step (`run@1200` or 
 another); a step directory with several items loads `{item: tree}`, JSON items (`JsonSave`) as
 their small trees; a single item named `default` loads as its tree. Leaves are
 `OrbaxArray` (a `LazyArray` that reads through tensorstore and carries `.sharding`).
+
+The checkpoint may be a local directory or an `s3://` / `gs://` prefix: every file question
+goes through `_orbax_fs` (one listing of the prefix remotely), every array through the
+tensorstore kvstore it names. The pieces: `_orbax_array` (the lazy leaf), `_orbax_ocdbt` (the
+OCDBT B+tree walk), `_orbax_tree` (the tree built from `_METADATA`), `_orbax_data` (the
+safety checks of array reads).
 """
 
 from __future__ import annotations
