@@ -87,3 +87,14 @@ def test_missing_step_and_non_orbax_prefix_are_one_line(run: tuple[str, Any]) ->
     bucket = url.rsplit("/", 1)[0]
     with pytest.raises(tt.LoadError, match="not an orbax checkpoint"):
         tt.io.read(f"{bucket}/run")
+
+
+def test_an_oversized_remote_metadata_file_is_refused_unread(
+    s3: Any, s3_orbax: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from treetool.io import _orbax_fs
+
+    monkeypatch.setattr(_orbax_fs, "MAX_REMOTE_FILE", 1000)  # _METADATA here: ~1.2 KB
+    with pytest.raises(tt.LoadError, match=r"_METADATA: a metadata file of \d+ bytes, more than"):
+        tt.io.read(f"{s3_orbax}@1")
+    assert not [r for r in s3.log.requests if r.path.endswith("_METADATA")]

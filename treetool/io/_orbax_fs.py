@@ -30,7 +30,12 @@ from typing import Any
 from .._errors import LoadError
 from ._source import is_url, source_for
 
+#: the largest metadata file read from object storage (a `_METADATA` of a million arrays
+#: is ~200 MB; a bigger one is refused before any byte of it is read)
+MAX_REMOTE_FILE = 1 << 30
+
 __all__ = [
+    "MAX_REMOTE_FILE",
     "abspath",
     "getsize",
     "isdir",
@@ -141,6 +146,11 @@ def read_bytes(path: str) -> bytes:
                 return fh.read()
         except OSError as e:
             raise LoadError(f"{path}: {e.strerror or e}") from None
+    size = getsize(path)  # from the listing: no request
+    if size > MAX_REMOTE_FILE:
+        raise LoadError(
+            f"{path}: a metadata file of {size} bytes, more than {MAX_REMOTE_FILE >> 20} MiB"
+        )
     src: Any = source_for(path)
     return src.read_all()  # type: ignore[no-any-return]
 
