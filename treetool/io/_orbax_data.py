@@ -179,7 +179,7 @@ def check_claim(nbytes: int, stored: int, where: str, what: str) -> None:
     )
 
 
-def c_order_blocks(shape: tuple[int, ...], max_elems: int) -> Iterator[tuple[slice, ...]]:
+def c_order_blocks(shape: tuple[int, ...], max_elems: int) -> Iterator[tuple[int | slice, ...]]:
     """Index tuples that cover an array of `shape` in C order, each at most `max_elems`
     elements and contiguous in memory (so their flattened values concatenate in order)."""
     n = len(shape)
