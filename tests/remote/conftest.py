@@ -166,6 +166,88 @@ def gcs_server(files: dict[str, Any]) -> Any:
     server.stop()
 
 
+def orbax_tree(step: int) -> dict[str, Any]:
+    """The tree each step of the orbax runs saves (step 2 differs from step 1 in `w`)."""
+    import jax.numpy as jnp
+
+    return {
+        "params": {
+            "w": jnp.arange(24.0, dtype=jnp.float32).reshape(4, 6) * step,
+            "b": jnp.ones(6, jnp.bfloat16),
+            "layers": [jnp.full((3,), 7, jnp.int32), jnp.zeros((2, 2), jnp.float16)],
+        },
+        "step": jnp.asarray(step, jnp.int32),
+    }
+
+
+def _save_run(directory: Any) -> None:
+    """A CheckpointManager run of 2 steps, saved by orbax itself at `directory`."""
+    import orbax.checkpoint as ocp
+
+    with ocp.CheckpointManager(directory) as mngr:
+        for step in (1, 2):
+            mngr.save(step, args=ocp.args.StandardSave(orbax_tree(step)))
+        mngr.wait_until_finished()
+
+
+@pytest.fixture(scope="session")
+def orbax_local(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The same run written to a local folder: what each remote read is compared with."""
+    root = str(tmp_path_factory.mktemp("orbax_local"))
+    _save_run(os.path.join(root, "orbax_run"))
+    return os.path.join(root, "orbax_run")
+
+
+@pytest.fixture(scope="session")
+def s3_orbax(s3_server: Any, orbax_local: str) -> str:
+    """The orbax run on the S3 server, uploaded byte for byte from the local run.
+
+    orbax (0.12.8) cannot write to `s3://` itself: it builds its tensorstore kvstore with the
+    `file` driver for every path that is not `gs://`, after `os.path.normpath`, which turns
+    `s3://ckpts/run` into `s3:/ckpts/run` and fails with "ValueError: Checkpoint path should
+    be absolute. Got s3:/ckpts/orbax_run/1.orbax-checkpoint-tmp/default.orbax-checkpoint-tmp"
+    (`orbax/checkpoint/_src/serialization/tensorstore_utils.py`, `_build_ocdbt_kvstore_tspec`),
+    after it has written `_CHECKPOINT_METADATA` through etils' s3fs backend. So the run is saved
+    locally by orbax's CheckpointManager and its files uploaded unchanged with boto3; the
+    reader then sees exactly the objects orbax would have written.
+    """
+    client = s3_server.client()
+    for dirpath, _, names in os.walk(orbax_local):
+        for name in names:
+            full = os.path.join(dirpath, name)
+            key = "orbax_run/" + os.path.relpath(full, orbax_local)
+            client.upload_file(full, BUCKET, key)
+    return f"s3://{BUCKET}/orbax_run"
+
+
+@pytest.fixture(scope="session")
+def gs_orbax(gcs_server: Any) -> str:
+    """The orbax run written by orbax's CheckpointManager straight to the GCS emulator: its
+    metadata files through etils' gcsfs backend (`STORAGE_EMULATOR_HOST`), its arrays through
+    tensorstore's `gcs` kvstore (`TENSORSTORE_GCS_HTTP_URL`)."""
+    import fsspec
+    import gcsfs.core
+    from etils import epath
+
+    saved = {k: os.environ.get(k) for k in ("STORAGE_EMULATOR_HOST", "TENSORSTORE_GCS_HTTP_URL")}
+    os.environ["STORAGE_EMULATOR_HOST"] = gcs_server.host
+    os.environ["TENSORSTORE_GCS_HTTP_URL"] = gcs_server.host
+    # gcsfs's default filesystem first asks the bucket's layout over gRPC, which the emulator
+    # does not speak (60 s until it gives up): orbax's metadata goes through the plain client
+    fsspec.register_implementation("gs", gcsfs.core.GCSFileSystem, clobber=True)
+    fsspec.register_implementation("gcs", gcsfs.core.GCSFileSystem, clobber=True)
+    try:
+        _save_run(epath.Path(f"gs://{BUCKET}/orbax_run"))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        _fresh_clients()
+    return f"gs://{BUCKET}/orbax_run"
+
+
 @pytest.fixture(scope="session")
 def http_server(files: dict[str, Any]) -> Any:
     server = HttpServer(files["root"])

@@ -53,14 +53,61 @@ class Log:
         return sum(r.sent for r in self.requests)
 
 
-class S3Server:
-    """moto's S3 server on 127.0.0.1 at a free port; `endpoint` for `AWS_ENDPOINT_URL`."""
+_S3_RANGE = re.compile(r"bytes=(\d+)-(\d*)")
 
-    def __init__(self) -> None:
+
+def _ranged_get(environ: dict[str, Any]) -> tuple[str, list, bytes] | None:
+    """(status, headers, body) of a plain ranged GET of an object, read from moto's own store
+    by a seek (moto copies the whole object for each range); None for any other request."""
+    import urllib.parse
+
+    m = _S3_RANGE.fullmatch(environ.get("HTTP_RANGE") or "")
+    path = environ.get("PATH_INFO", "").lstrip("/")
+    if environ["REQUEST_METHOD"] != "GET" or m is None or environ.get("QUERY_STRING"):
+        return None
+    bucket, _, key = path.partition("/")
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+
+    try:
+        obj = s3_backends[DEFAULT_ACCOUNT_ID]["aws"].get_object(bucket, urllib.parse.unquote(key))
+    except Exception:  # no such bucket: moto answers
+        return None
+    start = int(m.group(1))
+    stop = int(m.group(2)) if m.group(2) else obj.size - 1 if obj is not None else 0
+    if obj is None or start >= obj.size or stop < start:
+        return None
+    stop = min(stop, obj.size - 1)
+    with obj.lock:  # moto's own lock of the object's buffer (its reads seek it too)
+        obj._value_buffer.seek(start)
+        body = obj._value_buffer.read(stop - start + 1)
+    modified = obj.last_modified_RFC1123
+    headers = [
+        ("Content-Type", "binary/octet-stream"),
+        ("Content-Length", str(len(body))),
+        ("Content-Range", f"bytes {start}-{stop}/{obj.size}"),
+        ("Accept-Ranges", "bytes"),
+        ("ETag", obj.etag),
+        ("Last-Modified", modified),
+    ]
+    return "206 Partial Content", headers, body
+
+
+class S3Server:
+    """moto's S3 server on 127.0.0.1 at a free port; `endpoint` for `AWS_ENDPOINT_URL`.
+
+    `fast_ranges=True` (the benchmark's) answers plain ranged GETs of objects from moto's store
+    with a seek: moto itself copies the whole object for every range, so a walk of 130 small
+    reads of a 1 GB object would cost 130 GB of copies server-side, which no S3 does.
+    """
+
+    def __init__(self, fast_ranges: bool = False) -> None:
         from moto.server import DomainDispatcherApplication, create_backend_app
         from werkzeug.serving import WSGIRequestHandler, make_server
 
         class Quiet(WSGIRequestHandler):
+            disable_nagle_algorithm = True  # as servers in production: no 40 ms delayed ACKs
+
             def log_request(self, *args: Any, **kwargs: Any) -> None:
                 pass
 
@@ -80,6 +127,12 @@ class S3Server:
                         rec.sent = int(v)  # counted before the client can see the answer
                 return start_response(status, headers, *exc)
 
+            fast = _ranged_get(environ) if fast_ranges else None
+            if fast is not None:
+                status, headers, body = fast
+                start(status, headers)
+                yield body
+                return
             yield from app(environ, start)
 
         self._server = make_server("127.0.0.1", 0, logged, threaded=True, request_handler=Quiet)
@@ -115,6 +168,23 @@ class _Threading(socketserver.ThreadingMixIn, http.server.HTTPServer):
             super().handle_error(request, client_address)
 
 
+_MEDIA = re.compile(r"^(?:/download)?/storage/v1/b/([^/?]+)/o/([^/?]+)\?(?:.*&)?alt=media")
+
+
+def _media_generation(storage: Any, path: str) -> str | None:
+    """The generation of the object a media download sends (None for other requests)."""
+    import urllib.parse
+
+    m = _MEDIA.match(path)
+    if m is None:
+        return None
+    try:
+        obj = storage.get_file_obj(m.group(1), urllib.parse.unquote(m.group(2)))
+    except Exception:  # NotFound: the emulator answers 404 itself
+        return None
+    return str(obj.get("generation")) if obj.get("generation") else None
+
+
 class GcsServer:
     """gcp-storage-emulator on 127.0.0.1 at a free port; `host` for `STORAGE_EMULATOR_HOST`."""
 
@@ -127,11 +197,19 @@ class GcsServer:
         log, storage = self.log, self.storage
 
         class Handler(RequestHandler):
+            disable_nagle_algorithm = True
+
             def __init__(self, *args: Any, **kwargs: Any) -> None:
                 super().__init__(storage, *args, **kwargs)
 
             def send_response(self, code: int, message: str | None = None) -> None:
-                self._rec = Request(self.command, self.path, self.headers.get("Range"))
+                # a request that could not be parsed (a gRPC probe) has no path or headers
+                headers = getattr(self, "headers", None)
+                self._rec = Request(
+                    getattr(self, "command", None) or "?",
+                    getattr(self, "path", ""),
+                    headers.get("Range") if headers is not None else None,
+                )
                 log.add(self._rec)
                 super().send_response(code, message)
 
@@ -139,6 +217,14 @@ class GcsServer:
                 if keyword.lower() == "content-length" and hasattr(self, "_rec"):
                     self._rec.sent = int(value)
                 super().send_header(keyword, value)
+
+            def end_headers(self) -> None:
+                gen = _media_generation(storage, getattr(self, "path", ""))
+                if gen is not None and getattr(self, "command", "") == "GET":
+                    # real GCS names the generation of the object it sends; tensorstore's
+                    # gcs kvstore needs it (the emulator leaves it out)
+                    super().send_header("x-goog-generation", gen)
+                super().end_headers()
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -178,7 +264,9 @@ _RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
 class HttpServer:
     """Static files from `root` with `Range` support, fault paths and a request log."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, latency: float = 0.0) -> None:
+        """`latency`: seconds each answer waits before it is sent, as a network's round
+        trip would (the benchmark's "HTTP, 20 ms" rows; tests leave it at 0)."""
         self.log = Log()
         self.root = root
         log = self.log
@@ -186,6 +274,7 @@ class HttpServer:
         release = self._release
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            disable_nagle_algorithm = True
             protocol_version = "HTTP/1.1"
 
             def log_message(self, format: str, *args: Any) -> None:
@@ -200,6 +289,8 @@ class HttpServer:
             def _answer(self, head: bool) -> None:
                 rec = Request(self.command, self.path, self.headers.get("Range"))
                 log.add(rec)
+                if latency:
+                    release.wait(latency)  # the round trip of a network
                 mode, path = self._file()
                 if mode == "hang":
                     release.wait(30)
@@ -256,3 +347,38 @@ class HttpServer:
         self._release.set()
         self._server.shutdown()
         self._server.server_close()
+
+
+class SilentServer:
+    """A TCP server on 127.0.0.1 that accepts every connection and never answers.
+
+    `accepted` counts the connections made: each try of a client is one (or more, where a
+    client opens a second connection). Connections stay open until `stop`.
+    """
+
+    def __init__(self) -> None:
+        import socket
+
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(64)
+        self.port = self._sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.accepted = 0
+        self._conns: list[Any] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            self._conns.append(conn)
+
+    def stop(self) -> None:
+        self._sock.close()
+        for conn in self._conns:
+            conn.close()

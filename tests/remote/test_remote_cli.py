@@ -118,3 +118,31 @@ def test_progress_line_on_a_terminal_only(http: Any, tmp_path: Any) -> None:
     assert b"reading remote bytes" not in stdout and b"mean" in stdout  # stdout stays clean
     piped = _cli("get", url, "['c']", env={"TREETOOL_PROGRESS_AFTER": "0"}, cwd=str(tmp_path))
     assert piped.returncode == 0 and piped.stderr == ""  # not a terminal: nothing on stderr
+
+
+def test_orbax_run_on_s3_inspect_step_get_and_diff(
+    s3: Any, s3_orbax: str, orbax_local: str, tmp_path: Any
+) -> None:
+    env, cwd = s3_env(s3), str(tmp_path)
+    remote = _cli("inspect", s3_orbax, env=env, cwd=cwd)
+    local = _cli("inspect", orbax_local, env={}, cwd=cwd)
+    assert remote.returncode == 0, remote.stderr
+    assert remote.stdout == local.stdout
+    assert remote.stdout.startswith("step 2; steps: 1, 2\n")
+    assert remote.stderr == (
+        f"treetool: note: {s3_orbax}: an orbax run with steps 1, 2; showing step 2 "
+        f"(pick one: {s3_orbax}@1 or --step 1)\n"
+    )
+    one = _cli("inspect", s3_orbax, "--step", "1", env=env, cwd=cwd)
+    assert one.returncode == 0 and one.stdout.startswith("step 1; steps: 1, 2\n")
+    assert one.stderr == ""
+    got = _cli("get", f"{s3_orbax}@1", "params.w", "--json", env=env, cwd=cwd)
+    assert got.returncode == 0, got.stderr
+    out = json.loads(got.stdout)
+    assert (out["shape"], out["dtype"]) == ([4, 6], "float32")
+    nested = [v for v in out.values() if isinstance(v, list) and v and isinstance(v[0], list)]
+    assert nested == [[[6.0 * r + c for c in range(6)] for r in range(4)]]  # arange(24) * 1
+    diff = _cli("diff", f"{s3_orbax}@1", f"{s3_orbax}@2", "--json", env=env, cwd=cwd)
+    assert diff.returncode == 1, diff.stderr
+    changed = sorted(c["path"] for c in json.loads(diff.stdout)["changes"])
+    assert changed == ["['params']['w']", "['step']"]

@@ -173,3 +173,38 @@ def test_gcs_auth_choice_follows_the_environment(
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))
     (tmp_path / "application_default_credentials.json").write_text("{}")
     assert _remote._gcs_token() == "google_default"
+
+
+@pytest.mark.parametrize("kind", ["s3", "gs", "http"])
+def test_a_server_that_never_answers_costs_timeout_times_retries(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every remote client gives up after TREETOOL_REMOTE_TIMEOUT per try and the bounded
+    number of tries, with the same one line (the test ends: the hang is bounded)."""
+    from storage_servers import SilentServer
+
+    from treetool.io import _remote
+
+    server = SilentServer()
+    monkeypatch.setenv("TREETOOL_REMOTE_TIMEOUT", "0.3")
+    monkeypatch.setenv("TREETOOL_REMOTE_RETRIES", "2")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", server.url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.url)
+    _remote._fs_cache.clear()
+    url = {
+        "s3": "s3://ckpts/run/model.safetensors",
+        "gs": "gs://ckpts/run/model.safetensors",
+        "http": f"{server.url}/run/model.safetensors",
+    }[kind]
+    try:
+        msg = _error(url)
+    finally:
+        _remote._fs_cache.clear()
+        server.stop()
+    what = "read of bytes 0-65535" if kind == "http" else "stat"
+    reason = "timed out after 0.3 s" if kind == "http" else "no answer within 0.3 s"
+    assert msg == f"{url}: {what} failed after 2 tries: {reason}"
+    assert server.accepted >= 1  # the client did reach the server (and got no answer)

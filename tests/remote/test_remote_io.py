@@ -129,3 +129,56 @@ def test_equinox_with_like(s3: Any, files: dict) -> None:
 def test_value_diff_of_two_remote_pickles(s3: Any) -> None:
     d = tt.diff(tt.load(f"s3://{BUCKET}/run/ckpt.pkl"), tt.load(f"s3://{BUCKET}/run/ckpt2.pkl"))
     assert [(c.path, c.kind) for c in d.changes] == [("['params']['b']", "value")]
+
+
+def test_repeating_jumps_are_read_ahead_in_parallel(
+    http: Any, files: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A walk that jumps by a repeating pattern (payloads of layers of one shape) finds its
+    next blocks already read: the pattern is recognised after two periods, and no more
+    than 8 blocks past the last jump are read for nothing."""
+    from treetool.io import _source
+
+    monkeypatch.setattr(_source, "_SLOW_REQUEST", 0.0)  # as on a network: always read ahead
+    src = _source.source_for(f"{http.url}/big.pkl")
+    size = src.size
+    pattern = [70_000, 30_000]  # a period of two jumps, each past a 16 KiB block
+    stops, at = [], 100_000
+    while at + 4 < size - 16_000:
+        stops.append(at)
+        at += pattern[len(stops) % 2]
+    reader = _source.BlockReader(src)
+    http.log.clear()
+    got = [reader[p : p + 4] for p in stops]
+    reader.close()
+    with open(os.path.join(files["root"], "big.pkl"), "rb") as fh:
+        raw = fh.read()
+    assert got == [raw[p : p + 4] for p in stops]
+    assert reader.guessed == len(stops) - 5  # jumps 1-4 show the period; the rest were guessed
+    assert len(stops) <= http.log.count <= len(stops) + 8
+
+
+def test_benchmark_s3_server_fast_ranges_answer_as_moto_does(files: dict) -> None:
+    """The benchmark's S3 server answers ranged GETs by a seek: same bytes and headers as
+    moto's own answer, for boto3 and for treetool."""
+    from storage_servers import S3Server
+
+    fast, plain = S3Server(fast_ranges=True), S3Server()
+    try:
+        answers = []
+        for server in (fast, plain):
+            client = server.client()
+            client.create_bucket(Bucket=BUCKET)
+            client.upload_file(os.path.join(files["root"], "big.pkl"), BUCKET, "big.pkl")
+            for spec in ("bytes=100-199999", "bytes=199000-"):  # boto3 asks for both kinds
+                got = client.get_object(Bucket=BUCKET, Key="big.pkl", Range=spec)
+                head = {k: got[k] for k in ("ContentLength", "ContentRange", "ETag")}
+                answers.append((got["Body"].read(), head))
+            assert server.log.requests[-2].sent == 199_900
+        assert answers[:2] == answers[2:]
+        with open(os.path.join(files["root"], "big.pkl"), "rb") as fh:
+            raw = fh.read()
+        assert [a[0] for a in answers[:2]] == [raw[100:200_000], raw[199_000:]]
+    finally:
+        fast.stop()
+        plain.stop()

@@ -151,7 +151,8 @@ def detect(path: str | os.PathLike) -> str:
     if is_url(path):
         from .sharded import check_remote_target
 
-        check_remote_target(path)
+        if check_remote_target(path) == "orbax":
+            return "orbax"
     elif os.path.isdir(path):
         from .orbax import is_orbax_dir
 

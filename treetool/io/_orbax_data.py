@@ -17,9 +17,9 @@ import contextvars
 import math
 import os
 from collections.abc import Iterator
-from typing import Any
 
 from .._errors import LoadError
+from ._source import is_url
 
 __all__ = [
     "FILL_READ_MIN",
@@ -28,7 +28,6 @@ __all__ = [
     "c_order_blocks",
     "check_component",
     "check_data_files",
-    "file_kvstore",
     "inside",
     "stored_bytes",
 ]
@@ -69,6 +68,8 @@ def fill_allowed() -> bool:
 
 def inside(root: str, path: str) -> bool:
     """Whether `path` resolves (symlinks followed) to `root` or below it."""
+    if is_url(root):  # object storage has no links: the names decide
+        return path == root or path.startswith(root.rstrip("/") + "/")
     real_root = os.path.realpath(root)
     real = os.path.realpath(path)
     return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
@@ -111,6 +112,8 @@ def check_data_files(root: str, top: str, where: str, limit: int = 1_000_000) ->
 def stored_bytes(item: str, param: str, ocdbt: bool) -> int:
     """Bytes the checkpoint stores for one array (for OCDBT: all of the item's data files),
     after checking that none of those files leads out of the item's directory."""
+    if is_url(item):
+        return _remote_stored_bytes(item, param, ocdbt)
     if ocdbt:
         key = (item, *_mtimes(item))
         known = _ocdbt_bytes.get(key)
@@ -124,6 +127,25 @@ def stored_bytes(item: str, param: str, ocdbt: bool) -> int:
 #: (item directory, its and its data directory's mtimes) -> bytes of its OCDBT data files,
 #: checked once for all the arrays that share them
 _ocdbt_bytes: dict[tuple, int] = {}
+
+
+def _remote_stored_bytes(item: str, param: str, ocdbt: bool) -> int:
+    """`stored_bytes` of a checkpoint in object storage, from the listing of its prefix."""
+    from ._orbax_fs import sizes_under
+
+    if not ocdbt:
+        return sum(sizes_under(f"{item}/{check_component(param, item)}").values())
+    key = (item, 0, 0)
+    known = _ocdbt_bytes.get(key)
+    if known is None:
+        known = _ocdbt_bytes[key] = sum(
+            size
+            for name, size in sizes_under(item).items()
+            if name.startswith(("d/", "ocdbt.process_"))
+        )
+        while len(_ocdbt_bytes) > 256:
+            del _ocdbt_bytes[next(iter(_ocdbt_bytes))]
+    return known
 
 
 def _mtimes(item: str) -> tuple[int, int]:
@@ -155,11 +177,6 @@ def check_claim(nbytes: int, stored: int, where: str, what: str) -> None:
         "(missing chunks would be filled); pass --allow-fill (or use "
         "treetool.io.orbax.allow_fill()) to read it anyway"
     )
-
-
-def file_kvstore(directory: str) -> dict[str, Any]:
-    """A tensorstore `file` kvstore spec for `directory`, as JSON (never a URL to decode)."""
-    return {"driver": "file", "path": os.path.abspath(directory).rstrip(os.sep) + os.sep}
 
 
 def c_order_blocks(shape: tuple[int, ...], max_elems: int) -> Iterator[tuple[int | slice, ...]]:

@@ -6,9 +6,12 @@ Clients are configured by each ecosystem's standard environment, so a user's set
 HTTP uses the standard library: a `Range` GET per read, and the answer's `Content-Range` is
 checked, so a server that ignores ranges is refused instead of sending a whole file.
 
-Every request has a timeout (`TREETOOL_REMOTE_TIMEOUT`, seconds, default 30) and transient
-failures (timeouts, connection resets, 5xx) are retried a bounded number of times
-(`TREETOOL_REMOTE_RETRIES`, default 3); failures become one `LoadError` line naming the URL.
+Every request has a timeout (`TREETOOL_REMOTE_TIMEOUT`, seconds, default 30: an S3/GCS call,
+the client's own retries included, or one HTTP request, or a tensorstore read of an orbax
+array per try) and transient failures (timeouts, connection resets, 5xx) are retried a bounded
+number of times (`TREETOOL_REMOTE_RETRIES`, default 3): a server that accepts and never answers
+costs at most timeout x retries seconds (plus pauses of at most 1 s between tries). Failures
+become one `LoadError` line naming the URL.
 Reads bigger than `_CHUNK` are split into chunks fetched in parallel.
 """
 
@@ -71,8 +74,13 @@ def _timeout() -> float:
 
 
 def _deadline() -> float:
-    """The most one S3/GCS call may take, the client's own retries included."""
-    return 2 * _timeout() + 1
+    """The most one S3/GCS call may take, the client's own retries included: the timeout.
+
+    A call that gets no answer in that time counts as one failed try; with the bounded
+    retries, a read that never gets an answer fails after `TREETOOL_REMOTE_TIMEOUT` x
+    `TREETOOL_REMOTE_RETRIES` seconds, plus the pauses between tries (at most 1 s each).
+    """
+    return _timeout()
 
 
 def _retries() -> int:
@@ -96,7 +104,7 @@ def prefetcher() -> ThreadPoolExecutor:
     global _ahead
     with _pool_lock:
         if _ahead is None:
-            _ahead = ThreadPoolExecutor(4, thread_name_prefix="treetool-readahead")
+            _ahead = ThreadPoolExecutor(8, thread_name_prefix="treetool-readahead")
         return _ahead
 
 
@@ -113,6 +121,27 @@ def forget_listings() -> None:
     """Drop the clients' cached listings (objects may have changed since the last read)."""
     for fs in _fs_cache.values():
         fs.invalidate_cache()
+    _walks.clear()
+
+
+#: prefix URL -> {relative key: size} of every object under it (see `FsspecSource.walk`)
+_walks: dict[str, dict[str, int]] = {}
+
+
+def listed(url: str) -> tuple[dict[str, int], str] | None:
+    """The listing made (by `FsspecSource.walk`) of a prefix holding `url`, and the key of
+    `url` relative to that prefix ("" for the prefix itself); None if none was made."""
+    url = url.rstrip("/")
+    for prefix, found in _walks.items():
+        if url == prefix:
+            return found, ""
+        if url.startswith(prefix + "/"):
+            return found, url[len(prefix) + 1 :]
+    return None
+
+
+#: the most objects one listing may hold (a hostile bucket cannot make it unbounded)
+MAX_LISTED = 1_000_000
 
 
 def remote_source(url: str) -> Source:
@@ -317,10 +346,7 @@ class FsspecSource(RemoteSource):
             raise LoadError(f"{self.name}: access denied (403): {_first_line(e)}") from None
         except (TimeoutError, ConnectionError) as e:
             if type(e).__name__ == "FSTimeoutError":  # the whole call, client retries included
-                raise LoadError(
-                    f"{self.name}: no answer within {_deadline():g} s "
-                    "(TREETOOL_REMOTE_TIMEOUT sets the time per request)"
-                ) from None
+                raise _Transient(f"no answer within {_deadline():g} s") from None
             raise _Transient(_first_line(e) or type(e).__name__) from None
         except LoadError:
             raise
@@ -362,6 +388,37 @@ class FsspecSource(RemoteSource):
         except LoadError:
             return []
         return sorted(e.rstrip("/").rsplit("/", 1)[-1] for e in entries)
+
+    def walk(self) -> dict[str, int]:
+        """`{relative key: size}` of every object under this prefix, listed once (flat,
+        1,000 keys per request on S3) and kept until the next read starts."""
+        known = _walks.get(self.name)
+        if known is not None:
+            return known
+        try:
+            entries = self._call(
+                "listing",
+                lambda: self._wrap(
+                    lambda: self.fs.find(self._path, detail=True, timeout=_deadline())
+                ),
+            )
+        except LoadError as e:
+            if "no such object" in str(e):
+                entries = {}
+            else:
+                raise
+        if len(entries) > MAX_LISTED:
+            raise LoadError(f"{self.name}: more than {MAX_LISTED} objects under this prefix")
+        lead = self._path.rstrip("/") + "/"
+        out = {
+            k[len(lead) :]: int(v.get("size") or 0)
+            for k, v in entries.items()
+            if k.startswith(lead) and v.get("type") != "directory"
+        }
+        _walks[self.name] = out
+        while len(_walks) > 64:
+            del _walks[next(iter(_walks))]
+        return out
 
     def is_dir(self) -> bool:
         try:

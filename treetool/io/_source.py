@@ -20,8 +20,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import io
+import itertools
 import os
 import sys
+import time
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -190,12 +192,27 @@ def session() -> Iterator[None]:
         _session.reset(token)
 
 
+#: blocks read ahead in parallel once the jumps of a walk repeat a pattern (and the most
+#: big reads of a stream asked for ahead)
+_AHEAD_JUMPS = 8
+#: how far ahead a stream of big reads is asked for
+_AHEAD_BYTES = 8 << 20
+#: the longest repeating pattern of jumps recognised (arrays per layer)
+_PERIOD_MAX = 16
+#: blocks are read ahead only when a request takes this long (a network, not a local server,
+#: where the threads would cost more than they save)
+_SLOW_REQUEST = 0.004
+
+
 class BlockReader(io.RawIOBase):
     """A seekable, read-ahead file over a `Source`'s ranged reads, also usable as a buffer.
 
     Small reads are served from cached blocks (the first one bigger, so that a header is one
     request); a read larger than a block goes straight to the source (in parallel chunks
-    there). Sequential block reads double the read-ahead, up to 8 MiB.
+    there). Sequential block reads double the read-ahead, up to 8 MiB. Remotely, when the
+    jumps between blocks repeat a pattern (a walk skipping payloads of layers of one shape),
+    the next blocks of the pattern are read ahead in parallel when requests are slow (see
+    `_predict`).
     """
 
     def __init__(self, src: Source, *, block: int = 16 << 10, first: int = 64 << 10) -> None:
@@ -208,7 +225,12 @@ class BlockReader(io.RawIOBase):
         self._cache: dict[int, bytes] = {}  # block start -> bytes (a few blocks kept)
         self._last_end = -1
         self._ahead = block
-        self._pending: tuple[int, int, Any] | None = None
+        self._pending: list[tuple[int, int, Any]] = []  # big reads asked for ahead
+        self._jumps: list[int] = []  # starts of the last blocks fetched after a jump
+        self._guesses: dict[int, Any] = {}  # block start -> future of a block read ahead
+        self._latency = 0.0  # seconds the last block read took
+        #: blocks the walk found already read ahead by `_predict` (a count, for benchmarks)
+        self.guessed = 0
         #: reads ahead stop here (a lazy array sets the end of its bytes)
         self.limit = self._size
 
@@ -293,20 +315,26 @@ class BlockReader(io.RawIOBase):
         return out[0] if len(out) == 1 else b"".join(out)
 
     def _big(self, start: int, n: int) -> bytes:
-        """A large read; a remote one that continues the last starts fetching the next."""
-        pending, self._pending = self._pending, None
-        if pending is not None and pending[0] == start and pending[1] == n:
-            data = pending[2].result()
+        """A large read; remotely, reads that continue it (up to 8 MiB ahead, the same size
+        each) are already asked for in parallel, so a stream waits for one round trip, not
+        one per chunk."""
+        queue = self._pending
+        if queue and queue[0][0] == start and queue[0][1] == n:
+            data = queue.pop(0)[2].result()
         else:
-            if pending is not None:
-                pending[2].cancel()
+            for _, _, fut in queue:
+                fut.cancel()
+            queue.clear()
             data = self._src.read(start, n)
-        nxt = start + n
-        if self._src.remote and nxt < self.limit:
+        if self._src.remote:
             from ._remote import prefetcher
 
-            m = min(n, self.limit - nxt)
-            self._pending = (nxt, m, prefetcher().submit(self._src.read, nxt, m))
+            depth = max(1, min(_AHEAD_JUMPS, _AHEAD_BYTES // max(n, 1)))
+            nxt = queue[-1][0] + queue[-1][1] if queue else start + n
+            while len(queue) < depth and nxt < self.limit:
+                m = min(n, self.limit - nxt)
+                queue.append((nxt, m, prefetcher().submit(self._src.read, nxt, m)))
+                nxt += m
         return data
 
     def _find_block(self, pos: int) -> tuple[int, bytes] | None:
@@ -316,23 +344,78 @@ class BlockReader(io.RawIOBase):
         return None
 
     def _fetch(self, pos: int) -> tuple[int, bytes]:
+        data = None
         if not self._cache and pos < self._first:
             start, n = 0, self._first
-        else:
+        elif pos == self._last_end:  # reading on: read further ahead each time
             start = pos
-            self._ahead = min(self._ahead * 2, 8 << 20) if pos == self._last_end else self._block
-            n = self._ahead
-        n = min(n, self._size - start)
-        data = self._src.read(start, n)
+            self._ahead = n = min(self._ahead * 2, 8 << 20)
+        else:  # a jump (a walk skipping a payload): maybe one the pattern predicted
+            start, n, self._ahead = pos, self._block, self._block
+            guessed = self._guessed(pos)
+            if guessed is not None:
+                start, data = guessed
+                self.guessed += 1
+            if self._src.remote and self._latency >= _SLOW_REQUEST:
+                self._predict(pos)
+        if data is None:
+            n = min(n, self._size - start)
+            t0 = time.perf_counter()
+            data = self._src.read(start, n)
+            self._latency = time.perf_counter() - t0
         if len(self._cache) >= 8:
             self._cache.pop(next(iter(self._cache)))
         self._cache[start] = data
         self._last_end = start + len(data)
         return start, data
 
+    def _guessed(self, pos: int) -> tuple[int, bytes] | None:
+        """The block read ahead that holds `pos`, if one was."""
+        for start, fut in self._guesses.items():
+            if start <= pos < start + self._block:
+                del self._guesses[start]
+                data = fut.result()
+                if pos < start + len(data):
+                    return start, data
+                return None
+        return None
+
+    def _predict(self, pos: int) -> None:
+        """Read ahead, in parallel, the blocks where the next jumps land when the last jumps
+        repeat a pattern (a pickle of layers of one shape: the walk skips the same payload
+        sizes in the same order), so a walk waits for one request per period, not per jump.
+        """
+        jumps = self._jumps
+        jumps.append(pos)
+        del jumps[: -2 * _PERIOD_MAX - 1]
+        steps = [b - a for a, b in itertools.pairwise(jumps)]
+        for period in range(1, min(_PERIOD_MAX, len(steps) // 2) + 1):
+            if steps[-period:] == steps[-2 * period : -period]:
+                break
+        else:
+            return
+        if any(d <= 0 for d in steps[-period:]):
+            return
+        from ._remote import prefetcher
+
+        at = pos
+        for k in range(_AHEAD_JUMPS):
+            at += steps[-period + k % period]
+            if at >= self.limit or at >= self._size:
+                break
+            if at in self._guesses or self._find_block(at) is not None:
+                continue
+            n = min(self._block, self._size - at)
+            self._guesses[at] = prefetcher().submit(self._src.read, at, n)
+        while len(self._guesses) > 2 * _AHEAD_JUMPS:  # guesses the walk left behind
+            self._guesses.pop(next(iter(self._guesses))).cancel()
+
     def close(self) -> None:
+        for fut in self._guesses.values():
+            fut.cancel()
+        self._guesses.clear()
         self._cache.clear()
-        if self._pending is not None:
-            self._pending[2].cancel()
-            self._pending = None
+        for _, _, fut in self._pending:
+            fut.cancel()
+        self._pending.clear()
         super().close()

@@ -11,145 +11,39 @@ A directory written by `CheckpointManager` loads its latest step (`run@1200` or 
 another); a step directory with several items loads `{item: tree}`, JSON items (`JsonSave`) as
 their small trees; a single item named `default` loads as its tree. Leaves are
 `OrbaxArray` (a `LazyArray` that reads through tensorstore and carries `.sharding`).
+
+The checkpoint may be a local directory or an `s3://` / `gs://` prefix: every file question
+goes through `_orbax_fs` (one listing of the prefix remotely), every array through the
+tensorstore kvstore it names. The pieces: `_orbax_array` (the lazy leaf), `_orbax_ocdbt` (the
+OCDBT B+tree walk), `_orbax_tree` (the tree built from `_METADATA`), `_orbax_data` (the
+safety checks of array reads).
 """
 
 from __future__ import annotations
 
 import base64
-import io
 import json
-import os
 import re
-from collections.abc import Iterator
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
-from .._arrays import LazyArray, _row_range, short_dtype
 from .._errors import LoadError
 from ._limits import MAX_DEPTH, check_dtype, check_json_text, check_shape
 from ._opaque import GlobalRef
-from ._orbax_data import (
-    allow_fill,
-    c_order_blocks,
-    check_claim,
-    check_component,
-    file_kvstore,
-    inside,
-    stored_bytes,
-)
+from ._orbax_array import OrbaxArray, _tensorstore, _ts_error
+from ._orbax_data import allow_fill, check_component, inside
+from ._orbax_fs import abspath, getsize, isdir, isfile, islink, join, listdir, read_bytes
+from ._orbax_ocdbt import _ocdbt_read_metadata, _OcdbtWalk
+from ._orbax_tree import _convert, _insert, _Map
 
 __all__ = ["OrbaxArray", "allow_fill", "is_orbax_dir", "read", "run_steps"]
 
 _ARRAY_TYPES = frozenset({"jax.Array", "np.ndarray", "scalar"})
 
 
-class OrbaxArray(LazyArray):
-    """An array of an orbax checkpoint: shape and dtype from metadata, data read on demand.
-
-    `sharding` is the sharding orbax recorded (a dict such as `{"sharding_type":
-    "NamedSharding", "partition_spec": ["x"], ...}`), or None. Reading goes through
-    tensorstore (zarr arrays, in an OCDBT database or in plain files).
-    """
-
-    __slots__ = ("_driver", "_item", "_ocdbt", "param", "sharding")
-
-    def __init__(
-        self,
-        shape: tuple[int, ...],
-        dtype: Any,
-        item: str,
-        param: str,
-        driver: str,
-        ocdbt: bool,
-        sharding: Any,
-    ) -> None:
-        # shape (a tuple of ints) and dtype were checked by the reader: no conversions here
-        self.shape, self.dtype, self.file, self.offset = shape, dtype, f"{item}/{param}", 0
-        self.fortran_order, self._opener, self._seekable = False, None, False
-        self._item = item
-        self._driver = driver
-        self._ocdbt = ocdbt
-        self.param = param
-        self.sharding = sharding
-
-    def __repr__(self) -> str:
-        return super().__repr__().replace("LazyArray(", "OrbaxArray(", 1)
-
-    def spec(self) -> dict[str, Any]:
-        """The tensorstore spec of this array (JSON kvstores: nothing is percent-decoded)."""
-        param = check_component(self.param, self._item)
-        if self._ocdbt:
-            kv: dict[str, Any] = {
-                "driver": "ocdbt",
-                "base": file_kvstore(self._item),
-                "path": f"{param}/",
-            }
-        else:
-            kv = file_kvstore(os.path.join(self._item, param))
-        return {"driver": self._driver, "kvstore": kv}
-
-    def _store(self) -> Any:
-        """The opened tensorstore, after the path and size checks (see `allow_fill`)."""
-        stored = stored_bytes(self._item, self.param, self._ocdbt)
-        check_claim(self.nbytes, stored, self.file, f"array {_dtype_label(self)}")
-        ts = _tensorstore(self._item)
-        try:
-            return ts.open(self.spec(), open=True, read=True).result()
-        except (ValueError, RuntimeError) as e:
-            raise LoadError(f"{self.file}: cannot open the array: {_ts_error(e)}") from None
-
-    def _read_block(self, store: Any, index: tuple) -> np.ndarray:
-        try:
-            return np.asarray(store[index].read().result())
-        except (ValueError, RuntimeError) as e:
-            raise LoadError(f"{self.file}: cannot read the array: {_ts_error(e)}") from None
-
-    def read(self) -> np.ndarray:
-        """Read the whole array (refused when it claims far more than is stored)."""
-        store = self._store()
-        return np.ascontiguousarray(self._read_block(store, ()))
-
-    def __getitem__(self, index: Any) -> np.ndarray:
-        rows = _row_range(index, self.shape[0]) if self.shape else None
-        if rows is not None:  # rows of the leading axis: one tensorstore slice
-            start, stop, squeeze = rows
-            block = self._read_block(self._store(), (slice(start, stop),))
-            return block[0] if squeeze else block
-        return self.read()[index]
-
-    def corners(self, edge: int = 3) -> np.ndarray | None:
-        """The first and last `edge` entries along each axis, read as one tensorstore slice."""
-        if self.ndim > 4:
-            return None
-        store = self._store()
-        picks = tuple(
-            list(range(n)) if n <= 2 * edge else [*range(edge), *range(n - edge, n)]
-            for n in self.shape
-        )
-        try:
-            return np.asarray(store.oindex[picks].read().result())
-        except (ValueError, RuntimeError) as e:
-            raise LoadError(f"{self.file}: cannot read the array: {_ts_error(e)}") from None
-
-    def iter_chunks(self, max_elems: int = 1 << 20) -> Iterator[np.ndarray]:
-        """The elements in C order, as 1-D chunks of at most `max_elems`, read slice by slice."""
-        store = self._store()
-        for block in c_order_blocks(self.shape, max_elems):
-            yield np.ascontiguousarray(self._read_block(store, block)).reshape(-1)
-
-    def _open(self) -> IO[bytes]:
-        return io.BytesIO(self.read().tobytes())
-
-
-def _ts_error(e: BaseException) -> str:
-    """tensorstore's message without the spec it appends (`[tensorstore_spec=...]`)."""
-    text = str(e).splitlines()[0] if str(e) else type(e).__name__
-    return text.split(" [tensorstore_spec=")[0].split(" [source locations=")[0]
-
-
 def _is_item(path: str) -> bool:
-    return os.path.isfile(os.path.join(path, "_METADATA"))
+    return isfile(join(path, "_METADATA"))
 
 
 _PREFIXED_STEP = re.compile(r"[A-Za-z][\w.-]{0,63}_(\d{1,18})")
@@ -159,13 +53,13 @@ def _steps(path: str) -> list[str]:
     """Step directories: `1200`, `0001200`, or `PREFIX_1200` (orbax's `step_prefix`, which
     must hold `_CHECKPOINT_METADATA`)."""
     try:
-        names = os.listdir(path)
+        names = listdir(path)
     except OSError:
         return []
     out = []
     for n in names:
         if n.isdigit() and len(n) <= 18:
-            if _confined(path, n, os.path.isdir):
+            if _confined(path, n, isdir):
                 out.append(n)
         elif _PREFIXED_STEP.fullmatch(n) and _confined(path, n, _has_checkpoint_metadata):
             out.append(n)
@@ -177,17 +71,17 @@ def _step_number(name: str) -> int:
 
 
 def _has_checkpoint_metadata(full: str) -> bool:
-    return os.path.isfile(os.path.join(full, "_CHECKPOINT_METADATA"))
+    return isfile(join(full, "_CHECKPOINT_METADATA"))
 
 
 def _is_json_item(path: str) -> bool:
     """An item saved with `ocp.args.JsonSave`: a directory holding the JSON file `metadata`."""
-    return os.path.isfile(os.path.join(path, "metadata")) and not _is_item(path)
+    return isfile(join(path, "metadata")) and not _is_item(path)
 
 
 def _items(step_dir: str) -> list[str]:
     """The items of a step directory: array items (`_METADATA`) and JSON items."""
-    return sorted(n for n in os.listdir(step_dir) if _confined(step_dir, n, _is_item_or_json))
+    return sorted(n for n in listdir(step_dir) if _confined(step_dir, n, _is_item_or_json))
 
 
 def _is_item_or_json(path: str) -> bool:
@@ -197,13 +91,11 @@ def _is_item_or_json(path: str) -> bool:
 def _other_dirs(step_dir: str, items: list[str]) -> list[str]:
     """Directories of a step that are not items treetool reads (shown, never dropped)."""
     try:
-        names = os.listdir(step_dir)
+        names = listdir(step_dir)
     except OSError:
         return []
     return sorted(
-        n
-        for n in names
-        if n not in items and not n.startswith(".") and os.path.isdir(os.path.join(step_dir, n))
+        n for n in names if n not in items and not n.startswith(".") and isdir(join(step_dir, n))
     )
 
 
@@ -215,17 +107,17 @@ def run_steps(path: str) -> list[int]:
         >>> run_steps(tempfile.mkdtemp())
         []
     """
-    if os.path.isfile(os.path.join(path, "_CHECKPOINT_METADATA")) or _is_item(path):
+    if isfile(join(path, "_CHECKPOINT_METADATA")) or _is_item(path):
         return []
     return sorted({_step_number(s) for s in _steps(path)})
 
 
 def _confined(parent: str, name: str, test: Any) -> bool:
     """`test(parent/name)`, refusing an entry that is a link to outside `parent`."""
-    full = os.path.join(parent, name)
+    full = join(parent, name)
     if not test(full):
         return False
-    if os.path.islink(full) and not inside(parent, full):
+    if islink(full) and not inside(parent, full):
         raise LoadError(f"{full}: a link to outside the checkpoint {parent}")
     return True
 
@@ -234,11 +126,9 @@ def is_orbax_dir(path: str) -> bool:
     """An item (`_METADATA`), a step directory, or a CheckpointManager root."""
     if _is_item(path):
         return True
-    if os.path.isfile(os.path.join(path, "_CHECKPOINT_METADATA")) and _items(path):
+    if isfile(join(path, "_CHECKPOINT_METADATA")) and _items(path):
         return True
-    return any(
-        _is_item(os.path.join(path, s)) or _items(os.path.join(path, s)) for s in _steps(path)
-    )
+    return any(_is_item(join(path, s)) or _items(join(path, s)) for s in _steps(path))
 
 
 def read(
@@ -258,7 +148,7 @@ def read(
     """
     from . import Loaded
 
-    if not os.path.isdir(path):
+    if not isdir(path):
         raise LoadError(f"{path}: an orbax checkpoint is a directory")
     steps = run_steps(path)
     if step is not None and step not in steps:
@@ -276,9 +166,9 @@ def read(
     if not items:
         raise LoadError(f"{path}: no orbax items (directories with _METADATA) found")
     if items == ["default"] and not _other_dirs(path, items):
-        tree = _read_any(os.path.join(path, "default"), lazy)
+        tree = _read_any(join(path, "default"), lazy)
     else:
-        tree = {name: _read_any(os.path.join(path, name), lazy) for name in items}
+        tree = {name: _read_any(join(path, name), lazy) for name in items}
         for name in _other_dirs(path, items):  # shown as what they are, never dropped
             tree[name] = GlobalRef("orbax", f"unreadable item {name}", tag="orbax")
     return Loaded(tree, format, step=chosen, steps=steps or None)
@@ -288,7 +178,7 @@ def _step_dir(path: str, step: int) -> str:
     """The directory of `step` (`1200`, zero-padded `0001200`, or prefixed `ckpt_1200`)."""
     for name in sorted(_steps(path)):
         if _step_number(name) == step:
-            return os.path.join(path, name)
+            return join(path, name)
     raise LoadError(f"{path}: no step {step}")
 
 
@@ -299,25 +189,16 @@ def _read_any(item: str, lazy: bool) -> Any:
     """An array item, or a JSON item as its small tree of dicts, lists and scalars."""
     if _is_item(item):
         return _read_item(item, lazy)
-    path = os.path.join(item, "metadata")
-    if os.path.getsize(path) > _MAX_JSON_ITEM:
-        raise LoadError(f"{path}: JSON item of {os.path.getsize(path)} bytes, more than 64 MiB")
+    path = join(item, "metadata")
+    if getsize(path) > _MAX_JSON_ITEM:
+        raise LoadError(f"{path}: JSON item of {getsize(path)} bytes, more than 64 MiB")
     return _load_json(path)
-
-
-def _dtype_label(x: LazyArray) -> str:
-    return f"{short_dtype(x.dtype)}[{','.join(map(str, x.shape))}]"
 
 
 def _load_json(path: str, root: str | None = None, bytes_per_container: int = 12) -> Any:
     if root is not None and not inside(root, path):
         raise LoadError(f"{path}: a link to outside the checkpoint {root}")
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError as e:
-        raise LoadError(f"{path}: {e.strerror or e}") from None
-    return _parse_json(raw, path, bytes_per_container)
+    return _parse_json(read_bytes(path), path, bytes_per_container)
 
 
 def _parse_json(raw: bytes | str, where: str, bytes_per_container: int = 12) -> Any:
@@ -333,17 +214,15 @@ def _parse_json(raw: bytes | str, where: str, bytes_per_container: int = 12) -> 
 
 def _read_item(item: str, lazy: bool) -> Any:
     # an OCDBT database's B+tree is decoded in tensorstore's threads while _METADATA is parsed
-    walk = _OcdbtWalk.start(item) if os.path.isfile(os.path.join(item, "manifest.ocdbt")) else None
+    walk = _OcdbtWalk.start(item) if isfile(join(item, "manifest.ocdbt")) else None
     # an entry of _METADATA is ~6 objects in 180+ bytes; 1 per 20 bytes bounds its memory
-    meta = _load_json(os.path.join(item, "_METADATA"), item, bytes_per_container=20)
+    meta = _load_json(join(item, "_METADATA"), item, bytes_per_container=20)
     tm = meta.get("tree_metadata") if isinstance(meta, dict) else None
     if not isinstance(tm, dict):
         raise LoadError(f"{item}/_METADATA: no tree_metadata")
-    ocdbt = bool(meta.get("use_ocdbt", False)) or os.path.isdir(
-        os.path.join(item, "ocdbt.process_0")
-    )
+    ocdbt = bool(meta.get("use_ocdbt", False)) or isdir(join(item, "ocdbt.process_0"))
     zarr_of = _zarr_lookup(item, ocdbt, walk)
-    item_abs = os.path.abspath(item)
+    item_abs = abspath(item)
     facts: dict[int, Any] = {}
     shardings = _shardings(item)
     strings = _strings(item)
@@ -426,17 +305,6 @@ def _dtype(name: Any, item: str, param: str) -> np.dtype:
     return check_dtype(dt, f"{item}: array {param!r}")
 
 
-def _tensorstore(item: str) -> Any:
-    try:
-        import tensorstore
-    except ImportError:
-        raise LoadError(
-            f"{item}: reading an orbax OCDBT checkpoint needs tensorstore "
-            "(pip install 'treetool[orbax]')"
-        ) from None
-    return tensorstore
-
-
 def _zarr_lookup(item: str, ocdbt: bool, walk: _OcdbtWalk | None) -> Any:
     """param -> its parsed `.zarray` / `zarr.json` (None if missing), from the OCDBT database
     (all read at once) or from the files of each array."""
@@ -445,8 +313,8 @@ def _zarr_lookup(item: str, ocdbt: bool, walk: _OcdbtWalk | None) -> Any:
 
     def from_files(param: str) -> Any:
         for name in (".zarray", "zarr.json"):
-            f = os.path.join(item, check_component(param, item), name)
-            if os.path.isfile(f):
+            f = join(item, check_component(param, item), name)
+            if isfile(f):
                 return _load_json(f, item)
         return None
 
@@ -472,82 +340,9 @@ def _ocdbt_metadata(item: str, walk: _OcdbtWalk | None = None) -> dict[str, Any]
     return {name: parsed[value] for name, value in found.items()}
 
 
-_ZARR_META = (b"/.zarray", b"/zarr.json")
-
-
-class _OcdbtWalk:
-    """A walk of the latest version of an OCDBT database's B+tree, through tensorstore's dump.
-
-    `start` reads the manifest and asks for the root node; tensorstore decodes nodes in its
-    own threads, so the caller can do other work before `metadata` collects the result.
-    Child nodes are all asked for as soon as their parent is read.
-    """
-
-    def __init__(self, ts: Any, base: Any, root: Any, walkable: bool) -> None:
-        self._ts, self._base, self._root, self._walkable = ts, base, root, walkable
-
-    @classmethod
-    def start(cls, item: str) -> _OcdbtWalk:
-        ts = _tensorstore(item)
-
-        try:
-            base = ts.KvStore.open(file_kvstore(item)).result()
-            manifest = ts.ocdbt.dump(base).result()
-        except (ValueError, RuntimeError) as e:
-            raise LoadError(f"{item}: cannot read the OCDBT manifest: {_ts_error(e)}") from None
-        versions = manifest.get("versions") or []
-        if not versions or manifest.get("version_tree_nodes"):
-            # older versions live in version-tree nodes: tensorstore's reads resolve them
-            return cls(ts, base, None, False)
-        root = max(versions, key=lambda v: v["generation_number"])["root"]
-        if "location" not in root:
-            return cls(ts, base, None, True)  # an empty database
-        return cls(ts, base, (ts.ocdbt.dump(base, root["location"]), b""), True)
-
-    def metadata(self) -> dict[str, bytes] | None:
-        """array name -> the bytes of its zarr metadata; None if the tree cannot be walked."""
-        if not self._walkable:
-            return None
-        ts, base = self._ts, self._base
-        found: dict[str, bytes] = {}
-        indirect: list[tuple[str, Any]] = []
-        stack = [self._root] if self._root is not None else []
-        while stack:
-            pending, prefix = stack.pop()
-            node = pending.result()
-            if node["height"] > 0:  # keys below share the prefix plus the entry's common prefix
-                for e in reversed(node["entries"]):
-                    below = prefix + e.get("subtree_common_prefix", b"")
-                    stack.append((ts.ocdbt.dump(base, e["location"]), below))
-                continue
-            # the zarr metadata entries (the others are chunks of data)
-            hits = [
-                (k, e) for e in node["entries"] if (k := prefix + e["key"]).endswith(_ZARR_META)
-            ]
-            for key, e in hits:
-                name = key[: key.rindex(b"/")].decode()
-                if "inline_value" in e:
-                    found[name] = e["inline_value"]
-                else:
-                    indirect.append((name, ts.ocdbt.dump(base, e["indirect_value"])))
-        for name, pending in indirect:
-            found[name] = pending.result()
-        return found
-
-
-def _ocdbt_read_metadata(ts: Any, item: str) -> dict[str, bytes]:
-    """array name -> metadata bytes, one tensorstore read per key."""
-    ctx = ts.Context({"cache_pool": {"total_bytes_limit": 256 << 20}})
-    spec = {"driver": "ocdbt", "base": file_kvstore(item)}
-    kv = ts.KvStore.open(spec, context=ctx).result()
-    keys = [k for k in kv.list().result() if k.endswith(_ZARR_META)]
-    futures = [(k, kv.read(k)) for k in keys]
-    return {k[: k.rindex(b"/")].decode(): fut.result().value for k, fut in futures}
-
-
 def _shardings(item: str) -> dict[str, Any]:
-    f = os.path.join(item, "_sharding")
-    if not os.path.isfile(f):
+    f = join(item, "_sharding")
+    if not isfile(f):
         return {}
     raw = _load_json(f, item)
     out = {}
@@ -567,68 +362,6 @@ def _shardings(item: str) -> dict[str, Any]:
 
 
 def _strings(item: str) -> dict[str, Any]:
-    f = os.path.join(item, "_strings.json")
-    raw = _load_json(f, item) if os.path.isfile(f) else {}
+    f = join(item, "_strings.json")
+    raw = _load_json(f, item) if isfile(f) else {}
     return raw if isinstance(raw, dict) else {}
-
-
-class _Seq(dict):
-    """A dict standing for a list while the tree is built (orbax key_type 1)."""
-
-
-class _Map(dict):
-    """A dict made while the tree is built (leaves that are dicts are left alone)."""
-
-
-def _insert(root: Any, keys: list[tuple[str, Any]], leaf: Any, item: str) -> Any:
-    if not keys:
-        return leaf
-    if root is None:
-        root = _Seq() if keys[0][1] == 1 else _Map()
-    node = root
-    last = len(keys) - 1
-    for i, (k, _) in enumerate(keys):
-        key: Any = k
-        if type(node) is _Seq:
-            try:
-                key = int(k)
-            except ValueError:
-                raise LoadError(f"{item}/_METADATA: {k!r} is not a sequence index") from None
-        if i == last:
-            node[key] = leaf
-        else:
-            nxt = node.get(key)
-            if nxt is None:
-                nxt = node[key] = _Seq() if keys[i + 1][1] == 1 else _Map()
-            elif type(nxt) is not _Seq and type(nxt) is not _Map:
-                raise LoadError(
-                    f"{item}/_METADATA: {'.'.join(k for k, _ in keys)} conflicts with a leaf"
-                )
-            node = nxt
-    return root
-
-
-def _convert(root: Any, item: str) -> Any:
-    """The built tree with plain dicts and lists, converted children first (no recursion)."""
-    made = (_Seq, _Map)
-    order, stack = [], [root]
-    while stack:
-        node = stack.pop()
-        if type(node) in made:
-            order.append(node)
-            stack.extend(node.values())
-    done: dict[int, Any] = {}
-    for node in reversed(order):
-        if type(node) is _Seq:
-            n = max(node) + 1 if node else 0
-            if n > 2 * len(node) + 16 or (node and min(node) < 0):
-                raise LoadError(
-                    f"{item}/_METADATA: sequence indices {min(node)}..{n - 1} "
-                    f"for {len(node)} entries"
-                )
-            done[id(node)] = [
-                done[id(v)] if type(v) in made else v for v in map(node.get, range(n))
-            ]
-        else:
-            done[id(node)] = {k: done[id(v)] if type(v) in made else v for k, v in node.items()}
-    return done.get(id(root), root)

@@ -40,18 +40,25 @@ def looks_like_index(head: bytes) -> bool:
     return text[:1] == b"{" and (b'"weight_map"' in text or b'"metadata"' in text)
 
 
-def check_remote_target(url: str) -> None:
-    """Fail in one line when a URL does not name a readable object."""
+def check_remote_target(url: str) -> str | None:
+    """ "orbax" when a URL names an orbax checkpoint prefix, None when it names an object;
+    one-line `LoadError` otherwise."""
     src = source_for(url)
     try:
         _ = src.size
     except LoadError as e:
-        if "no such object" in str(e) and src.list():  # a prefix, not an object
+        prefix = "a prefix (directory)" in str(e)
+        if prefix or ("no such object" in str(e) and src.list()):  # a prefix, not an object
+            from .orbax import is_orbax_dir
+
+            if is_orbax_dir(url):
+                return "orbax"
             raise LoadError(
-                f"{url}: a directory (prefix); treetool reads single objects and sharded "
-                "indexes from object storage, not orbax directories"
+                f"{url}: a prefix (directory) that is not an orbax checkpoint (no _METADATA, "
+                "_CHECKPOINT_METADATA or step directories)"
             ) from None
         raise
+    return None
 
 
 def read_index(src: Source) -> dict[str, str]:

@@ -1,0 +1,100 @@
+"""orbax CheckpointManager runs in object storage read as one lazy tree, like the local run.
+
+The GCS run is written by orbax itself straight to the emulator's bucket; the S3 run is
+written by orbax locally and uploaded unchanged (see `s3_orbax` in conftest for why orbax
+cannot write to `s3://`). Arrays are read by tensorstore's own `s3` / `gcs` kvstores.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import orbax_tree
+
+import treetool as tt
+from treetool.io.orbax import OrbaxArray
+
+
+@pytest.fixture(params=["s3", "gs"])
+def run(request: pytest.FixtureRequest) -> tuple[str, Any]:
+    """(URL of the orbax run, its server) with the standard environment set."""
+    if request.param == "s3":
+        url = request.getfixturevalue("s3_orbax")
+        return url, request.getfixturevalue("s3")
+    url = request.getfixturevalue("gs_orbax")
+    return url, request.getfixturevalue("gcs")
+
+
+def _facts(tree: Any) -> list[tuple[str, tuple, str]]:
+    return [(str(p), tuple(leaf.shape), str(leaf.dtype)) for p, leaf in tt.leaves_with_paths(tree)]
+
+
+def test_remote_run_lists_its_steps_and_reads_the_latest(
+    run: tuple[str, Any], orbax_local: str
+) -> None:
+    url, server = run
+    loaded = tt.io.read(url)
+    local = tt.io.read(orbax_local)
+    assert (loaded.step, loaded.steps) == (2, [1, 2])
+    assert _facts(loaded.tree) == _facts(local.tree)
+    assert [f[0] for f in _facts(loaded.tree)] == [
+        "['params']['b']",
+        "['params']['layers'][0]",
+        "['params']['layers'][1]",
+        "['params']['w']",
+        "['step']",
+    ]
+    leaves = [leaf for _, leaf in tt.leaves_with_paths(loaded.tree)]
+    assert all(isinstance(leaf, OrbaxArray) for leaf in leaves), "arrays stay remote"
+    assert all(leaf.file.startswith(f"{url}/2/default/") for leaf in leaves)
+    # reading the structure read metadata only: no data file of the OCDBT database
+
+    data = [r for r in server.log.requests if "process_0" in r.path.replace("%2F", "/")]
+    assert data == []
+
+
+def test_remote_step_values_and_stats_match_local(run: tuple[str, Any], orbax_local: str) -> None:
+    url, _server = run
+    loaded = tt.io.read(f"{url}@1")
+    local = tt.io.read(f"{orbax_local}@1")
+    assert loaded.step == 1
+    want = orbax_tree(1)
+    w = loaded.tree["params"]["w"]
+    np.testing.assert_array_equal(np.asarray(w), np.asarray(want["params"]["w"]))
+    np.testing.assert_array_equal(w[1:3], np.asarray(want["params"]["w"])[1:3])
+    np.testing.assert_array_equal(
+        np.asarray(loaded.tree["params"]["layers"][0]), np.full((3,), 7, np.int32)
+    )
+    assert np.asarray(loaded.tree["params"]["b"]).dtype.name == "bfloat16"
+    assert int(np.asarray(loaded.tree["step"])) == 1
+    assert tt.stats(loaded.tree["params"]["w"]) == tt.stats(local.tree["params"]["w"])
+
+
+def test_remote_value_diff_of_two_steps(run: tuple[str, Any], orbax_local: str) -> None:
+    url, _server = run
+    changes = tt.diff(tt.load(f"{url}@1"), tt.load(f"{url}@2"))
+    local = tt.diff(tt.load(f"{orbax_local}@1"), tt.load(f"{orbax_local}@2"))
+    assert [str(c.path) for c in changes] == ["['params']['w']", "['step']"]
+    assert [(str(c.path), c.kind) for c in changes] == [(str(c.path), c.kind) for c in local]
+
+
+def test_missing_step_and_non_orbax_prefix_are_one_line(run: tuple[str, Any]) -> None:
+    url, _server = run
+    with pytest.raises(tt.LoadError, match=r"no step 7; its steps: 1, 2$"):
+        tt.io.read(f"{url}@7")
+    bucket = url.rsplit("/", 1)[0]
+    with pytest.raises(tt.LoadError, match="not an orbax checkpoint"):
+        tt.io.read(f"{bucket}/run")
+
+
+def test_an_oversized_remote_metadata_file_is_refused_unread(
+    s3: Any, s3_orbax: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from treetool.io import _orbax_fs
+
+    monkeypatch.setattr(_orbax_fs, "MAX_REMOTE_FILE", 1000)  # _METADATA here: ~1.2 KB
+    with pytest.raises(tt.LoadError, match=r"_METADATA: a metadata file of \d+ bytes, more than"):
+        tt.io.read(f"{s3_orbax}@1")
+    assert not [r for r in s3.log.requests if r.path.endswith("_METADATA")]
