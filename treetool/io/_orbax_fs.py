@@ -67,7 +67,7 @@ def _walk(url: str) -> dict[str, int]:
             f"{url}: orbax checkpoints are read from local directories, s3:// and gs:// "
             "prefixes (HTTP has no listing of a directory)"
         )
-    return walk()  # type: ignore[no-any-return]
+    return walk()
 
 
 def _lookup(url: str, *, parent: bool) -> tuple[dict[str, int], str]:
@@ -152,7 +152,7 @@ def read_bytes(path: str) -> bytes:
             f"{path}: a metadata file of {size} bytes, more than {MAX_REMOTE_FILE >> 20} MiB"
         )
     src: Any = source_for(path)
-    return src.read_all()  # type: ignore[no-any-return]
+    return src.read_all()
 
 
 def sizes_under(path: str) -> dict[str, int]:
