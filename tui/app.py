@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import re
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from pathlib import Path as FilePath
 from typing import Any, ClassVar
 
@@ -19,6 +21,7 @@ from textual.worker import Worker, get_current_worker
 
 from .._model import Node, view
 from .._text import safe
+from ._gc import frozen_after, hand_back, take_over
 from ._workers import report_failure
 from .commands import COMMANDS, TREE_KEYS
 from .leaf_index import Cancelled, LeafIndex, expression, node_chain
@@ -185,6 +188,13 @@ class TreetoolApp(App[None]):
         if note:
             self.sub_title = f"{self.sub_title} · ⚠ {note}"
         self.model: Node = view(obj, is_leaf)
+        #: the tree is frozen out of the collector's sight here (see `_gc`): unfrozen at exit
+        self._gc_ours = take_over()
+        with frozen_after():  # open the root now: a wide one is millions of small objects
+            try:
+                self.model.is_leaf  # noqa: B018
+            except Exception:  # its row shows the error
+                pass
         self.index: LeafIndex | None = None
         self.matches: list[str] = []
         self.match_pos = -1
@@ -236,6 +246,10 @@ class TreetoolApp(App[None]):
         # the first frame is on screen: now index every leaf, off the UI thread
         self._build_index()
 
+    def on_unmount(self) -> None:
+        hand_back(self._gc_ours)
+        self._gc_ours = False
+
     def on_resize(self, event: events.Resize) -> None:
         # the new size, not `self.size`, which can still be the previous one here
         self.query_one("#details").set_class(event.size.width < 80, "-narrow")
@@ -245,17 +259,26 @@ class TreetoolApp(App[None]):
     @work(thread=True, exclusive=True, group="index", exit_on_error=False)
     def _build_index(self) -> None:
         worker = get_current_worker()
-        try:
-            index = LeafIndex.build(self.obj, self.is_leaf, cancelled=lambda: worker.is_cancelled)
+        # millions of small objects that live as long as the app: out of the collector's sight
+        with frozen_after(keep=lambda: not worker.is_cancelled):
+            try:
+                index = LeafIndex.build(
+                    self.obj, self.is_leaf, cancelled=lambda: worker.is_cancelled
+                )
+            except Cancelled:
+                return
+            if len(index):  # warm the key maps of the wide nodes (cursor moves use them)
+                try:
+                    node_chain(self.model, index.paths[-1])
+                except KeyError:
+                    pass
+        if worker.is_cancelled:
+            return
+        self.call_from_thread(self._set_index, index)
+        try:  # the text search's haystack, so the first keystroke is answered at once
+            index.haystack(cancelled=lambda: worker.is_cancelled)
         except Cancelled:
             return
-        if len(index):  # warm the key maps of the wide nodes on the way (cursor moves use them)
-            try:
-                node_chain(self.model, index.paths[-1])
-            except KeyError:
-                pass
-        if not worker.is_cancelled:
-            self.call_from_thread(self._set_index, index)
 
     def _alive(self) -> bool:
         # Worker results and timers can land while the app is shutting down.
@@ -263,6 +286,7 @@ class TreetoolApp(App[None]):
 
     def _set_index(self, index: LeafIndex) -> None:
         self.index = index
+        gc.freeze()  # what the first paint and the first workers made lives on too (see `_gc`)
         if not self._alive():
             return
         self.query_one(TotalsBar).update(totals_text(index.totals, index.devices_count()))
@@ -281,7 +305,7 @@ class TreetoolApp(App[None]):
         worker = get_current_worker()
         index = self.index
         if not is_glob(query) and index is None:
-            self.call_from_thread(self._set_matches, query, None, None, frozenset(), "")
+            self.call_from_thread(self._set_matches, query, None, None, set(), "")
             return
         try:
             found, rows = search(
@@ -291,9 +315,13 @@ class TreetoolApp(App[None]):
             return
         except Exception as e:  # a malformed glob: say why in the bar
             if not worker.is_cancelled:
-                self.call_from_thread(self._set_matches, query, [], None, frozenset(), f"{e}")
+                self.call_from_thread(self._set_matches, query, [], None, set(), f"{e}")
             return
-        matched = frozenset(found)
+        matched: set[str] = set()
+        for start in range(0, len(found), 1 << 16):  # a few ms a step: the UI thread gets the GIL
+            if worker.is_cancelled:
+                return
+            matched.update(found[start : start + (1 << 16)])
         chain = None
         if found:  # the way to the first match, found here rather than on the UI thread
             try:
@@ -308,7 +336,7 @@ class TreetoolApp(App[None]):
         query: str,
         found: list[str] | None,
         rows: Any,
-        matched: frozenset[str],
+        matched: AbstractSet[str],
         error: str,
         chain: list[tuple[Node, int]] | None = None,
     ) -> None:
@@ -401,7 +429,7 @@ class TreetoolApp(App[None]):
             return
         if not event.value.strip():
             self.workers.cancel_group(self, "search")
-            self._set_matches(event.value, [], None, frozenset(), "")
+            self._set_matches(event.value, [], None, set(), "")
             self.query_one(SearchBar).set_count("")
             return
         self.query_one(SearchBar).set_count("searching…")

@@ -7,6 +7,7 @@ adds the next page when selected. Runs of structurally identical siblings fold i
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -94,7 +95,7 @@ class PytreeTree(Tree[Entry]):
         super().__init__(safe_text(root_name), Entry("node", root), id=id)
         self.model = root
         self.root_name = root_name
-        self.matches: frozenset[str] = frozenset()
+        self.matches: AbstractSet[str] = frozenset()
         self.totals: Aggregates | None = None
         self._pending_fill: list[TreeNode[Entry]] = []
         #: while revealing, one label budget for every level opened (not one per level)
