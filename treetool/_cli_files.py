@@ -1,7 +1,7 @@
 """What the CLI says about the files it reads: skeletons (`--like`), steps (`@STEP`,
 `--step`), and the file's own facts (safetensors `__metadata__`, an orbax run's steps).
 
-Kept apart from `cli.py` (the commands and the parser); imported by it.
+Kept apart from `cli.py` (the parser) and `_cli_commands.py` (the commands); imported by them.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def target_spec(args: argparse.Namespace, spec: str) -> str:
     step = getattr(args, "step", None)
     if step is None:
         return spec
-    from .cli import CliError
+    from ._cli_targets import CliError
     from .io import split_step
 
     if split_step(spec)[1] is not None:
@@ -116,7 +116,7 @@ def note_positional(spec: str) -> None:
 
 def like_skeleton(args: argparse.Namespace) -> Any:
     """The `--like module:attr` skeleton, or None."""
-    from .cli import CliError, _import_target
+    from ._cli_targets import CliError, _import_target
 
     spec = getattr(args, "like", None)
     if not spec:
@@ -130,7 +130,7 @@ def diff_sides(args: argparse.Namespace) -> tuple[Any, Any]:
     """Both sides of a diff; a live side (`module:attr`) is the skeleton of an `.eqx` side."""
     import treetool.io as io
 
-    from .cli import CliError, load_target
+    from ._cli_targets import CliError, load_target
 
     like = like_skeleton(args)
     opts = {"trust": args.trust, "partial": args.partial}

@@ -1,0 +1,286 @@
+"""The `treetool` commands (`inspect`, `ls`, `get`, `summary`, `diff`, `demo`).
+
+Each takes the parsed arguments and returns the exit code; `cli.py` holds the parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from . import _cli_files as _files
+from ._cli_json import _json_listing, _print_json
+from ._cli_targets import (
+    _NOTED,
+    _TUI_NOTES,
+    EXIT_DIFFERENT,
+    EXIT_OK,
+    CliError,
+    _select,
+    _trace_target,
+    load_target,
+)
+from ._text import safe
+
+
+def _console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    from .render.plain import output_width
+
+    stream = sys.stderr if stderr else sys.stdout
+    # no markup and no :emoji: codes in plain strings either: file text is never parsed
+    return Console(
+        stderr=stderr,
+        highlight=False,
+        soft_wrap=False,
+        markup=False,
+        emoji=False,
+        width=output_width(stream),
+    )
+
+
+def _note_opaque(tree: Any) -> None:
+    """One line on stderr when a loaded tree holds objects whose code was not run."""
+    from ._model import view
+
+    if id(tree) in _NOTED:
+        return
+
+    classes: list[str] = []
+    for n in view(tree).walk():
+        if type(n.obj).__name__ == "Opaque":
+            cp = getattr(n.obj, "class_path", n.type_name)
+            if cp not in classes:
+                classes.append(cp)
+        if len(classes) > 8:
+            break
+    if classes:
+        print(
+            safe(
+                f"treetool: {len(classes)} class(es) not executed ({', '.join(classes[:8])}); "
+                "shown as placeholders: pass --trust to run the file's code"
+            ),
+            file=sys.stderr,
+        )
+
+
+def _result_object(obj: Any) -> Any:
+    """A treetool result (JaxprView, TreeDiff, Placement, Summary) or a raw jaxpr, else None."""
+    from .render import _is_raw_jaxpr
+
+    if _is_raw_jaxpr(obj):
+        from ._jaxpr import JaxprView
+
+        return JaxprView(obj)
+    t = type(obj)
+    if (
+        t.__module__.startswith("treetool.")
+        and hasattr(obj, "to_dict")
+        and hasattr(t, "__rich_console__")
+    ):
+        return obj
+    return None
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    if args.args is not None:
+        tree, fmt = _trace_target(args.target, args.args, trust=args.trust), "python"
+    else:
+        tree, fmt = load_target(
+            _files.target_spec(args, args.target),
+            trust=args.trust,
+            partial=args.partial,
+            like=_files.like_skeleton(args),
+        )
+    result = _result_object(tree)
+    if result is not None and (args.json or args.no_tui or not sys.stdout.isatty()):
+        # `treetool inspect mymod:make_jaxpr_view` and the like: the object's own rendering
+        if args.json:
+            _print_json(result.to_dict())
+        else:
+            from .render import render
+
+            _console().print(render(result, depth=args.depth, width=args.width))
+        return EXIT_OK
+    if args.json:
+        _print_json(_json_listing(tree, fmt, args.filter))
+        _note_opaque(tree)
+        return EXIT_OK
+    facts = _files.file_facts(tree)
+    if facts and (args.no_tui or not sys.stdout.isatty()):
+        _files.print_facts(_console(), facts)
+    _show(tree, args, title=args.target)
+    _note_opaque(tree)
+    return EXIT_OK
+
+
+def _show(tree: Any, args: argparse.Namespace, title: str) -> None:
+    """The TUI on a terminal, a rich tree otherwise."""
+    if not args.no_tui and sys.stdout.isatty() and sys.stdin.isatty() and not args.filter:
+        try:
+            from treetool.tui import run
+        except ImportError:
+            run = None
+        if run is not None:
+            facts = _files.file_facts(tree)
+            run(
+                tree,
+                title=title,
+                note=_TUI_NOTES.get(id(tree)),
+                **({"file_facts": facts} if facts else {}),
+            )
+            return
+    from .render.text import TreeView
+
+    console = _console()
+    matches = _select(tree, args.filter)
+    if matches is None:
+        console.print(TreeView(tree, depth=args.depth, width=args.width))
+        return
+    if not matches:
+        raise CliError(f"{title}: nothing matches {args.filter!r}")
+    from ._model import Node
+
+    for path, sub in matches:
+        node = Node(sub, path)
+        console.print(TreeView(node, depth=max(args.depth - len(path), 0), width=args.width))
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    target = _files.target_spec(args, args.target)
+    tree, fmt = load_target(
+        target, trust=args.trust, partial=args.partial, like=_files.like_skeleton(args)
+    )
+    if args.json:
+        _print_json(_json_listing(tree, fmt, args.glob))
+        return EXIT_OK
+    from ._views import _walk, find
+
+    if args.glob:
+        pairs: Any = find(tree, args.glob, leaves_only=True)
+    else:  # a node whose flatten raised is one line: its path and its error
+        pairs = (px for chunk in _walk(tree, None, False, True) for px in chunk)
+    from ._arrays import leaf_info
+    from ._model import Node, Unopened
+    from .render.labels import leaf_text
+
+    out = sys.stdout
+    count = 0
+    dtypes: dict[Any, str] = {}  # a file's dtype names, escaped once each
+    for p, x in pairs:
+        if type(x) is Unopened:
+            out.write(f"{safe(str(p))}\t!\t{safe('error: ' + x.error)}\n")
+            continue
+        info = leaf_info(x)
+        # one line per leaf, whatever the file named it: `safe` escapes newlines and tabs
+        path = str(p)
+        if not path.isprintable():  # the common case costs one C-level scan, no call
+            path = safe(path)
+        if info.shape is not None:
+            dtype = dtypes.get(info.dtype)
+            if dtype is None:
+                dtype = dtypes[info.dtype] = safe(str(info.dtype))
+            out.write(f"{path}\t{list(info.shape)}\t{dtype}\n")
+        else:
+            node = Node(x)
+            if node.is_leaf and node.error is not None:  # a broken node matched by a glob
+                out.write(f"{path}\t!\t{safe('error: ' + node.error)}\n")
+            else:
+                out.write(f"{path}\t-\t{leaf_text(node)}\n")
+        count += 1
+    if args.glob and count == 0:
+        raise CliError(f"{args.target}: no leaf matches {args.glob!r}")
+    return EXIT_OK
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    from ._errors import PathError
+    from ._views import resolve
+
+    target = _files.target_spec(args, args.target)
+    tree, _ = load_target(
+        target, trust=args.trust, partial=args.partial, like=_files.like_skeleton(args)
+    )
+    try:
+        path = resolve(tree, args.path)
+    except PathError as e:
+        raise CliError(f"{args.target}: {e}") from None
+    from ._views import get
+
+    value = get(tree, path)
+    from ._model import Node
+
+    node = Node(value)
+    if node.is_leaf and node.error is not None:  # a node whose flatten raised
+        raise CliError(f"{args.target}: {path}: cannot open this node: {node.error}")
+    from .render.leaf import leaf_report
+
+    report = leaf_report(path, value)
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        _console().print(report)
+    return EXIT_OK
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from ._summary import summary
+
+    target = _files.target_spec(args, args.target)
+    tree, _ = load_target(
+        target, trust=args.trust, partial=args.partial, like=_files.like_skeleton(args)
+    )
+    s = summary(tree, depth=args.depth)
+    if args.json:
+        _print_json(s.to_dict())
+    else:
+        _console().print(s)
+    return EXIT_OK
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    if not (args.rtol >= 0 and args.atol >= 0):
+        raise CliError(f"--rtol and --atol must be >= 0, got {args.rtol:g} and {args.atol:g}")
+    a, b = _files.diff_sides(args)
+    from ._diff import diff_with_progress
+    from ._model import aggregate
+
+    opts = {"rtol": args.rtol, "atol": args.atol, "values": args.values}
+    total = aggregate(a).nbytes if args.values and sys.stderr.isatty() else 0
+    if total >= 64 << 20:
+        # a progress bar on stderr, only on a terminal and only for sizeable value diffs
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+        bar = Progress(
+            "comparing values",
+            BarColumn(),
+            DownloadColumn(),
+            TimeRemainingColumn(),
+            console=_console(stderr=True),
+            transient=True,
+        )
+        task = bar.add_task("diff", total=total)
+        with bar:
+            d = diff_with_progress(a, b, progress=lambda n: bar.advance(task, n), **opts)
+    else:
+        d = diff_with_progress(a, b, **opts)
+    if args.json:
+        _print_json(d.to_dict())
+    else:
+        _console().print(d)
+    return EXIT_DIFFERENT if d else EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from ._demo import demo_tree
+
+    tree = demo_tree()
+    if args.json:
+        _print_json(_json_listing(tree, "python", None))
+        return EXIT_OK
+    args.filter = None
+    args.width = 20
+    _show(tree, args, title="treetool demo: an equinox transformer and its adamw state")
+    return EXIT_OK
