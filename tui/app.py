@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.timer import Timer
@@ -23,9 +23,10 @@ from .._model import Node, view
 from .._text import safe
 from ._gc import frozen_after, hand_back, take_over
 from ._workers import report_failure
-from .commands import COMMANDS, TREE_KEYS
+from .commands import APP_BINDINGS, COMMANDS, TREE_KEYS
 from .leaf_index import Cancelled, LeafIndex, expression, node_chain
 from .messages import LeafChosen, NodeFocused
+from .reading import FileReader, NotReadYet, Read, Reading, Snapshot
 from .screens import HelpScreen
 from .tabs import TabSpec, load_tab_modules, tabs_for
 from .widgets import DetailsPane, DiffTab, LeavesTable, PytreeTree, SearchBar, TotalsBar
@@ -62,93 +63,14 @@ class TreetoolApp(App[None]):
         other: a second tree: a Diff tab shows `treetool.diff(obj, other)`.
         is_leaf: treat the nodes it returns True for as leaves.
         note: a line shown in the header and as a toast when the app opens.
+        reading: a file for the app to read itself (`obj` is then ignored): the app opens at
+            once and shows the tree as the file is read (see `treetool.tui.reading`).
     """
 
     CSS_PATH = str(FilePath(__file__).with_name("app.tcss"))  # absolute: subclasses live elsewhere
     TITLE = "treetool"
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit", tooltip="Quit treetool", id="app.quit"),
-        Binding("question_mark", "help", "Help", tooltip="Show every key", id="app.help"),
-        Binding(
-            "slash", "search", "Search", tooltip="Search paths by glob or text", id="app.search"
-        ),
-        Binding("n", "next_match", "Next", tooltip="Jump to the next match", id="app.next"),
-        Binding(
-            "N",
-            "prev_match",
-            "Prev",
-            show=False,
-            tooltip="Jump to the previous match",
-            id="app.prev",
-        ),
-        Binding(
-            "y",
-            "copy_path",
-            "Copy path",
-            tooltip="Copy the path as an expression (model.layers[0].w)",
-            id="app.copy",
-        ),
-        Binding(
-            "Y",
-            "copy_keystr",
-            "Copy keystr",
-            show=False,
-            tooltip="Copy the path in keystr form (.layers[0].w)",
-            id="app.copy_keystr",
-        ),
-        Binding(
-            "t",
-            "show_tab('tree')",
-            "Tree",
-            show=False,
-            tooltip="Show the Tree tab",
-            id="app.tab_tree",
-        ),
-        Binding(
-            "L",
-            "show_tab('leaves')",
-            "Leaves",
-            show=False,
-            tooltip="Show the Leaves tab",
-            id="app.tab_leaves",
-        ),
-        *(
-            Binding(
-                str(n),
-                f"tab_number({n})",
-                f"Tab {n}",
-                show=False,
-                tooltip=f"Show tab {n} (1 Tree, 2 Leaves, then Diff, Jaxpr, Devices…)",
-                id=f"app.tab_{n}",
-            )
-            for n in range(1, 7)
-        ),
-        Binding(
-            "escape",
-            "clear_search",
-            "Clear search",
-            show=False,
-            tooltip="Clear the search and its matches",
-            id="app.clear_search",
-        ),
-        Binding(
-            "S",
-            "stats",
-            "Stats",
-            show=False,
-            tooltip="Compute stats of a big leaf (reads its data)",
-            id="app.stats",
-        ),
-        Binding(
-            "d",
-            "toggle_details",
-            "Details",
-            show=False,
-            tooltip="Show or hide the details pane",
-            id="app.details",
-        ),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = APP_BINDINGS
     """
     | Key(s) | Description |
     | :- | :- |
@@ -174,8 +96,14 @@ class TreetoolApp(App[None]):
         is_leaf: Any = None,
         file_facts: dict[str, Any] | None = None,
         note: str | None = None,
+        reading: Reading | None = None,
     ) -> None:
         super().__init__()
+        #: the file the app reads itself (None: `obj` is the whole tree)
+        self.reader: FileReader | None = None
+        if reading is not None:
+            obj = NotReadYet()
+            self.reader = FileReader(self, reading)
         self.obj = obj
         self.file_facts = file_facts
         self.other = other
@@ -232,6 +160,8 @@ class TreetoolApp(App[None]):
     def on_mount(self) -> None:
         self.query_one(PytreeTree).focus()
         self.query_one(DetailsPane).show(self.model)
+        if self.reader is not None:
+            self.reader.start()
         if self.note:
             self.notify(self.note, severity="warning", timeout=8, markup=False)
         for err in self._tab_errors:
@@ -244,7 +174,8 @@ class TreetoolApp(App[None]):
 
     def on_ready(self) -> None:
         # the first frame is on screen: now index every leaf, off the UI thread
-        self._build_index()
+        if self.reader is None:
+            self._build_index()
 
     def on_unmount(self) -> None:
         hand_back(self._gc_ours)
@@ -253,6 +184,85 @@ class TreetoolApp(App[None]):
     def on_resize(self, event: events.Resize) -> None:
         # the new size, not `self.size`, which can still be the previous one here
         self.query_one("#details").set_class(event.size.width < 80, "-narrow")
+
+    # --- a file being read (see `reading`) ------------------------------------------------
+
+    def still_reading(self, what: str) -> bool:
+        """True (and a toast saying so) while the file is read: `what` needs the whole tree."""
+        reader = self.reader
+        if reader is None or reader.done:
+            return False
+        self.notify(f"still reading the file: {what} once it is read", timeout=3, markup=False)
+        return True
+
+    def show_progress(self, text: Text) -> None:
+        """The progress line of the read, in the totals line."""
+        if self._alive():
+            self.query_one(TotalsBar).update(text)
+
+    def kept_paths(self) -> tuple[list[str], str | None]:
+        """The open rows and the cursor of the tree shown now (kept in the next one)."""
+        return self.query_one(PytreeTree).kept_paths()
+
+    def show_snapshot(self, snap: Snapshot) -> None:
+        """Show the tree read so far (read-only: search, Leaves and totals wait)."""
+        if self._alive():
+            self._swap(snap.tree, snap.model, snap.opened, snap.cursor)
+
+    def finish_reading(
+        self,
+        read: Read,
+        model: Node,
+        opened: dict[str, list[tuple[Node, int]]],
+        cursor: list[tuple[Node, int]] | None,
+    ) -> None:
+        """The whole tree is read: it replaces the snapshot, and the totals are counted."""
+        if self.reader is None or not self._alive():
+            return
+        self.reader.stop()
+        self.file_facts = read.file_facts
+        self.query_one(DetailsPane).file_facts = read.file_facts or {}
+        self.query_one(TotalsBar).update(totals_text(None, None))
+        self._swap(read.tree, model, opened, cursor)
+        gc.freeze()  # the whole tree lives as long as the app (see `_gc`)
+        self._add_tabs(read.tree)
+        if read.note:
+            self.note = read.note
+            self.sub_title = f"{self.sub_title} · ⚠ {read.note}"
+            self.notify(read.note, severity="warning", timeout=8, markup=False)
+        self._build_index()
+
+    def reading_failed(self, error: BaseException) -> None:
+        """The file could not be read: leave; `treetool.tui.run` raises `error`."""
+        if self.reader is not None:
+            self.reader.stop()
+        self.exit()
+
+    def _swap(
+        self,
+        obj: Any,
+        model: Node,
+        opened: dict[str, list[tuple[Node, int]]],
+        cursor: list[tuple[Node, int]] | None,
+    ) -> None:
+        self.obj, self.model, self.node = obj, model, model
+        pane = self.query_one(DetailsPane)
+        pane.root, pane.totals = model, None
+        self.query_one(PytreeTree).set_model(model, opened, cursor)
+        pane.show(model)
+
+    def _add_tabs(self, obj: Any) -> None:
+        """The extra tabs (Jaxpr, Devices…) that apply to the whole tree, once it is read."""
+
+        def failed(spec: TabSpec, e: Exception) -> None:
+            text = safe(f"a tab failed and is left out: tab {spec.id}: {e}")
+            self.notify(text, severity="error", timeout=8, markup=False)
+
+        specs = tabs_for(obj, on_error=failed)
+        tabs = self.query_one(TabbedContent)
+        for spec in specs:
+            tabs.add_pane(TabPane(spec.title, spec.make(obj), id=spec.id))
+        self.extra_tabs = specs
 
     # --- workers ---------------------------------------------------------------------------
 
@@ -445,6 +455,9 @@ class TreetoolApp(App[None]):
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         pane = event.pane.id
+        if pane == "leaves" and self.still_reading("the Leaves tab opens"):
+            self.query_one(TabbedContent).active = "tree"  # a click on the tab: back
+            return
         self.query_one("#main").set_class(pane == "leaves", "-wide")
         if pane == "leaves":
             self.query_one(LeavesTable).focus()
@@ -496,6 +509,8 @@ class TreetoolApp(App[None]):
 
     def action_search(self) -> None:
         """Open the search bar."""
+        if self.still_reading("search works"):
+            return
         self.query_one(SearchBar).open()
 
     def action_focus_tree(self) -> None:
@@ -575,6 +590,8 @@ class TreetoolApp(App[None]):
 
     def action_show_tab(self, tab: str) -> None:
         """Switch to a tab by id."""
+        if tab == "leaves" and self.still_reading("the Leaves tab opens"):
+            return
         self.query_one(TabbedContent).active = tab
 
     def tab_ids(self) -> list[str]:
@@ -589,11 +606,15 @@ class TreetoolApp(App[None]):
 
     def action_sort_leaves(self) -> None:
         """Show the Leaves tab sorted by the next column."""
+        if self.still_reading("the Leaves tab opens"):
+            return
         self.query_one(TabbedContent).active = "leaves"
         self.query_one(LeavesTable).action_sort_next()
 
     def action_stats(self) -> None:
         """Compute the stats of the selected leaf, however big it is."""
+        if self.still_reading("stats are computed"):
+            return
         self.query_one(DetailsPane).show(self.node, force=True)
 
     def action_toggle_details(self) -> None:
