@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import events, work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
@@ -21,12 +21,13 @@ from textual.worker import Worker, get_current_worker
 
 from .._model import Node, view
 from .._text import safe
+from ._app_reading import ReadingApp
 from ._gc import frozen_after, hand_back, take_over
 from ._workers import report_failure
 from .commands import APP_BINDINGS, COMMANDS, TREE_KEYS
 from .leaf_index import Cancelled, LeafIndex, expression, node_chain
 from .messages import LeafChosen, NodeFocused
-from .reading import FileReader, NotReadYet, Read, Reading, Snapshot
+from .reading import FileReader, NotReadYet, Reading
 from .screens import HelpScreen
 from .tabs import TabSpec, load_tab_modules, tabs_for
 from .widgets import DetailsPane, DiffTab, LeavesTable, PytreeTree, SearchBar, TotalsBar
@@ -54,7 +55,7 @@ def root_name_for(title: str | None) -> str:
     return name if _IDENT.match(name) else "tree"
 
 
-class TreetoolApp(App[None]):
+class TreetoolApp(ReadingApp):
     """Browse a pytree: `TreetoolApp(tree).run()`, or `treetool.tui.run(tree)`.
 
     Args:
@@ -185,85 +186,6 @@ class TreetoolApp(App[None]):
         # the new size, not `self.size`, which can still be the previous one here
         self.query_one("#details").set_class(event.size.width < 80, "-narrow")
 
-    # --- a file being read (see `reading`) ------------------------------------------------
-
-    def still_reading(self, what: str) -> bool:
-        """True (and a toast saying so) while the file is read: `what` needs the whole tree."""
-        reader = self.reader
-        if reader is None or reader.done:
-            return False
-        self.notify(f"still reading the file: {what} once it is read", timeout=3, markup=False)
-        return True
-
-    def show_progress(self, text: Text) -> None:
-        """The progress line of the read, in the totals line."""
-        if self._alive():
-            self.query_one(TotalsBar).update(text)
-
-    def kept_paths(self) -> tuple[list[str], str | None]:
-        """The open rows and the cursor of the tree shown now (kept in the next one)."""
-        return self.query_one(PytreeTree).kept_paths()
-
-    def show_snapshot(self, snap: Snapshot) -> None:
-        """Show the tree read so far (read-only: search, Leaves and totals wait)."""
-        if self._alive():
-            self._swap(snap.tree, snap.model, snap.opened, snap.cursor)
-
-    def finish_reading(
-        self,
-        read: Read,
-        model: Node,
-        opened: dict[str, list[tuple[Node, int]]],
-        cursor: list[tuple[Node, int]] | None,
-    ) -> None:
-        """The whole tree is read: it replaces the snapshot, and the totals are counted."""
-        if self.reader is None or not self._alive():
-            return
-        self.reader.stop()
-        self.file_facts = read.file_facts
-        self.query_one(DetailsPane).file_facts = read.file_facts or {}
-        self.query_one(TotalsBar).update(totals_text(None, None))
-        self._swap(read.tree, model, opened, cursor)
-        gc.freeze()  # the whole tree lives as long as the app (see `_gc`)
-        self._add_tabs(read.tree)
-        if read.note:
-            self.note = read.note
-            self.sub_title = f"{self.sub_title} · ⚠ {read.note}"
-            self.notify(read.note, severity="warning", timeout=8, markup=False)
-        self._build_index()
-
-    def reading_failed(self, error: BaseException) -> None:
-        """The file could not be read: leave; `treetool.tui.run` raises `error`."""
-        if self.reader is not None:
-            self.reader.stop()
-        self.exit()
-
-    def _swap(
-        self,
-        obj: Any,
-        model: Node,
-        opened: dict[str, list[tuple[Node, int]]],
-        cursor: list[tuple[Node, int]] | None,
-    ) -> None:
-        self.obj, self.model, self.node = obj, model, model
-        pane = self.query_one(DetailsPane)
-        pane.root, pane.totals = model, None
-        self.query_one(PytreeTree).set_model(model, opened, cursor)
-        pane.show(model)
-
-    def _add_tabs(self, obj: Any) -> None:
-        """The extra tabs (Jaxpr, Devices…) that apply to the whole tree, once it is read."""
-
-        def failed(spec: TabSpec, e: Exception) -> None:
-            text = safe(f"a tab failed and is left out: tab {spec.id}: {e}")
-            self.notify(text, severity="error", timeout=8, markup=False)
-
-        specs = tabs_for(obj, on_error=failed)
-        tabs = self.query_one(TabbedContent)
-        for spec in specs:
-            tabs.add_pane(TabPane(spec.title, spec.make(obj), id=spec.id))
-        self.extra_tabs = specs
-
     # --- workers ---------------------------------------------------------------------------
 
     @work(thread=True, exclusive=True, group="index", exit_on_error=False)
@@ -289,10 +211,6 @@ class TreetoolApp(App[None]):
             index.haystack(cancelled=lambda: worker.is_cancelled)
         except Cancelled:
             return
-
-    def _alive(self) -> bool:
-        # Worker results and timers can land while the app is shutting down.
-        return self.is_running and bool(self.screen.query(DetailsPane))
 
     def _set_index(self, index: LeafIndex) -> None:
         self.index = index
