@@ -43,8 +43,12 @@ def wanted(args: argparse.Namespace, spec: str) -> bool:
             return False
     except (OSError, ValueError):
         return False
+    import importlib.util
+
     import treetool.io as io
 
+    if importlib.util.find_spec("treetool.io._partial") is None:  # a reader without snapshots
+        return False
     try:
         return io.detect(spec) == "pickle"
     except Exception:  # the normal path reports what is wrong with the file

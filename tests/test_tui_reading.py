@@ -1,0 +1,138 @@
+"""The app reading its file itself (issue 19, item 11): open at once, the tree read so far,
+keys that need the whole tree while reading, the swap to the whole tree, a failed read.
+
+Every read here is the real pickle reader on a file written by `pickle`; the points where
+the tests look are fixed with `threading.Event`s, not sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import pickle
+import threading
+
+import numpy as np
+from textual.widgets import TabbedContent
+from treetool.tui import TreetoolApp
+from treetool.tui.reading import NotReadYet, Read, Reading
+from treetool.tui.widgets import LeavesTable, PytreeTree, SearchBar, TotalsBar
+
+import treetool.io as io
+from treetool._errors import LoadError
+
+SIZE = (120, 40)
+
+
+def _sync(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return asyncio.run(fn(*args, **kwargs))
+
+    return wrapper
+
+
+def _tree(n: int) -> dict:
+    return {
+        "params": {f"k{i}": np.full(2, i, np.float32) for i in range(n)},
+        "step": np.int32(7),
+    }
+
+
+def _write(tmp_path, n: int = 300):
+    path = tmp_path / "ckpt.pkl"
+    tree = _tree(n)
+    path.write_bytes(pickle.dumps(tree, protocol=4))
+    return path, tree
+
+
+async def _until(pilot, check, what: str, steps: int = 400) -> None:
+    """Let the app run until `check()` holds (each step is one pass of its message loop)."""
+    for _ in range(steps):
+        if check():
+            return
+        await pilot.pause(0.01)
+    raise AssertionError(f"never happened: {what}")
+
+
+def _row_keys(tree: PytreeTree) -> list[str]:
+    return [
+        str(tn.data.node.key) for tn in tree.root.children if tn.data and tn.data.kind == "node"
+    ]
+
+
+@_sync
+async def test_keys_that_need_the_whole_tree_wait_while_reading_then_work(tmp_path):
+    path, tree = _write(tmp_path)
+    start = threading.Event()
+    calls = []
+
+    def read(watch):
+        calls.append(watch)
+        assert start.wait(30)
+        loaded = io.read(str(path))
+        return Read(loaded.tree, None, None)
+
+    app = TreetoolApp(None, title="ckpt.pkl", reading=Reading(str(path), read))
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: bool(calls), "the read started")
+        assert isinstance(app.obj, NotReadYet) and app.index is None
+        assert "reading ckpt.pkl" in str(app.query_one(TotalsBar).render())
+        await pilot.press("slash")
+        await pilot.press("L")
+        await pilot.press("S")
+        await pilot.pause()
+        assert not app.query_one(SearchBar).has_class("-open")  # search waits
+        assert app.query_one(TabbedContent).active == "tree"  # so do Leaves and sorting
+        assert app.query_one(LeavesTable).index is None
+        said = [n.message for n in app._notifications]
+        assert said.count("still reading the file: search works once it is read") == 1
+        assert "still reading the file: the Leaves tab opens once it is read" in said
+        assert "still reading the file: stats are computed once it is read" in said
+        start.set()
+        await _until(pilot, lambda: app.index is not None, "the whole tree was indexed")
+        await app.workers.wait_for_complete()
+        assert calls == [None]  # no watch: the reader was asked for no snapshots
+        assert app.obj is not tree and app.obj.keys() == tree.keys()
+        assert len(app.index) == 301
+        assert app.index.totals.params == 601
+        assert str(app.query_one(TotalsBar).render()).startswith("301 leaves · 601 params")
+        view = app.query_one(PytreeTree)
+        assert _row_keys(view) == ["['params']", "['step']"]
+        await pilot.press("slash")
+        await pilot.press(*"k299")
+        await pilot.press("enter")
+        await _until(pilot, lambda: app.matches == ["['params']['k299']"], "the search")
+        assert str(view.cursor_node.data.node.path) == "['params']['k299']"
+        await pilot.press("L")
+        await pilot.pause()
+        assert app.query_one(TabbedContent).active == "leaves"
+
+
+@_sync
+async def test_a_failed_read_closes_the_app_and_keeps_the_error(tmp_path):
+    path, _ = _write(tmp_path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])  # truncated: the reader raises LoadError
+
+    def read(watch):
+        return Read(io.read(str(path)).tree)
+
+    reading = Reading(str(path), read)
+    app = TreetoolApp(None, title="ckpt.pkl", reading=reading)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: reading.error is not None, "the read failed")
+        await _until(pilot, lambda: not app.is_running, "the app closed")
+    assert isinstance(reading.error, LoadError)
+    assert str(reading.error).startswith(f"{path}: ")
+    assert reading.result is None and app.crash is None
+
+
+def test_progress_line_shows_the_file_name_without_control_characters():
+    from treetool.tui.reading import plain_name, progress_text
+
+    name = plain_name("/data/a\x1b]0;x\x07.pkl")
+    assert name == "a?]0;x?.pkl"
+    line = progress_text(name, 0.5, 10, True, 1.25).plain
+    assert line == "reading a?]0;x?.pkl ━━━━━━━━━━╺━━━━━━━━━ 50% · 10 of ~20 leaves so far · 1.2 s"
+    assert progress_text(name, 0.5, 10, False, 1.25).plain.endswith("over 10 leaves so far · 1.2 s")
