@@ -11,6 +11,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 from textual import work
@@ -174,6 +175,16 @@ class PytreeTree(Tree[Entry]):
         self.root.set_label(self._label(self.root.data, Budget(LABEL_BUDGET)))  # type: ignore[arg-type]
         self.root.expand()
         self.load(self.root)
+
+    def get_label_width(self, node: TreeNode[Entry]) -> int:
+        """The width `render_label` gives, without rendering it: the icon and the label's
+        cells (the line building asks this of every row, each time rows change)."""
+        icon = (
+            (self.ICON_NODE_EXPANDED if node.is_expanded else self.ICON_NODE)
+            if node.allow_expand
+            else ""
+        )
+        return cell_len(icon) + node.label.cell_len
 
     def render_label(self, node: TreeNode[Entry], base_style: Style, style: Style) -> Text:
         text = super().render_label(node, base_style, style)
