@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import pickle
+import re
 import threading
 
 import numpy as np
+import pytest
 from textual.widgets import TabbedContent
 from treetool.tui import TreetoolApp
 from treetool.tui.reading import NotReadYet, Read, Reading
@@ -136,3 +138,114 @@ def test_progress_line_shows_the_file_name_without_control_characters():
     line = progress_text(name, 0.5, 10, True, 1.25).plain
     assert line == "reading a?]0;x?.pkl ━━━━━━━━━━╺━━━━━━━━━ 50% · 10 of ~20 leaves so far · 1.2 s"
     assert progress_text(name, 0.5, 10, False, 1.25).plain.endswith("over 10 leaves so far · 1.2 s")
+
+
+def _blocking_watch(offered: threading.Event, proceed: threading.Event):
+    """The real PartialWatch, holding the reader at its first snapshot until `proceed`."""
+    PartialWatch = pytest.importorskip("treetool.io._partial").PartialWatch
+
+    class Blocking(PartialWatch):
+        __slots__ = ("held",)
+
+        def __init__(self) -> None:
+            super().__init__(share=1.0)
+            self.held = False
+
+        def _offer(self, tree, fraction):
+            super()._offer(tree, fraction)
+            if not self.held:  # the reader stops here, mid-file, once
+                self.held = True
+                offered.set()
+                assert proceed.wait(30)
+
+    return Blocking()
+
+
+@_sync
+async def test_the_tree_read_so_far_shows_before_the_read_ends_then_the_whole_keeps_rows(
+    tmp_path,
+):
+    path, tree = _write(tmp_path, n=3000)  # several 64 KiB frames: the reader stops mid-file
+    offered, proceed = threading.Event(), threading.Event()
+    watch = _blocking_watch(offered, proceed)
+    ended = []
+
+    def read(w):
+        assert w is watch
+        w.request()  # the first safe point answers it (the app asks too, every 0.3 s)
+        loaded = io.read(str(path), watch=w)
+        ended.append(loaded)
+        return Read(loaded.tree, None, None)
+
+    app = TreetoolApp(None, title="ckpt.pkl", reading=Reading(str(path), read, watch))
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(PytreeTree)
+        await _until(pilot, offered.is_set, "the reader offered a snapshot")
+        await _until(pilot, lambda: _row_keys(view) == ["['params']"], "the snapshot's rows")
+        assert not ended and app.index is None  # the read has not ended: this is a snapshot
+        snap, fraction = watch.latest()
+        assert app.obj is snap and 0.0 < fraction < 1.0
+        so_far = len(snap["params"])
+        assert 0 < so_far < 3000 and "step" not in snap
+        assert list(snap["params"]) == [f"k{i}" for i in range(so_far)]  # in file order
+        bar = str(app.query_one(TotalsBar).render())
+        assert bar.startswith("reading ckpt.pkl ") and f"{so_far:,} of ~" in bar, bar
+        await pilot.press("slash")
+        assert not app.query_one(SearchBar).has_class("-open")
+        # open ['params'] and put the cursor on its third child: kept in the whole tree
+        await pilot.press("down", "right", "down", "down", "down")
+        await pilot.pause()
+        assert str(view.cursor_node.data.node.path) == "['params']['k2']"
+        proceed.set()
+        await _until(pilot, lambda: app.index is not None, "the whole tree was indexed")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert len(ended) == 1 and app.obj is ended[0].tree
+        assert _row_keys(view) == ["['params']", "['step']"]
+        params = view.root.children[0]
+        assert params.is_expanded and str(params.data.node.path) == "['params']"
+        assert str(view.cursor_node.data.node.path) == "['params']['k2']"
+        assert len(app.index) == 3001 and app.index.totals.params == 6001
+        assert tree["params"]["k2"].tolist() == [2.0, 2.0]  # what was written, unchanged
+
+
+def _big_pickle(tmp_path, name: str = "big.pkl"):
+    from treetool._cli_live import LIVE_BYTES
+
+    path = tmp_path / name
+    tree = {"layers": [{"w": np.full(64, i, np.float32)} for i in range(20_000)], "step": 3}
+    path.write_bytes(pickle.dumps(tree, protocol=4))
+    assert path.stat().st_size >= LIVE_BYTES
+    return path
+
+
+def test_cli_opens_the_app_before_reading_a_big_pickle_and_quits(tmp_path):
+    from test_tui_terminal_hostile import _run_in_pty
+
+    pytest.importorskip("treetool.io._partial")  # the reader's snapshots (branch pickle2)
+
+    _big_pickle(tmp_path)
+    rc, out, typed = _run_in_pty(
+        ["inspect", "big.pkl"], tmp_path, until=b"20,001 leaves", keys=b"q"
+    )
+    assert typed, out[-3000:]
+    assert rc == 0, out[-3000:]
+    assert b"opening big.pkl" in out  # the line before the app: the app reads the file
+    assert b"reading big.pkl" in out  # the app's progress line
+    assert b"['layers']" in out and b"['step']" in out
+
+
+def test_cli_a_bad_big_pickle_closes_the_app_with_one_line(tmp_path):
+    from test_tui_terminal_hostile import _run_in_pty
+
+    pytest.importorskip("treetool.io._partial")
+
+    path = _big_pickle(tmp_path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 1000])  # truncated near its end
+    rc, out, _ = _run_in_pty(["inspect", "big.pkl"], tmp_path, until=b"\x00never", keys=b"")
+    assert rc == 2, out[-3000:]
+    tail = out.rsplit(b"\x1b[?1049l", 1)[-1].decode(errors="replace")  # after the app's screen
+    tail = re.sub(r"\x1b\[[0-9;?<>=]*[A-Za-z]|\x1b[=>]", "", tail)  # its closing sequences
+    lines = [ln for ln in tail.replace("\r", "").split("\n") if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("treetool: error: big.pkl: "), lines
