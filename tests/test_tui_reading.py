@@ -251,3 +251,31 @@ def test_cli_a_bad_big_pickle_closes_the_app_with_one_line(tmp_path):
     tail = re.sub(r"\x1b\[[0-9;?<>=]*[A-Za-z]|\x1b[=>]", "", tail)  # its closing sequences
     lines = [ln for ln in tail.replace("\r", "").split("\n") if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("treetool: error: big.pkl: "), lines
+
+
+def test_snapshot_leaf_count_agrees_with_the_leaf_index_and_reuses_shared_subtrees():
+    import collections
+
+    import equinox as eqx
+    import jax
+    from treetool.tui.leaf_index import LeafIndex
+    from treetool.tui.reading import LeafCounter
+
+    pair = collections.namedtuple("pair", "a b")
+    lin = eqx.nn.Linear(2, 2, key=jax.random.PRNGKey(0))
+    done = {"w": [np.zeros(3), None, (1, 2)], "s": "text"}
+    trees = [
+        {"a": [1, None, (2, 3)], "b": None},
+        {"m": lin, "p": pair(1, [2, 3]), "done": done},
+        [np.zeros(3), {"x": "str", "y": b"b"}, {}],
+        (),
+    ]
+    counter = LeafCounter()
+    for tree in trees:
+        assert counter.count(tree) == (LeafIndex.build(tree).totals.leaves, True)
+    first = {"done": done, "more": [1.0]}
+    assert counter.count(first) == (5, True)
+    done["w"].append(9.0)  # a shared subtree is complete: a changed one is not re-walked
+    assert counter.count({"done": done, "more": [1.0, 2.0]}) == (6, True)
+    assert LeafCounter().count({"done": done, "more": [1.0, 2.0]}) == (7, True)
+    assert LeafCounter().count({"k": list(range(100))}, limit=10) == (100, False)

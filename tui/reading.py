@@ -26,6 +26,9 @@ __all__ = ["NotReadYet", "Read", "Reading", "progress_text"]
 
 #: seconds between snapshot requests (at least: a snapshot that took long spaces them out)
 SNAPSHOT_EVERY = 0.3
+#: the next snapshot is asked for this many times the last one's preparing time later at
+#: the earliest (preparing holds the GIL the reader needs: at most ~1/6 of the read's time)
+SPACING = 5
 #: a snapshot's leaves are counted up to this many (past it: "over N")
 COUNT_LIMIT = 5_000_000
 
@@ -117,8 +120,111 @@ def resolve(
     return opened, cursor
 
 
+class LeafCounter:
+    """Counts the leaves of successive snapshots, walking only what is new in each.
+
+    A snapshot shares every complete subtree with the next one (only the containers still
+    being filled are copies), so the count of each of the root's children is kept by identity
+    and reused. Plain dicts, lists and tuples are walked here (None is no leaf, as in jax;
+    whether a value of another type is a leaf is asked once per type), other nodes by
+    `aggregate`.
+
+    Example:
+        >>> c = LeafCounter()
+        >>> done = {"w": [1.0, 2.0], "b": None}
+        >>> c.count({"a": done, "c": (3, 4)}), c.count({"a": done, "c": (3, 4), "d": 5})
+        ((4, True), (5, True))
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[Any, int]] = {}
+        self._leafy: dict[type, bool] = {}
+
+    def count(self, tree: Any, limit: int = COUNT_LIMIT) -> tuple[int, bool]:
+        """(leaves, complete): past `limit` leaves the count stops (complete is False)."""
+        t = type(tree)
+        if t is not dict and t is not list and t is not tuple:
+            return self._walk(tree, limit)
+        known, seen = self._known, {}
+        total = 0
+        for v in tree.values() if t is dict else tree:
+            vt = type(v)
+            if vt is dict or vt is list or vt is tuple:
+                hit = known.get(id(v))
+                if hit is not None and hit[0] is v:
+                    n, ok = hit[1], True
+                else:
+                    n, ok = self._walk(v, limit - total)
+                if not ok:
+                    return total + n, False
+                seen[id(v)] = (v, n)
+                total += n
+            elif v is not None:
+                is_leaf = self._leafy.get(vt)
+                if is_leaf is None:
+                    is_leaf = self._leafy[vt] = _plain_leaf(v)
+                if is_leaf:  # the common case at the root of a wide dict: no call per leaf
+                    total += 1
+                    continue
+                n, ok = self._walk(v, limit - total)
+                total += n
+                if not ok:
+                    return total, False
+        self._known = seen
+        return total, True
+
+    def _walk(self, tree: Any, limit: int) -> tuple[int, bool]:
+        leafy = self._leafy
+        total = 0
+        stack = [tree]
+        while stack:
+            obj = stack.pop()
+            t = type(obj)
+            if t is dict or t is list or t is tuple:
+                for v in obj.values() if t is dict else obj:
+                    vt = type(v)
+                    if vt is dict or vt is list or vt is tuple:
+                        stack.append(v)
+                    elif v is not None:
+                        is_leaf = leafy.get(vt)
+                        if is_leaf is None:
+                            is_leaf = leafy[vt] = _plain_leaf(v)
+                        if is_leaf:
+                            total += 1
+                        else:
+                            stack.append(v)
+                if total > limit:
+                    return total, False
+            elif obj is not None:
+                is_leaf = leafy.get(t)
+                if is_leaf is None:
+                    is_leaf = leafy[t] = _plain_leaf(obj)
+                if is_leaf:
+                    total += 1
+                    continue
+                agg = aggregate(obj, None, limit=max(limit - total, 1))
+                total += agg.leaves
+                if not agg.complete:
+                    return total, False
+        return total, True
+
+
+def _plain_leaf(v: Any) -> bool:
+    """Whether `v` is a leaf (for the count: asked once per type)."""
+    from .._model import LEAF, children
+
+    try:
+        kind, _ = children(v, None)
+    except Exception:  # its count is `aggregate`'s to tell
+        return False
+    return kind == LEAF
+
+
 def prepare(
-    tree: Any, fraction: float, kept: tuple[list[str], str | None] = ([], None)
+    tree: Any,
+    fraction: float,
+    kept: tuple[list[str], str | None] = ([], None),
+    counter: LeafCounter | None = None,
 ) -> Snapshot:
     """The view of a snapshot with its root opened, and its leaves counted (a worker's job).
 
@@ -131,9 +237,8 @@ def prepare(
     model = view(tree)
     with frozen_after(keep=lambda: False):  # many small objects, soon garbage: no GC passes
         try:
-            kids = model._open() if not model.is_leaf else None
-            agg = aggregate(tree, None, limit=COUNT_LIMIT, kids=kids or None)
-            leaves, complete = agg.leaves, agg.complete
+            model.is_leaf  # noqa: B018  (opens the root: its first page is shown)
+            leaves, complete = (counter or LeafCounter()).count(tree)
         except Exception:  # a snapshot that cannot be walked: its rows show the error
             leaves, complete = 0, False
         opened, cursor = resolve(model, kept)
@@ -215,6 +320,7 @@ class FileReader:
         self._preparing = False
         self._shown: Any = None
         self._base: int | None = None
+        self.counter = LeafCounter()
         self.done = False
 
     def start(self) -> None:
@@ -304,11 +410,11 @@ class FileReader:
     def _prepare(self, tree: Any, fraction: float, kept: tuple[list[str], str | None]) -> None:
         t0 = time.perf_counter()
         try:
-            snap = prepare(tree, fraction, kept)
+            snap = prepare(tree, fraction, kept, self.counter)
         finally:
             # a snapshot that took long to walk spaces out the next (the reader needs the GIL)
             took = time.perf_counter() - t0
-            self._next_ask = time.perf_counter() + max(SNAPSHOT_EVERY, 3 * took)
+            self._next_ask = time.perf_counter() + max(SNAPSHOT_EVERY, SPACING * took)
             self._preparing = False
         if not self.done:
             self._tell(self._show, snap)
