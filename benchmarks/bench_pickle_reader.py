@@ -1,11 +1,13 @@
 """The safe pickle reader in-process vs `pickle.load` on the same files, best of N.
 
 Files: a dict of N small float32 arrays (numpy's pickle, protocol 4/5: the fast array path), a
-nested dict/list tree of N python scalars and strings (the opcode loop), and a list of N tuples
-(tuple opcodes and dict keys that are tuples). Prints the time of each reader, the ratio
-treetool/pickle.load, and the reader's memory per leaf (tracemalloc peak / leaves).
+nested dict/list tree of N python scalars and strings (the opcode loop), a list of N tuples
+(tuple opcodes and dict keys that are tuples), and the TUI benchmark's flat dict
+`{f"k{i}": np.full(1, i, np.float32)}` ("flat-1elem"). Prints the time of each reader, the
+ratio treetool/pickle.load, the reader's memory per leaf (tracemalloc peak / leaves) and the
+RSS the kept tree adds per leaf (process RSS after the read, minus before).
 
-    python benchmarks/bench_pickle_reader.py [--n 1000000] [--repeat 3]
+    python benchmarks/bench_pickle_reader.py [--n 1000000] [--repeat 3] [--only flat-1elem]
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import gc
 import os
 import pickle
+import resource
 import tempfile
 import time
 import tracemalloc
@@ -23,16 +26,20 @@ import numpy as np
 from treetool.io.pickle import read_pickle
 
 
-def _files(tmp: str, n: int) -> dict[str, tuple[str, int]]:
+def _files(tmp: str, n: int, only: list[str]) -> dict[str, tuple[str, int]]:
     arrays = {f"layer{i}": np.full((4,), i, np.float32) for i in range(n)}
     scalars = {f"k{i}": [i, float(i), f"s{i}", None, True] for i in range(n // 5)}
     tuples = {(i, f"t{i}"): (i, i + 1) for i in range(n // 2)}
+    flat = {f"k{i}": np.full(1, i, np.float32) for i in range(n)}  # bench_tui_terminal's file
     out = {}
     for name, obj, leaves in (
         ("arrays", arrays, n),
         ("scalars", scalars, n),
         ("tuple-keys", tuples, n),
+        ("flat-1elem", flat, n),
     ):
+        if only and name not in only:
+            continue
         p = os.path.join(tmp, name + ".pkl")
         with open(p, "wb") as fh:
             pickle.dump(obj, fh, protocol=4)
@@ -56,11 +63,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", action="append", default=[], help="a file name (repeatable)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        files = _files(tmp, args.n)
+        files = _files(tmp, args.n, args.only)
         print(
-            f"{'file':<12} {'MB':>7} {'pickle.load':>12} {'treetool':>10} {'ratio':>6} {'B/leaf':>7}"
+            f"{'file':<12} {'MB':>7} {'pickle.load':>12} {'treetool':>10} {'ratio':>6}"
+            f" {'B/leaf':>7} {'RSS/leaf':>8}"
         )
         for name, (p, leaves) in files.items():
 
@@ -70,6 +79,12 @@ def main() -> None:
 
             t_plain = _best(plain, args.repeat)
             t_tt = _best(lambda p=p: read_pickle(p), args.repeat)
+            gc.collect()
+            rss0 = _rss()
+            kept = read_pickle(p)
+            rss = _rss() - rss0
+            del kept
+            gc.collect()
             tracemalloc.start()
             r = read_pickle(p)
             peak = tracemalloc.get_traced_memory()[1]
@@ -78,8 +93,17 @@ def main() -> None:
             mb = os.path.getsize(p) / 2**20
             print(
                 f"{name:<12} {mb:7.1f} {t_plain:11.3f}s {t_tt:9.3f}s {t_tt / t_plain:6.2f}"
-                f" {peak / leaves:7.0f}"
+                f" {peak / leaves:7.0f} {rss / leaves:8.0f}"
             )
+
+
+def _rss() -> int:
+    """The process's resident memory now, in bytes (Linux /proc; else the peak so far)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ from typing import Any
 
 from .._errors import LoadError
 from ._opaque import GlobalRef, Opaque, ensure_jax_registration
+from ._partial import PartialWatch
 from ._source import is_url, session, source_for
 
 __all__ = [
@@ -235,6 +236,7 @@ def read(
     format: str | None = None,
     like: Any = None,
     partial: bool = False,
+    watch: PartialWatch | None = None,
 ) -> Loaded:
     """Load a checkpoint and report what was not executed; `load` returns just the tree.
 
@@ -247,6 +249,9 @@ def read(
         like: a skeleton tree (equinox `tree_serialise_leaves` files load into it).
         partial: on a damaged file, return the tree read up to the error (see `Loaded.error`)
             instead of raising, where the format allows it.
+        watch: a `treetool.io._partial.PartialWatch`: while this read runs in a worker
+            thread, it hands out snapshots of the tree read so far (pickle only; the other
+            formats read fast and ignore it).
 
     Example:
         >>> import pickle, tempfile, os
@@ -259,11 +264,20 @@ def read(
     """
     path = os.fspath(path)
     with session():
-        return _read(path, trust=trust, lazy=lazy, format=format, like=like, partial=partial)
+        return _read(
+            path, trust=trust, lazy=lazy, format=format, like=like, partial=partial, watch=watch
+        )
 
 
 def _read(
-    path: str, *, trust: bool, lazy: bool, format: str | None, like: Any, partial: bool
+    path: str,
+    *,
+    trust: bool,
+    lazy: bool,
+    format: str | None,
+    like: Any,
+    partial: bool,
+    watch: PartialWatch | None = None,
 ) -> Loaded:
     ensure_jax_registration()
     path, step = split_step(path)
@@ -285,7 +299,9 @@ def _read(
     module = importlib.import_module(FORMATS[fmt])
     from .._model import no_gc
 
-    extra = {"step": step} if step is not None else {}
+    extra: dict[str, Any] = {"step": step} if step is not None else {}
+    if watch is not None and fmt == "pickle":
+        extra["watch"] = watch
     try:
         with no_gc():  # readers make many small objects: collection passes cost ~40%
             out = module.read(

@@ -1,7 +1,8 @@
 """What the safe unpickler does besides running opcodes: the allow-list and its imitations.
 
-`ALLOWED` maps the (module, name) of every global the reader honours to a tag; `imitate` runs
-treetool's own code for a tag (it never looks the name up and calls it). Also the helpers of
+`ALLOWED` maps the (module, name) of every global the reader honours to a tag;
+`_pickle_imitations.IMITATIONS` maps the tag to treetool's own code for it (the reader never
+looks a name up and calls it). Also the helpers of
 the opcodes that fill containers, the parsers of protocol 0 text arguments, and `walk_check`,
 the one pass over a freshly read tree.
 """
@@ -27,7 +28,6 @@ __all__ = [
     "MAX_DEPTH",
     "KeyCheck",
     "PendingKey",
-    "imitate",
     "walk_check",
 ]
 
@@ -433,145 +433,3 @@ def _prng_key(state: Any) -> Any:
             if key is not None:
                 return key
     return Opaque("jax._src.prng.PRNGKeyArray", (), None, state)
-
-
-def _load_error(msg: str, at: int) -> LoadError:
-    return LoadError(msg)
-
-
-def _charge_copy(budget: Budget, x: Any, per_item: int = 8) -> None:
-    if isinstance(x, list | tuple | set | frozenset | dict | str | bytes | bytearray):
-        budget.charge_alloc(per_item * len(x))
-
-
-def imitate(tag: str, g: _Global, args: tuple, lazy: bool, keycheck: KeyCheck) -> Any:
-    """Run treetool's imitation of the allow-listed global `g` (tagged `tag`) on `args`.
-
-    What it copies is charged to the budget (an argument may be shared through the memo and
-    copied at every reference); what it hashes is checked by `keycheck` first.
-
-    Example:
-        >>> kc = KeyCheck(Budget("f.pkl", 100))
-        >>> imitate("complex", GlobalRef("builtins", "complex", "complex"), (1.0, 2.0), True, kc)
-        (1+2j)
-    """
-    budget = keycheck.budget
-    n = len(args)
-    if tag == "np_reconstruct":
-        sub = args[0] if n else None
-        if n == 3 and type(sub) is _Global and sub.tag == "np_ndarray":
-            return nr.PendingArray()
-        return Opaque(_class_of(sub) if type(sub) is _Global else g.class_path, args)
-    if tag == "np_dtype":
-        return nr.make_dtype(args)
-    if tag == "np_scalar":
-        return nr.scalar(args)
-    if tag == "np_frombuffer":
-        return nr.frombuffer(args, lazy, budget)
-    if tag == "jax_array":
-        if n == 4 and type(args[0]) is _Global and args[0].tag == "np_reconstruct":
-            aval = args[3]
-            if isinstance(aval, dict) and all(
-                isinstance(v, bool | int | str | None) for v in aval.values()
-            ):
-                return nr.array_from_state(args[2], lazy, budget)
-        return Opaque(g.class_path, args)
-    if tag == "codecs_encode":
-        if (
-            n in (1, 2)
-            and isinstance(args[0], str)
-            and (n == 1 or args[1] in ("latin1", "latin-1"))
-        ):
-            budget.charge_alloc(len(args[0]))
-            return _encode_latin1(args[0])
-        return Opaque(g.class_path, args)
-    if tag in ("set", "frozenset", "list", "tuple"):
-        if n == 0:
-            return BUILTIN_TYPES[tag]()
-        if n == 1 and isinstance(args[0], list | tuple | set | frozenset):
-            _charge_copy(budget, args[0], 32 if tag in ("set", "frozenset") else 8)
-            if tag in ("set", "frozenset"):
-                keycheck.keys(args[0], 0, _load_error)
-            try:
-                return BUILTIN_TYPES[tag](args[0])
-            except TypeError:
-                raise LoadError(f"unhashable item in a {tag}") from None
-        return Opaque(g.class_path, args)
-    if tag == "dict" or tag == "ordereddict":
-        ctor = dict if tag == "dict" else collections.OrderedDict
-        if n == 0:
-            return ctor()
-        if n == 1 and isinstance(args[0], dict):
-            _charge_copy(budget, args[0], 64)
-            if tag == "ordereddict":  # rehashes every key
-                keycheck.keys(args[0], 0, _load_error)
-            return ctor(args[0])
-        if (
-            n == 1
-            and isinstance(args[0], list | tuple)
-            and all(isinstance(p, list | tuple) and len(p) == 2 for p in args[0])
-        ):
-            _charge_copy(budget, args[0], 64)
-            keycheck.keys([p[0] for p in args[0]], 0, _load_error)
-            try:
-                return ctor(args[0])
-            except TypeError:
-                raise LoadError("unhashable dict key") from None
-        return Opaque(g.class_path, args)
-    if tag == "defaultdict":
-        factory = args[0] if n else None
-        real = BUILTIN_TYPES.get(factory.tag) if type(factory) is _Global else None
-        out = collections.defaultdict(real)
-        if n == 2 and isinstance(args[1], dict):
-            _charge_copy(budget, args[1], 64)
-            out.update(args[1])
-        return out
-    if tag == "complex":
-        if n <= 2 and all(type(a) in (int, float) for a in args):
-            try:
-                return complex(*args)
-            except OverflowError:
-                raise LoadError("complex() argument out of range") from None
-        return Opaque(g.class_path, args)
-    if tag in ("bytes", "bytearray"):
-        ctor = bytes if tag == "bytes" else bytearray
-        if n == 0:
-            return ctor()
-        if n == 1 and isinstance(args[0], bytes | bytearray):
-            _charge_copy(budget, args[0], 1)
-            return ctor(args[0])
-        if (
-            n == 1
-            and isinstance(args[0], list)
-            and all(type(x) is int and 0 <= x < 256 for x in args[0])
-        ):
-            _charge_copy(budget, args[0], 1)
-            return ctor(args[0])
-        if n == 2 and isinstance(args[0], str) and args[1] in ("latin1", "latin-1"):
-            _charge_copy(budget, args[0], 1)
-            return ctor(_encode_latin1(args[0]))
-        return Opaque(g.class_path, args)
-    if tag == "reconstructor":
-        if (
-            n == 3
-            and type(args[0]) is _Global
-            and type(args[1]) is _Global
-            and args[1].tag == "object"
-        ):
-            cls = args[0]
-            if cls.tag == "ordereddict":
-                return collections.OrderedDict()
-            return Opaque(cls.class_path, (), None, None)
-        return Opaque(g.class_path, args)
-    return Opaque(g.class_path, args)
-
-
-def _encode_latin1(s: str) -> bytes:
-    try:
-        return s.encode("latin1")
-    except UnicodeEncodeError:
-        raise LoadError("text to encode as latin-1 has characters beyond latin-1") from None
-
-
-def _class_of(g: _Global) -> str:
-    return g.class_path

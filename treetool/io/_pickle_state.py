@@ -1,0 +1,386 @@
+"""The state of the safe pickle reader's opcode machine, and what its opcode families share.
+
+`_State` holds what `pickle.Unpickler` holds (the stack, the marks, the memo, the position)
+and the operations several opcode families use: the memo, finding a global, calling and
+instantiating one (through the imitations), BUILD, and `fast_array`, which replays the opcode
+sequence numpy writes for each array (about 25 opcodes) in one step, after a compiled pattern
+matched it (`_FAST_ARRAY`): the effect on the stack and the memo is the same as opcode by
+opcode. `_pickle_machine._Machine` adds the opcode loop and the families.
+"""
+
+from __future__ import annotations
+
+import collections
+import mmap
+import re
+import struct
+from typing import Any
+
+import numpy as np
+
+from .._arrays import LazyArray
+from .._errors import LoadError
+from . import _numpy_rebuild as nr
+from ._budget import Budget
+from ._opaque import GlobalRef, Opaque
+from ._partial import PartialWatch
+from ._pickle_imitations import imitate
+from ._pickle_ops import (
+    ALLOWED,
+    BUILTIN_TYPES,
+    SHAREABLE,
+    KeyCheck,
+    PendingKey,
+    _dynamic_class_path,
+    _prng_key,
+    _short,
+)
+
+__all__ = ["LAZY_MIN_BYTES", "_Fail", "_State"]
+
+#: payloads at least this big stay in the file (LazyArray leaves)
+LAZY_MIN_BYTES = 4096
+
+_U32 = struct.Struct("<I").unpack_from
+_I32 = struct.Struct("<i").unpack_from
+_U16 = struct.Struct("<H").unpack_from
+_U64 = struct.Struct("<Q").unpack_from
+_F64 = struct.Struct(">d").unpack_from
+
+# The pickle numpy writes for each array after the first (protocol 4+), from just after the
+# BINGET of `_reconstruct` up to the data bytes: ndarray, (0,), b'b', TUPLE3, REDUCE, MARK, 1,
+# shape, dtype, fortran flag, data opcode. `fast_array` replays its exact effect on the stack
+# and the memo in one step; anything else takes the opcode-by-opcode path.
+_FAST_ARRAY = re.compile(
+    rb"(?:h(.)|j(.{4}))"
+    rb"(?:K\x00\x85\x94|h(.)|j(.{4}))"
+    rb"(?:h(.)|j(.{4}))"
+    rb"\x87\x94R\x94\(K\x01"
+    rb"(?:\)|((?:K.|M..|J....){1,3})([\x85\x86\x87])\x94)"
+    rb"(?:h(.)|j(.{4}))"
+    rb"([\x88\x89])"
+    rb"(?:C(.)|B(.{4}))",
+    re.S,
+)
+_ZERO_TUPLE = (0,)
+
+_OP_NAMES = {op.code.encode("latin1")[0]: op.name for op in __import__("pickletools").opcodes}
+
+_Global = GlobalRef  # a global named by the file, with the tag of its imitation ("" if blocked)
+
+_UNDEF = object()  # a memo slot skipped over by a PUT with a larger index
+_MEMO_GAP = 4096
+_SET_COST = 216 - 64  # an empty set, beyond the 64 bytes a byte of the file may make
+_SIMPLE_KEYS = frozenset((str, int))
+
+
+class _Fail(Exception):
+    """Raised inside the reader; carries the message and the byte offset."""
+
+
+def _over_reads(data: Any) -> tuple[Any, ...]:
+    """The struct and regex helpers of the machine for a buffer that only supports slicing."""
+
+    def sliced(unpack: Any, width: int) -> Any:
+        return lambda buf, at=0: unpack(buf[at : at + width])
+
+    class _At:  # a match made on a slice, reporting positions in the file
+        __slots__ = ("_m", "_start")
+
+        def __init__(self, m: Any, start: int) -> None:
+            self._m, self._start = m, start
+
+        def groups(self) -> Any:
+            return self._m.groups()
+
+        def end(self) -> int:
+            return self._m.end() + self._start
+
+    def match(buf: Any, start: int) -> Any:
+        m = _FAST_ARRAY.match(buf[start : start + 64])
+        return None if m is None else _At(m, start)
+
+    return (
+        sliced(_U32, 4),
+        sliced(_I32, 4),
+        sliced(_U16, 2),
+        sliced(_U64, 8),
+        sliced(_F64, 8),
+        match,
+    )
+
+
+class _State:
+    """What the opcode machine holds for one file, and the operations its opcode families share.
+
+    After an error, `stack` and `metastack` hold what was built so far (for `partial`), and
+    `frame_error` the error of a truncated FRAME that a partial read went past.
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        path: str,
+        lazy: bool,
+        partial: bool,
+        budget: Budget,
+        shared: set[int],
+        watch: PartialWatch | None = None,
+    ) -> None:
+        self.data = data
+        self.watch = watch
+        self.path = path
+        self.lazy = lazy
+        self.partial = partial
+        self.budget = budget
+        self.end = len(data)
+        self.pos = 0
+        self.stack: list[Any] = []
+        self.metastack: list[list[Any]] = []
+        self.memo: list[Any] = []
+        self.globals: dict[tuple[str, str], Any] = {}
+        self.keycheck = KeyCheck(budget)
+        self.shared = shared
+        self.frame_error: str | None = None
+        self.reconstruct: Any = _UNDEF  # numpy's _reconstruct global, once the file names it
+        self.u32, self.i32, self.u16, self.u64, self.f64 = _U32, _I32, _U16, _U64, _F64
+        self.match_fast: Any = _FAST_ARRAY.match
+        if not isinstance(data, mmap.mmap):  # a remote file: the same walk over ranged reads
+            self.u32, self.i32, self.u16, self.u64, self.f64, self.match_fast = _over_reads(data)
+        # array headers already matched: their bytes -> what they resolved to. Headers repeat
+        # byte for byte across arrays of one shape and dtype; any change to an existing memo
+        # entry (a PUT over it, a BUILD finishing one) empties the cache.
+        self.headers: dict[bytes, tuple] = {}
+        self.header_lengths: list[int] = []
+
+    # -- errors and small helpers -------------------------------------------------------------
+
+    def fail(self, msg: str, at: int) -> _Fail:
+        return _Fail(f"{self.path}: {msg} (at byte {at})")
+
+    def need(self, n: int, at: int, what: str) -> None:
+        if n < 0 or at + n > self.end:
+            raise self.fail(
+                f"truncated pickle: {what} needs {n} bytes, {max(self.end - at, 0)} left", at
+            )
+
+    def read_line(self, at: int, what: str) -> tuple[bytes, int]:
+        nl = self.data.find(b"\n", at)
+        if nl < 0:
+            raise self.fail(f"truncated pickle: {what} has no end of line", at)
+        return self.data[at:nl], nl + 1
+
+    def payload(self, at: int, n: int, kind: type) -> Any:
+        if self.lazy and n >= LAZY_MIN_BYTES:
+            return LazyArray((n,), np.uint8, self.path, at)
+        b = self.data[at : at + n]
+        return bytearray(b) if kind is bytearray else b
+
+    def pop_mark(self) -> list[Any]:
+        items = self.stack
+        if not self.metastack:
+            raise self.fail("MARK expected but missing", self.pos - 1)
+        self.stack = self.metastack.pop()
+        return items
+
+    def push(self, value: Any) -> None:
+        self.stack.append(value)
+
+    def note_shared(self, v: Any) -> None:
+        if type(v) in SHAREABLE:
+            self.shared.add(id(v))
+
+    # -- the memo ------------------------------------------------------------------------------
+
+    def memo_put(self, idx: int, value: Any) -> None:
+        memo = self.memo
+        n = len(memo)
+        if idx == n:
+            memo.append(value)
+        elif idx < n:
+            memo[idx] = value
+            self.headers.clear()
+        elif idx - n <= _MEMO_GAP:
+            self.budget.charge_alloc(8 * (idx - n), f"memo indices skipped, at byte {self.pos - 1}")
+            memo.extend([_UNDEF] * (idx - n))
+            memo.append(value)
+        else:
+            raise self.fail(f"memo index {idx} is far beyond the {n} entries so far", self.pos)
+
+    def memo_get(self, idx: int) -> Any:
+        memo = self.memo
+        v = memo[idx] if 0 <= idx < len(memo) else _UNDEF
+        if v is _UNDEF:
+            raise self.fail(f"memo key {idx} is undefined", self.pos)
+        return v
+
+    def finalize(self, old: Any, new: Any) -> None:
+        # BUILD completed an array or dtype: the memo entry made right after its REDUCE must
+        # give the finished object too; it is among the last few entries.
+        memo = self.memo
+        self.stack[-1] = new
+        self.headers.clear()
+        for i in range(len(memo) - 1, max(-1, len(memo) - 65), -1):
+            if memo[i] is old:
+                memo[i] = new
+
+    # -- globals and objects -------------------------------------------------------------------
+
+    def find_class(self, module: str, name: str) -> Any:
+        key = (module, name)
+        g = self.globals.get(key)
+        if g is None:
+            if module == "ml_dtypes" and nr.is_ml_dtype(name):
+                g = nr.MlDtypeType(name)
+            else:
+                g = _Global(module, name, ALLOWED.get(key, ""))
+                if g.tag == "np_reconstruct":
+                    self.reconstruct = g
+            self.globals[key] = g
+        return g
+
+    def call(self, f: Any, args: Any, at: int) -> Any:
+        if type(args) is not tuple:
+            raise self.fail(f"REDUCE arguments are not a tuple: {_short(args)}", at)
+        if type(f) is _Global:
+            tag = f.tag
+            if tag:
+                try:
+                    return imitate(tag, f, args, self.lazy, self.keycheck)
+                except LoadError as e:
+                    raise self.fail(str(e), at) from None
+            return Opaque(f.class_path, args)
+        if type(f) is Opaque:
+            out = Opaque(f"{f.class_path}()", args)
+            out.source = f
+            return out
+        raise self.fail(f"REDUCE on a value that is not callable: {_short(f)}", at)
+
+    def instantiate(self, cls: Any, args: tuple, kwargs: dict | None, at: int) -> Any:
+        if type(cls) is _Global:
+            tag = cls.tag
+            if tag == "prng_key":
+                return PendingKey()
+            if tag in BUILTIN_TYPES and not args and not kwargs:
+                return BUILTIN_TYPES[tag]()
+            if tag == "ordereddict" and not args:
+                return collections.OrderedDict()
+            if tag:
+                return self.call(cls, args, at)
+            return Opaque(cls.class_path, args, kwargs)
+        if type(cls) is Opaque:
+            out = Opaque(_dynamic_class_path(cls), args, kwargs)
+            out.source = cls
+            return out
+        raise self.fail(f"NEWOBJ on a value that is not a class: {_short(cls)}", at)
+
+    def build(self, inst: Any, state: Any, at: int) -> Any:
+        t = type(inst)
+        if t is Opaque:
+            if isinstance(inst.state, dict) and isinstance(state, dict):
+                inst.state.update(state)
+            else:
+                inst.state = state
+            return inst
+        try:
+            if t is nr.PendingArray:
+                return nr.array_from_state(state, self.lazy, self.budget)
+            if t is nr.PendingDtype:
+                return inst.build(state)
+        except LoadError as e:
+            raise self.fail(str(e), at) from None
+        if t is PendingKey:
+            return _prng_key(state)
+        raise self.fail(f"BUILD on a {t.__name__}", at)
+
+    # -- numpy arrays in one step --------------------------------------------------------------
+
+    def fast_array(self, start: int) -> int:
+        """Replay a whole numpy array pickle at `start` (see _FAST_ARRAY); 0 if it is not one."""
+        data = self.data
+        headers = self.headers
+        for length in self.header_lengths:
+            h = headers.get(data[start : start + length])
+            if h is not None:
+                break
+        else:
+            h = self.match_header(start)
+            if h is None:
+                return 0
+        nd, t0, new_t0, bb, dt, shape, dims, n, fortran, length = h
+        at = start + length
+        if data[at + n : at + n + 4] != b"\x94t\x94b":
+            return 0
+        if self.lazy and n >= LAZY_MIN_BYTES:
+            raw: Any = LazyArray((n,), np.uint8, self.path, at)
+            arr: Any = LazyArray(shape, dt, self.path, at, fortran_order=fortran)
+        else:
+            raw = data[at : at + n]
+            arr = np.frombuffer(raw, dt)
+            if len(shape) != 1 or fortran:
+                arr = arr.reshape(shape, order="F" if fortran else "C")
+        memo = self.memo
+        if new_t0:
+            memo.append(t0)
+        if dims:
+            memo.extend(((nd, t0, bb), arr, shape, raw, (1, shape, dt, fortran, raw)))
+        else:
+            memo.extend(((nd, t0, bb), arr, raw, (1, shape, dt, fortran, raw)))
+        self.stack.append(arr)
+        return at + n + 4
+
+    def match_header(self, start: int) -> tuple | None:
+        m = self.match_fast(self.data, start)
+        if m is None:
+            return None
+        g = m.groups()
+        memo, u32, u16, i32 = self.memo, self.u32, self.u16, self.i32
+        try:
+            nd = memo[g[0][0] if g[0] is not None else u32(g[1])[0]]
+            if type(nd) is not _Global or nd.tag != "np_ndarray":
+                return None
+            if g[2] is not None or g[3] is not None:
+                t0 = memo[g[2][0] if g[2] is not None else u32(g[3])[0]]
+                new_t0 = False
+            else:
+                t0, new_t0 = _ZERO_TUPLE, True
+            bb = memo[g[4][0] if g[4] is not None else u32(g[5])[0]]
+            dt = memo[g[8][0] if g[8] is not None else u32(g[9])[0]]
+        except IndexError:
+            return None
+        if type(dt) is nr.PendingDtype:
+            dt = dt.dtype
+        if not isinstance(dt, np.dtype) or t0 is _UNDEF or bb is _UNDEF or dt.hasobject:
+            return None
+        shape: tuple = ()
+        dims = g[6]
+        if dims is not None:
+            out = []
+            i, nd_ = 0, len(dims)
+            while i < nd_:
+                c = dims[i]
+                if c == 0x4B:
+                    out.append(dims[i + 1])
+                    i += 2
+                elif c == 0x4D:
+                    out.append(u16(dims, i + 1)[0])
+                    i += 3
+                else:
+                    out.append(i32(dims, i + 1)[0])
+                    i += 5
+            if len(out) != g[7][0] - 0x84 or min(out) < 0:
+                return None
+            shape = tuple(out)
+        n = g[11][0] if g[11] is not None else u32(g[12])[0]
+        size = 1
+        for d in shape:
+            size *= d
+        if size * dt.itemsize != n:
+            return None
+        length = m.end() - start
+        h = (nd, t0, new_t0, bb, dt, shape, dims is not None, n, g[10] == b"\x88", length)
+        if len(self.headers) < 1024:
+            self.headers[self.data[start : start + length]] = h
+            if length not in self.header_lengths:
+                self.header_lengths.append(length)
+        return h
