@@ -177,7 +177,6 @@ def run_case(case: dict, src: str | None, tmp: Path) -> dict:
     argv = [sys.executable, "-m", "treetool.cli", "inspect", case["target"]]
     term = Term(argv, _env(src, tmp), str(tmp))
     out: dict = {}
-    n = case["leaves"]
 
     def tree_shown(t: str) -> bool:
         return "Leaves" in t and ("dict[" in t or "list[" in t)
@@ -186,7 +185,12 @@ def run_case(case: dict, src: str | None, tmp: Path) -> dict:
     out["first output"] = term.first_output - term.t0 if term.first_output else None
     # the tree read so far (a file the app reads itself), or the whole tree
     out["first paint (partial)"] = None if painted is None else time.perf_counter() - term.t0
-    whole = term.wait_for(lambda t: tree_shown(t) and "reading " not in t)
+    # the whole tree: the totals line counts it (a stale stderr progress line can linger on
+    # the emulated screen, so "reading" alone does not tell)
+    n = case["leaves"]
+    whole = term.wait_for(
+        lambda t: tree_shown(t) and ("counting…" in t or f"{n:,} leaves" in t or f"{n:,} leaf" in t)
+    )
     out["first paint (complete)"] = None if whole is None else time.perf_counter() - term.t0
     totals = term.wait_for(lambda t: f"{n:,} leaves" in t or f"{n:,} leaf" in t)
     out["totals"] = None if totals is None else time.perf_counter() - term.t0

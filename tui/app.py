@@ -37,6 +37,8 @@ __all__ = ["TreetoolApp", "root_name_for"]
 
 #: seconds the cursor must rest on a node before the details pane follows it
 DETAILS_DELAY = 0.06
+#: seconds typing must pause before the tree follows the search (lights, opens)
+FOLLOW_DELAY = 0.12
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -132,6 +134,9 @@ class TreetoolApp(ReadingApp):
         self.crash: str | None = None
         self._tab_errors: list[str] = []
         self._details_timer: Timer | None = None
+        #: the search's matches and the way to its first, for the tree once typing pauses
+        self._follow: tuple[AbstractSet[str], list[tuple[Node, int]] | None] | None = None
+        self._follow_timer: Timer | None = None
         load_tab_modules(on_error=lambda name, e: self._tab_errors.append(f"{name}: {e}"))
         self.extra_tabs: list[TabSpec] = tabs_for(
             obj, on_error=lambda spec, e: self._tab_errors.append(f"tab {spec.id}: {e}")
@@ -271,21 +276,37 @@ class TreetoolApp(ReadingApp):
         if not self._alive() or query != self.query_one("#search-input", Input).value:
             return
         bar = self.query_one(SearchBar)
-        tree = self.query_one(PytreeTree)
         if found is None:
             bar.set_count("indexing…")
             return
         self.matches = found
         self.match_pos = -1
-        tree.matches = matched
-        tree.refresh()
         self.query_one(LeavesTable).set_filter_rows(rows if query.strip() else None)
-        if found and chain is not None and self.query_one(TabbedContent).active == "tree":
-            tree.reveal_chain(chain)  # incremental: the tree opens onto the first match
+        # the tree lights the matches and opens onto the first once typing pauses: a page
+        # added and the tree redrawn per key held up the echo of the next key
+        self._follow = (matched, chain if found else None)
+        if self._follow_timer is not None:
+            self._follow_timer.stop()
+        self._follow_timer = self.set_timer(FOLLOW_DELAY, self._follow_search)
         if error:
             bar.set_count(error)
         else:
             bar.set_count(f"{len(found):,} match{'es' if len(found) != 1 else ''}")
+
+    def _follow_search(self, reveal: bool = True) -> None:
+        """Light the matches in the tree and (with `reveal`) open it onto the first match."""
+        if self._follow_timer is not None:
+            self._follow_timer.stop()
+            self._follow_timer = None
+        follow, self._follow = self._follow, None
+        if follow is None or not self._alive():
+            return
+        matched, chain = follow
+        tree = self.query_one(PytreeTree)
+        tree.matches = matched
+        tree.refresh()
+        if reveal and chain is not None and self.query_one(TabbedContent).active == "tree":
+            tree.reveal_chain(chain)  # incremental: only the page that holds it is added
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         report_failure(self, event)
@@ -355,6 +376,9 @@ class TreetoolApp(ReadingApp):
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id != "search-input":
             return
+        if self._follow_timer is not None:  # the tree waits for typing to pause
+            self._follow_timer.stop()
+            self._follow_timer = None
         if not event.value.strip():
             self.workers.cancel_group(self, "search")
             self._set_matches(event.value, [], None, set(), "")
@@ -366,6 +390,7 @@ class TreetoolApp(ReadingApp):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id != "search-input":
             return
+        self._follow_search(reveal=False)  # the jump below opens the tree
         self.action_focus_tree()
         if self.matches:
             self.match_pos = -1

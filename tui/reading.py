@@ -1,10 +1,11 @@
 """The app reading its file itself: open at once, show the tree as it grows, then the whole.
 
 `treetool inspect big.pkl` does not read first and open the app after: it opens the app on a
-`Reading`, and the app reads the file in a thread worker. Every `SNAPSHOT_EVERY` seconds it
-asks the reader for a snapshot (`PartialWatch.request`); a snapshot is shown as a read-only
-tree, with the share of the file read and the leaves so far in the totals line. When the read
-ends, the whole tree takes its place, keeping the rows that were open and the cursor. Keys that
+`Reading`, and the app reads the file in a thread. It asks the reader for a snapshot
+(`PartialWatch.request`) at once, then after `SNAPSHOT_EVERY` seconds, then twice as long
+each time (up to `SNAPSHOT_MAX`); a snapshot is shown as a read-only tree, with the share of
+the file read and the leaves so far in the totals line. When the read ends, the whole tree
+takes its place, keeping the rows that were open and the cursor. Keys that
 need the whole tree (search, the Leaves tab, stats) say "still reading" meanwhile.
 """
 
@@ -26,6 +27,11 @@ __all__ = ["NotReadYet", "Read", "Reading", "progress_text"]
 
 #: seconds between snapshot requests (at least: a snapshot that took long spaces them out)
 SNAPSHOT_EVERY = 0.3
+#: the longest wait between two snapshots (each snapshot of a wide node costs the reader
+#: time: the first shows the top levels, later ones come less and less often)
+SNAPSHOT_MAX = 4.0
+#: seconds between redraws of the progress line
+PROGRESS_EVERY = 0.2
 #: the next snapshot is asked for this many times the last one's preparing time later at
 #: the earliest (preparing holds the GIL the reader needs: at most ~1/6 of the read's time)
 SPACING = 5
@@ -316,6 +322,7 @@ class FileReader:
         #: when the next snapshot may be asked for; a snapshot is asked for only when the
         #: last one was shown (one in flight at a time)
         self._next_ask = 0.0
+        self._wait = SNAPSHOT_EVERY / 2
         self._asked = False
         self._preparing = False
         self._shown: Any = None
@@ -333,7 +340,7 @@ class FileReader:
         # quitting in the middle of a 20 s read quits now
         self._thread = threading.Thread(target=self._read, name="treetool-read", daemon=True)
         self._thread.start()
-        self._timer = self.app.set_interval(0.1, self.poll)
+        self._timer = self.app.set_interval(PROGRESS_EVERY, self.poll)
         self.poll()
 
     def stop(self) -> None:
@@ -414,7 +421,8 @@ class FileReader:
         finally:
             # a snapshot that took long to walk spaces out the next (the reader needs the GIL)
             took = time.perf_counter() - t0
-            self._next_ask = time.perf_counter() + max(SNAPSHOT_EVERY, SPACING * took)
+            self._wait = min(self._wait * 2, SNAPSHOT_MAX)
+            self._next_ask = time.perf_counter() + max(self._wait, SPACING * took)
             self._preparing = False
         if not self.done:
             self._tell(self._show, snap)
