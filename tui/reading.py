@@ -33,8 +33,8 @@ SNAPSHOT_MAX = 4.0
 #: seconds between redraws of the progress line
 PROGRESS_EVERY = 0.2
 #: the next snapshot is asked for this many times the last one's preparing time later at
-#: the earliest (preparing holds the GIL the reader needs: at most ~1/6 of the read's time)
-SPACING = 5
+#: the earliest (preparing holds the GIL the reader needs: at most ~1/11 of the read's time)
+SPACING = 10
 #: a snapshot's leaves are counted up to this many (past it: "over N")
 COUNT_LIMIT = 5_000_000
 
