@@ -254,7 +254,7 @@ class TreetoolApp(ReadingApp):
         for start in range(0, len(found), 1 << 16):  # a few ms a step: the UI thread gets the GIL
             if worker.is_cancelled:
                 return
-            matched.update(found[start : start + (1 << 16)])
+            matched |= set(found[start : start + (1 << 16)])
         chain = None
         if found:  # the way to the first match, found here rather than on the UI thread
             try:
