@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from treetool.tui.leaf_index import LeafIndex, expression, match_paths, node_chain
+from treetool.tui.leaf_index import (
+    Cancelled,
+    LeafIndex,
+    expression,
+    match_paths,
+    node_chain,
+    search,
+)
 from treetool.tui.tabs import TabSpec
 
 import treetool as tt
@@ -75,6 +82,88 @@ def test_match_paths_glob_and_substring():
     assert match_paths("   ", idx, tree) == []
 
 
+def _reference_rows(query: str, paths: list[str]) -> list[int]:
+    """The text search as the per-path loop it replaced: smart case, dotted form."""
+    dotted = not any(c in query for c in "[]'\"")
+    table = str.maketrans({"[": ".", "]": None, "'": None, '"': None})
+    fold = query == query.lower()
+    q = query.lower() if fold else query
+    out = []
+    for i, p in enumerate(paths):
+        text = p.translate(table) if dotted else p
+        if q in (text.lower() if fold else text):
+            out.append(i)
+    return out
+
+
+_SEARCH_KEYS = ["Émile", "ÉMILE", "a\x00b", "x\ny", "k10", "k1", "K1", "ß", "日本", "a'b", 'q"r']
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "k1",
+        "K1",
+        "émile",
+        "Émile",
+        "ÉMILE",
+        "['k1",
+        "0]",
+        ".0",
+        "x\ny",
+        "日本",
+        "ß",
+        "a'b",
+        "ab",
+        "b",
+        "[1]",
+        "zzz",
+        "['a",
+        "\x00",
+    ],
+)
+def test_text_search_finds_exactly_the_rows_the_per_path_loop_finds(query):
+    # unicode (multi-byte in the byte haystack), case, brackets, quotes, the separator itself
+    tree = {k: [np.zeros(1, np.float32), {"in": 1.0}] for k in _SEARCH_KEYS}
+    idx = LeafIndex.build(tree)
+    found, rows = search(query, idx, tree)
+    want = _reference_rows(query, idx.paths)
+    assert rows.tolist() == want
+    assert found == [idx.paths[i] for i in want]
+
+
+def test_text_search_at_scale_is_exact_and_reuses_one_haystack():
+    n = 200_000  # more than one 65,536-row chunk of the haystack
+    tree = {f"k{i}": i for i in range(n)}
+    idx = LeafIndex.build(tree)
+    found, rows = search("k19999", idx, tree)
+    assert found == [
+        "['k19999']",
+        "['k199990']",
+        "['k199991']",
+        "['k199992']",
+        "['k199993']",
+        "['k199994']",
+        "['k199995']",
+        "['k199996']",
+        "['k199997']",
+        "['k199998']",
+        "['k199999']",
+    ]
+    assert rows.tolist() == [idx.paths.index(p) for p in found]
+    hay = idx.haystack()
+    assert search("k1", idx, tree)[1].tolist() == _reference_rows("k1", idx.paths)
+    assert idx.haystack() is hay and len(hay.starts) == n  # built once, one start per row
+
+
+def test_text_search_stops_when_cancelled():
+    tree = {f"k{i}": i for i in range(100_000)}
+    idx = LeafIndex.build(tree)
+    with pytest.raises(Cancelled):
+        search("k1", idx, tree, cancelled=lambda: True)
+    assert idx._haystacks == {}  # a cancelled build leaves nothing half made
+
+
 def test_node_chain_names_the_missing_step():
     with pytest.raises(KeyError) as info:
         node_chain(view({"a": {"b": 1}}), "['a']['c']")
@@ -102,6 +191,7 @@ def test_tab_spec_rejects_bad_and_reserved_ids():
         "treetool.tui.app",
         "treetool.tui.tabs",
         "treetool.tui.leaf_index",
+        "treetool.tui._gc",
         "treetool.tui.widgets.histogram",
         "treetool.tui.widgets.details",
         "treetool.tui.widgets.totals",

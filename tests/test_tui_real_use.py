@@ -35,7 +35,9 @@ def _sync(fn):
 async def _settle(app, pilot) -> None:
     await pilot.pause()
     await app.workers.wait_for_complete()
-    await pilot.pause(0.1)
+    await pilot.pause(0.2)  # the tree follows a search once typing pauses (FOLLOW_DELAY)
+    await app.workers.wait_for_complete()
+    await pilot.pause(0.1)  # the details pane follows the cursor after DETAILS_DELAY
     await app.workers.wait_for_complete()
     await pilot.pause()
 

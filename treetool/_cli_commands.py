@@ -83,6 +83,12 @@ def _result_object(obj: Any) -> Any:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    if args.args is None:  # a big pickle on a terminal: the app opens first, then reads it
+        from . import _cli_live
+
+        spec = _files.target_spec(args, args.target)
+        if _cli_live.wanted(args, spec):
+            return _cli_live.inspect_live(args, spec)
     if args.args is not None:
         tree, fmt = _trace_target(args.target, args.args, trust=args.trust), "python"
     else:

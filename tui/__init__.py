@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .app import TreetoolApp
+    from .reading import Reading
 
 from .._errors import TreetoolError
 
@@ -30,6 +31,7 @@ def run(
     other: object | None = None,
     file_facts: dict[str, Any] | None = None,
     note: str | None = None,
+    reading: Reading | None = None,
 ) -> None:
     """Open the terminal UI on `obj` and return when the user quits.
 
@@ -42,6 +44,9 @@ def run(
             `step`/`steps`: an orbax run), shown in the root's details.
         note: one line shown in the header and as a toast (the CLI's "not executed: pass
             --trust" note).
+        reading: a file for the app to read itself (`obj` is then ignored): the app opens at
+            once and shows the tree as it is read (`treetool.tui.reading.Reading`); the
+            read's error, if any, is raised once the app has closed.
 
     Raises:
         AppCrashed: the app stopped on an error (the `treetool` command prints it as one line
@@ -54,8 +59,12 @@ def run(
     """
     from .app import TreetoolApp
 
-    app = TreetoolApp(obj, title=title, other=other, file_facts=file_facts, note=note)
+    app = TreetoolApp(
+        obj, title=title, other=other, file_facts=file_facts, note=note, reading=reading
+    )
     app.run()
+    if reading is not None and reading.error is not None:
+        raise reading.error
     _finish(app)
 
 

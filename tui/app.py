@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import gc
 import re
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from pathlib import Path as FilePath
 from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import events, work
-from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding, BindingType
+from textual.app import ComposeResult, SystemCommand
+from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.timer import Timer
@@ -19,10 +21,13 @@ from textual.worker import Worker, get_current_worker
 
 from .._model import Node, view
 from .._text import safe
+from ._app_reading import ReadingApp
+from ._gc import frozen_after, hand_back, take_over
 from ._workers import report_failure
-from .commands import COMMANDS, TREE_KEYS
+from .commands import APP_BINDINGS, COMMANDS, TREE_KEYS
 from .leaf_index import Cancelled, LeafIndex, expression, node_chain
 from .messages import LeafChosen, NodeFocused
+from .reading import FileReader, NotReadYet, Reading
 from .screens import HelpScreen
 from .tabs import TabSpec, load_tab_modules, tabs_for
 from .widgets import DetailsPane, DiffTab, LeavesTable, PytreeTree, SearchBar, TotalsBar
@@ -32,6 +37,8 @@ __all__ = ["TreetoolApp", "root_name_for"]
 
 #: seconds the cursor must rest on a node before the details pane follows it
 DETAILS_DELAY = 0.06
+#: seconds typing must pause before the tree follows the search (lights, opens)
+FOLLOW_DELAY = 0.12
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -50,7 +57,7 @@ def root_name_for(title: str | None) -> str:
     return name if _IDENT.match(name) else "tree"
 
 
-class TreetoolApp(App[None]):
+class TreetoolApp(ReadingApp):
     """Browse a pytree: `TreetoolApp(tree).run()`, or `treetool.tui.run(tree)`.
 
     Args:
@@ -59,93 +66,14 @@ class TreetoolApp(App[None]):
         other: a second tree: a Diff tab shows `treetool.diff(obj, other)`.
         is_leaf: treat the nodes it returns True for as leaves.
         note: a line shown in the header and as a toast when the app opens.
+        reading: a file for the app to read itself (`obj` is then ignored): the app opens at
+            once and shows the tree as the file is read (see `treetool.tui.reading`).
     """
 
     CSS_PATH = str(FilePath(__file__).with_name("app.tcss"))  # absolute: subclasses live elsewhere
     TITLE = "treetool"
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit", tooltip="Quit treetool", id="app.quit"),
-        Binding("question_mark", "help", "Help", tooltip="Show every key", id="app.help"),
-        Binding(
-            "slash", "search", "Search", tooltip="Search paths by glob or text", id="app.search"
-        ),
-        Binding("n", "next_match", "Next", tooltip="Jump to the next match", id="app.next"),
-        Binding(
-            "N",
-            "prev_match",
-            "Prev",
-            show=False,
-            tooltip="Jump to the previous match",
-            id="app.prev",
-        ),
-        Binding(
-            "y",
-            "copy_path",
-            "Copy path",
-            tooltip="Copy the path as an expression (model.layers[0].w)",
-            id="app.copy",
-        ),
-        Binding(
-            "Y",
-            "copy_keystr",
-            "Copy keystr",
-            show=False,
-            tooltip="Copy the path in keystr form (.layers[0].w)",
-            id="app.copy_keystr",
-        ),
-        Binding(
-            "t",
-            "show_tab('tree')",
-            "Tree",
-            show=False,
-            tooltip="Show the Tree tab",
-            id="app.tab_tree",
-        ),
-        Binding(
-            "L",
-            "show_tab('leaves')",
-            "Leaves",
-            show=False,
-            tooltip="Show the Leaves tab",
-            id="app.tab_leaves",
-        ),
-        *(
-            Binding(
-                str(n),
-                f"tab_number({n})",
-                f"Tab {n}",
-                show=False,
-                tooltip=f"Show tab {n} (1 Tree, 2 Leaves, then Diff, Jaxpr, Devices…)",
-                id=f"app.tab_{n}",
-            )
-            for n in range(1, 7)
-        ),
-        Binding(
-            "escape",
-            "clear_search",
-            "Clear search",
-            show=False,
-            tooltip="Clear the search and its matches",
-            id="app.clear_search",
-        ),
-        Binding(
-            "S",
-            "stats",
-            "Stats",
-            show=False,
-            tooltip="Compute stats of a big leaf (reads its data)",
-            id="app.stats",
-        ),
-        Binding(
-            "d",
-            "toggle_details",
-            "Details",
-            show=False,
-            tooltip="Show or hide the details pane",
-            id="app.details",
-        ),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = APP_BINDINGS
     """
     | Key(s) | Description |
     | :- | :- |
@@ -171,8 +99,14 @@ class TreetoolApp(App[None]):
         is_leaf: Any = None,
         file_facts: dict[str, Any] | None = None,
         note: str | None = None,
+        reading: Reading | None = None,
     ) -> None:
         super().__init__()
+        #: the file the app reads itself (None: `obj` is the whole tree)
+        self.reader: FileReader | None = None
+        if reading is not None:
+            obj = NotReadYet()
+            self.reader = FileReader(self, reading)
         self.obj = obj
         self.file_facts = file_facts
         self.other = other
@@ -185,6 +119,13 @@ class TreetoolApp(App[None]):
         if note:
             self.sub_title = f"{self.sub_title} · ⚠ {note}"
         self.model: Node = view(obj, is_leaf)
+        #: the tree is frozen out of the collector's sight here (see `_gc`): unfrozen at exit
+        self._gc_ours = take_over()
+        with frozen_after():  # open the root now: a wide one is millions of small objects
+            try:
+                self.model.is_leaf  # noqa: B018
+            except Exception:  # its row shows the error
+                pass
         self.index: LeafIndex | None = None
         self.matches: list[str] = []
         self.match_pos = -1
@@ -193,6 +134,9 @@ class TreetoolApp(App[None]):
         self.crash: str | None = None
         self._tab_errors: list[str] = []
         self._details_timer: Timer | None = None
+        #: the search's matches and the way to its first, for the tree once typing pauses
+        self._follow: tuple[AbstractSet[str], list[tuple[Node, int]] | None] | None = None
+        self._follow_timer: Timer | None = None
         load_tab_modules(on_error=lambda name, e: self._tab_errors.append(f"{name}: {e}"))
         self.extra_tabs: list[TabSpec] = tabs_for(
             obj, on_error=lambda spec, e: self._tab_errors.append(f"tab {spec.id}: {e}")
@@ -222,6 +166,8 @@ class TreetoolApp(App[None]):
     def on_mount(self) -> None:
         self.query_one(PytreeTree).focus()
         self.query_one(DetailsPane).show(self.model)
+        if self.reader is not None:
+            self.reader.start()
         if self.note:
             self.notify(self.note, severity="warning", timeout=8, markup=False)
         for err in self._tab_errors:
@@ -234,7 +180,12 @@ class TreetoolApp(App[None]):
 
     def on_ready(self) -> None:
         # the first frame is on screen: now index every leaf, off the UI thread
-        self._build_index()
+        if self.reader is None:
+            self._build_index()
+
+    def on_unmount(self) -> None:
+        hand_back(self._gc_ours)
+        self._gc_ours = False
 
     def on_resize(self, event: events.Resize) -> None:
         # the new size, not `self.size`, which can still be the previous one here
@@ -245,24 +196,30 @@ class TreetoolApp(App[None]):
     @work(thread=True, exclusive=True, group="index", exit_on_error=False)
     def _build_index(self) -> None:
         worker = get_current_worker()
-        try:
-            index = LeafIndex.build(self.obj, self.is_leaf, cancelled=lambda: worker.is_cancelled)
+        # millions of small objects that live as long as the app: out of the collector's sight
+        with frozen_after(keep=lambda: not worker.is_cancelled):
+            try:
+                index = LeafIndex.build(
+                    self.obj, self.is_leaf, cancelled=lambda: worker.is_cancelled
+                )
+            except Cancelled:
+                return
+            if len(index):  # warm the key maps of the wide nodes (cursor moves use them)
+                try:
+                    node_chain(self.model, index.paths[-1])
+                except KeyError:
+                    pass
+        if worker.is_cancelled:
+            return
+        self.call_from_thread(self._set_index, index)
+        try:  # the text search's haystack, so the first keystroke is answered at once
+            index.haystack(cancelled=lambda: worker.is_cancelled)
         except Cancelled:
             return
-        if len(index):  # warm the key maps of the wide nodes on the way (cursor moves use them)
-            try:
-                node_chain(self.model, index.paths[-1])
-            except KeyError:
-                pass
-        if not worker.is_cancelled:
-            self.call_from_thread(self._set_index, index)
-
-    def _alive(self) -> bool:
-        # Worker results and timers can land while the app is shutting down.
-        return self.is_running and bool(self.screen.query(DetailsPane))
 
     def _set_index(self, index: LeafIndex) -> None:
         self.index = index
+        gc.freeze()  # what the first paint and the first workers made lives on too (see `_gc`)
         if not self._alive():
             return
         self.query_one(TotalsBar).update(totals_text(index.totals, index.devices_count()))
@@ -281,7 +238,7 @@ class TreetoolApp(App[None]):
         worker = get_current_worker()
         index = self.index
         if not is_glob(query) and index is None:
-            self.call_from_thread(self._set_matches, query, None, None, frozenset(), "")
+            self.call_from_thread(self._set_matches, query, None, None, set(), "")
             return
         try:
             found, rows = search(
@@ -291,9 +248,13 @@ class TreetoolApp(App[None]):
             return
         except Exception as e:  # a malformed glob: say why in the bar
             if not worker.is_cancelled:
-                self.call_from_thread(self._set_matches, query, [], None, frozenset(), f"{e}")
+                self.call_from_thread(self._set_matches, query, [], None, set(), f"{e}")
             return
-        matched = frozenset(found)
+        matched: set[str] = set()
+        for start in range(0, len(found), 1 << 16):  # a few ms a step: the UI thread gets the GIL
+            if worker.is_cancelled:
+                return
+            matched |= set(found[start : start + (1 << 16)])
         chain = None
         if found:  # the way to the first match, found here rather than on the UI thread
             try:
@@ -308,28 +269,44 @@ class TreetoolApp(App[None]):
         query: str,
         found: list[str] | None,
         rows: Any,
-        matched: frozenset[str],
+        matched: AbstractSet[str],
         error: str,
         chain: list[tuple[Node, int]] | None = None,
     ) -> None:
         if not self._alive() or query != self.query_one("#search-input", Input).value:
             return
         bar = self.query_one(SearchBar)
-        tree = self.query_one(PytreeTree)
         if found is None:
             bar.set_count("indexing…")
             return
         self.matches = found
         self.match_pos = -1
-        tree.matches = matched
-        tree.refresh()
         self.query_one(LeavesTable).set_filter_rows(rows if query.strip() else None)
-        if found and chain is not None and self.query_one(TabbedContent).active == "tree":
-            tree.reveal_chain(chain)  # incremental: the tree opens onto the first match
+        # the tree lights the matches and opens onto the first once typing pauses: a page
+        # added and the tree redrawn per key held up the echo of the next key
+        self._follow = (matched, chain if found else None)
+        if self._follow_timer is not None:
+            self._follow_timer.stop()
+        self._follow_timer = self.set_timer(FOLLOW_DELAY, self._follow_search)
         if error:
             bar.set_count(error)
         else:
             bar.set_count(f"{len(found):,} match{'es' if len(found) != 1 else ''}")
+
+    def _follow_search(self, reveal: bool = True) -> None:
+        """Light the matches in the tree and (with `reveal`) open it onto the first match."""
+        if self._follow_timer is not None:
+            self._follow_timer.stop()
+            self._follow_timer = None
+        follow, self._follow = self._follow, None
+        if follow is None or not self._alive():
+            return
+        matched, chain = follow
+        tree = self.query_one(PytreeTree)
+        tree.matches = matched
+        tree.refresh()
+        if reveal and chain is not None and self.query_one(TabbedContent).active == "tree":
+            tree.reveal_chain(chain)  # incremental: only the page that holds it is added
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         report_failure(self, event)
@@ -399,9 +376,12 @@ class TreetoolApp(App[None]):
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id != "search-input":
             return
+        if self._follow_timer is not None:  # the tree waits for typing to pause
+            self._follow_timer.stop()
+            self._follow_timer = None
         if not event.value.strip():
             self.workers.cancel_group(self, "search")
-            self._set_matches(event.value, [], None, frozenset(), "")
+            self._set_matches(event.value, [], None, set(), "")
             self.query_one(SearchBar).set_count("")
             return
         self.query_one(SearchBar).set_count("searching…")
@@ -410,6 +390,7 @@ class TreetoolApp(App[None]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id != "search-input":
             return
+        self._follow_search(reveal=False)  # the jump below opens the tree
         self.action_focus_tree()
         if self.matches:
             self.match_pos = -1
@@ -417,6 +398,9 @@ class TreetoolApp(App[None]):
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         pane = event.pane.id
+        if pane == "leaves" and self.still_reading("the Leaves tab opens"):
+            self.query_one(TabbedContent).active = "tree"  # a click on the tab: back
+            return
         self.query_one("#main").set_class(pane == "leaves", "-wide")
         if pane == "leaves":
             self.query_one(LeavesTable).focus()
@@ -468,6 +452,8 @@ class TreetoolApp(App[None]):
 
     def action_search(self) -> None:
         """Open the search bar."""
+        if self.still_reading("search works"):
+            return
         self.query_one(SearchBar).open()
 
     def action_focus_tree(self) -> None:
@@ -547,6 +533,8 @@ class TreetoolApp(App[None]):
 
     def action_show_tab(self, tab: str) -> None:
         """Switch to a tab by id."""
+        if tab == "leaves" and self.still_reading("the Leaves tab opens"):
+            return
         self.query_one(TabbedContent).active = tab
 
     def tab_ids(self) -> list[str]:
@@ -561,11 +549,15 @@ class TreetoolApp(App[None]):
 
     def action_sort_leaves(self) -> None:
         """Show the Leaves tab sorted by the next column."""
+        if self.still_reading("the Leaves tab opens"):
+            return
         self.query_one(TabbedContent).active = "leaves"
         self.query_one(LeavesTable).action_sort_next()
 
     def action_stats(self) -> None:
         """Compute the stats of the selected leaf, however big it is."""
+        if self.still_reading("stats are computed"):
+            return
         self.query_one(DetailsPane).show(self.node, force=True)
 
     def action_toggle_details(self) -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
-__all__ = ["COMMANDS", "TREE_KEYS"]
+__all__ = ["APP_BINDINGS", "COMMANDS", "TREE_KEYS"]
 
 
 #: keys of Textual's Tree that the help screen lists with ours
@@ -33,3 +33,85 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Sort leaves by next column", "In the Leaves tab (s)", "sort_leaves"),
     ("Help", "Every key binding (?)", "help"),
 )
+
+#: the app's own keys (`TreetoolApp.BINDINGS`; its docstring has the table)
+APP_BINDINGS: list[BindingType] = [
+    Binding("q", "quit", "Quit", tooltip="Quit treetool", id="app.quit"),
+    Binding("question_mark", "help", "Help", tooltip="Show every key", id="app.help"),
+    Binding("slash", "search", "Search", tooltip="Search paths by glob or text", id="app.search"),
+    Binding("n", "next_match", "Next", tooltip="Jump to the next match", id="app.next"),
+    Binding(
+        "N",
+        "prev_match",
+        "Prev",
+        show=False,
+        tooltip="Jump to the previous match",
+        id="app.prev",
+    ),
+    Binding(
+        "y",
+        "copy_path",
+        "Copy path",
+        tooltip="Copy the path as an expression (model.layers[0].w)",
+        id="app.copy",
+    ),
+    Binding(
+        "Y",
+        "copy_keystr",
+        "Copy keystr",
+        show=False,
+        tooltip="Copy the path in keystr form (.layers[0].w)",
+        id="app.copy_keystr",
+    ),
+    Binding(
+        "t",
+        "show_tab('tree')",
+        "Tree",
+        show=False,
+        tooltip="Show the Tree tab",
+        id="app.tab_tree",
+    ),
+    Binding(
+        "L",
+        "show_tab('leaves')",
+        "Leaves",
+        show=False,
+        tooltip="Show the Leaves tab",
+        id="app.tab_leaves",
+    ),
+    *(
+        Binding(
+            str(n),
+            f"tab_number({n})",
+            f"Tab {n}",
+            show=False,
+            tooltip=f"Show tab {n} (1 Tree, 2 Leaves, then Diff, Jaxpr, Devices…)",
+            id=f"app.tab_{n}",
+        )
+        for n in range(1, 7)
+    ),
+    Binding(
+        "escape",
+        "clear_search",
+        "Clear search",
+        show=False,
+        tooltip="Clear the search and its matches",
+        id="app.clear_search",
+    ),
+    Binding(
+        "S",
+        "stats",
+        "Stats",
+        show=False,
+        tooltip="Compute stats of a big leaf (reads its data)",
+        id="app.stats",
+    ),
+    Binding(
+        "d",
+        "toggle_details",
+        "Details",
+        show=False,
+        tooltip="Show or hide the details pane",
+        id="app.details",
+    ),
+]

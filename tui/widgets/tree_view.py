@@ -7,9 +7,11 @@ adds the next page when selected. Runs of structurally identical siblings fold i
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 from textual import work
@@ -41,6 +43,8 @@ CHAIN_MIN = 16
 MAX_GUIDES = 40
 #: leaves the signatures of one page may walk to fold runs of identical siblings
 FOLD_BUDGET = 50_000
+#: open rows that a new tree (the next snapshot of a file being read) opens again
+KEEP_OPEN = 32
 
 
 @dataclass
@@ -94,7 +98,7 @@ class PytreeTree(Tree[Entry]):
         super().__init__(safe_text(root_name), Entry("node", root), id=id)
         self.model = root
         self.root_name = root_name
-        self.matches: frozenset[str] = frozenset()
+        self.matches: AbstractSet[str] = frozenset()
         self.totals: Aggregates | None = None
         self._pending_fill: list[TreeNode[Entry]] = []
         #: while revealing, one label budget for every level opened (not one per level)
@@ -171,6 +175,16 @@ class PytreeTree(Tree[Entry]):
         self.root.set_label(self._label(self.root.data, Budget(LABEL_BUDGET)))  # type: ignore[arg-type]
         self.root.expand()
         self.load(self.root)
+
+    def get_label_width(self, node: TreeNode[Entry]) -> int:
+        """The width `render_label` gives, without rendering it: the icon and the label's
+        cells (the line building asks this of every row, each time rows change)."""
+        icon = (
+            (self.ICON_NODE_EXPANDED if node.is_expanded else self.ICON_NODE)
+            if node.allow_expand
+            else ""
+        )
+        return cell_len(icon) + node.label.cell_len
 
     def render_label(self, node: TreeNode[Entry], base_style: Style, style: Style) -> Text:
         text = super().render_label(node, base_style, style)
@@ -351,6 +365,57 @@ class PytreeTree(Tree[Entry]):
             tn.collapse()
         elif tn.parent is not None:
             self.move_cursor(tn.parent)
+
+    # --- another tree (a file being read: its snapshots, then the whole) -----------------
+
+    def kept_paths(self, limit: int = KEEP_OPEN) -> tuple[list[str], str | None]:
+        """The paths of the open rows (at most `limit`, shallowest first) and of the cursor's
+        row: what `set_model` opens again in the next tree."""
+        opened: list[str] = []
+        stack = list(reversed(self.root.children))
+        while stack and len(opened) < limit:
+            tn = stack.pop()
+            e = tn.data
+            if e is None or e.kind == "more" or not tn.is_expanded:
+                continue
+            if e.kind in ("node", "chain"):
+                opened.append(str(e.node.path))
+            stack.extend(reversed(tn.children))
+        cur = self.cursor_node
+        e = cur.data if cur is not None else None
+        at = str(e.node.path) if e is not None and e.kind in ("node", "chain") else None
+        return opened, at
+
+    def set_model(
+        self,
+        model: Node,
+        opened: dict[str, list[tuple[Node, int]]] | None = None,
+        cursor: list[tuple[Node, int]] | None = None,
+    ) -> None:
+        """Show `model` instead: the next snapshot of a file being read, or the whole tree.
+
+        `opened` maps the open rows' paths (from `kept_paths`) to their `node_chain` in
+        `model` (resolved in a worker): those rows open again; the cursor goes to the row of
+        the `cursor` chain (the root for an empty chain).
+        """
+        self.model = model
+        self._pending_fill = []
+        self.totals = None
+        root = Entry("node", model)
+        self.reset(self._label(root, Budget(LABEL_BUDGET)), root)
+        self.root.expand()
+        self.load(self.root)
+        self._budget = Budget(LABEL_BUDGET)
+        try:
+            for chain in (opened or {}).values():
+                tn = self._reveal(chain)
+                if tn is not None:
+                    self.load(tn)
+                    tn.expand()
+            back = self._reveal(cursor) if cursor is not None else None
+        finally:
+            self._budget = None
+        self.call_after_refresh(self._place_cursor, back or self.root)
 
     # --- reveal ------------------------------------------------------------------------
 

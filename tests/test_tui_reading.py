@@ -1,0 +1,281 @@
+"""The app reading its file itself (issue 19, item 11): open at once, the tree read so far,
+keys that need the whole tree while reading, the swap to the whole tree, a failed read.
+
+Every read here is the real pickle reader on a file written by `pickle`; the points where
+the tests look are fixed with `threading.Event`s, not sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import pickle
+import re
+import threading
+
+import numpy as np
+import pytest
+from textual.widgets import TabbedContent
+from treetool.tui import TreetoolApp
+from treetool.tui.reading import NotReadYet, Read, Reading
+from treetool.tui.widgets import LeavesTable, PytreeTree, SearchBar, TotalsBar
+
+import treetool.io as io
+from treetool._errors import LoadError
+
+SIZE = (120, 40)
+
+
+def _sync(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return asyncio.run(fn(*args, **kwargs))
+
+    return wrapper
+
+
+def _tree(n: int) -> dict:
+    return {
+        "params": {f"k{i}": np.full(2, i, np.float32) for i in range(n)},
+        "step": np.int32(7),
+    }
+
+
+def _write(tmp_path, n: int = 300):
+    path = tmp_path / "ckpt.pkl"
+    tree = _tree(n)
+    path.write_bytes(pickle.dumps(tree, protocol=4))
+    return path, tree
+
+
+async def _until(pilot, check, what: str, steps: int = 400) -> None:
+    """Let the app run until `check()` holds (each step is one pass of its message loop)."""
+    for _ in range(steps):
+        if check():
+            return
+        await pilot.pause(0.01)
+    raise AssertionError(f"never happened: {what}")
+
+
+def _row_keys(tree: PytreeTree) -> list[str]:
+    return [
+        str(tn.data.node.key) for tn in tree.root.children if tn.data and tn.data.kind == "node"
+    ]
+
+
+@_sync
+async def test_keys_that_need_the_whole_tree_wait_while_reading_then_work(tmp_path):
+    path, tree = _write(tmp_path)
+    start = threading.Event()
+    calls = []
+
+    def read(watch):
+        calls.append(watch)
+        assert start.wait(30)
+        loaded = io.read(str(path))
+        return Read(loaded.tree, None, None)
+
+    app = TreetoolApp(None, title="ckpt.pkl", reading=Reading(str(path), read))
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: bool(calls), "the read started")
+        assert isinstance(app.obj, NotReadYet) and app.index is None
+        assert "reading ckpt.pkl" in str(app.query_one(TotalsBar).render())
+        await pilot.press("slash")
+        await pilot.press("L")
+        await pilot.press("S")
+        await pilot.pause()
+        assert not app.query_one(SearchBar).has_class("-open")  # search waits
+        assert app.query_one(TabbedContent).active == "tree"  # so do Leaves and sorting
+        assert app.query_one(LeavesTable).index is None
+        said = [n.message for n in app._notifications]
+        assert said.count("still reading the file: search works once it is read") == 1
+        assert "still reading the file: the Leaves tab opens once it is read" in said
+        assert "still reading the file: stats are computed once it is read" in said
+        start.set()
+        await _until(pilot, lambda: app.index is not None, "the whole tree was indexed")
+        await app.workers.wait_for_complete()
+        assert calls == [None]  # no watch: the reader was asked for no snapshots
+        assert app.obj is not tree and app.obj.keys() == tree.keys()
+        assert len(app.index) == 301
+        assert app.index.totals.params == 601
+        assert str(app.query_one(TotalsBar).render()).startswith("301 leaves · 601 params")
+        view = app.query_one(PytreeTree)
+        assert _row_keys(view) == ["['params']", "['step']"]
+        await pilot.press("slash")
+        await pilot.press(*"k299")
+        await pilot.press("enter")
+        await _until(pilot, lambda: app.matches == ["['params']['k299']"], "the search")
+        assert str(view.cursor_node.data.node.path) == "['params']['k299']"
+        await pilot.press("L")
+        await pilot.pause()
+        assert app.query_one(TabbedContent).active == "leaves"
+
+
+@_sync
+async def test_a_failed_read_closes_the_app_and_keeps_the_error(tmp_path):
+    path, _ = _write(tmp_path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])  # truncated: the reader raises LoadError
+
+    def read(watch):
+        return Read(io.read(str(path)).tree)
+
+    reading = Reading(str(path), read)
+    app = TreetoolApp(None, title="ckpt.pkl", reading=reading)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: reading.error is not None, "the read failed")
+        await _until(pilot, lambda: not app.is_running, "the app closed")
+    assert isinstance(reading.error, LoadError)
+    assert str(reading.error).startswith(f"{path}: ")
+    assert reading.result is None and app.crash is None
+
+
+def test_progress_line_shows_the_file_name_without_control_characters():
+    from treetool.tui.reading import plain_name, progress_text
+
+    name = plain_name("/data/a\x1b]0;x\x07.pkl")
+    assert name == "a?]0;x?.pkl"
+    line = progress_text(name, 0.5, 10, True, 1.25).plain
+    assert line == "reading a?]0;x?.pkl ━━━━━━━━━━╺━━━━━━━━━ 50% · 10 of ~20 leaves so far · 1.2 s"
+    assert progress_text(name, 0.5, 10, False, 1.25).plain.endswith("over 10 leaves so far · 1.2 s")
+
+
+def _blocking_watch(offered: threading.Event, proceed: threading.Event):
+    """The real PartialWatch, holding the reader at its first snapshot until `proceed`."""
+    PartialWatch = pytest.importorskip("treetool.io._partial").PartialWatch
+
+    class Blocking(PartialWatch):
+        __slots__ = ("held",)
+
+        def __init__(self) -> None:
+            super().__init__(share=1.0)
+            self.held = False
+
+        def _offer(self, tree, fraction):
+            super()._offer(tree, fraction)
+            if not self.held:  # the reader stops here, mid-file, once
+                self.held = True
+                offered.set()
+                assert proceed.wait(30)
+
+    return Blocking()
+
+
+@_sync
+async def test_the_tree_read_so_far_shows_before_the_read_ends_then_the_whole_keeps_rows(
+    tmp_path,
+):
+    path, tree = _write(tmp_path, n=3000)  # several 64 KiB frames: the reader stops mid-file
+    offered, proceed = threading.Event(), threading.Event()
+    watch = _blocking_watch(offered, proceed)
+    ended = []
+
+    def read(w):
+        assert w is watch
+        w.request()  # the first safe point answers it (the app asks too, every 0.3 s)
+        loaded = io.read(str(path), watch=w)
+        ended.append(loaded)
+        return Read(loaded.tree, None, None)
+
+    app = TreetoolApp(None, title="ckpt.pkl", reading=Reading(str(path), read, watch))
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(PytreeTree)
+        await _until(pilot, offered.is_set, "the reader offered a snapshot")
+        await _until(pilot, lambda: _row_keys(view) == ["['params']"], "the snapshot's rows")
+        assert not ended and app.index is None  # the read has not ended: this is a snapshot
+        snap, fraction = watch.latest()
+        assert app.obj is snap and 0.0 < fraction < 1.0
+        so_far = len(snap["params"])
+        assert 0 < so_far < 3000 and "step" not in snap
+        assert list(snap["params"]) == [f"k{i}" for i in range(so_far)]  # in file order
+        bar = str(app.query_one(TotalsBar).render())
+        assert bar.startswith("reading ckpt.pkl ") and f"{so_far:,} of ~" in bar, bar
+        await pilot.press("slash")
+        assert not app.query_one(SearchBar).has_class("-open")
+        # open ['params'] and put the cursor on its third child (jax's order: keys sorted),
+        # both kept in the whole tree
+        third = f"['params']['{sorted(snap['params'])[2]}']"
+        await pilot.press("down", "right", "down", "down", "down")
+        await pilot.pause()
+        assert str(view.cursor_node.data.node.path) == third
+        proceed.set()
+        await _until(pilot, lambda: app.index is not None, "the whole tree was indexed")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert len(ended) == 1 and app.obj is ended[0].tree
+        assert _row_keys(view) == ["['params']", "['step']"]
+        params = view.root.children[0]
+        assert params.is_expanded and str(params.data.node.path) == "['params']"
+        assert str(view.cursor_node.data.node.path) == third
+        assert len(app.index) == 3001 and app.index.totals.params == 6001
+        assert tree["params"]["k2"].tolist() == [2.0, 2.0]  # what was written, unchanged
+
+
+def _big_pickle(tmp_path, name: str = "big.pkl"):
+    from treetool._cli_live import LIVE_BYTES
+
+    path = tmp_path / name
+    tree = {"layers": [{"w": np.full(64, i, np.float32)} for i in range(20_000)], "step": 3}
+    path.write_bytes(pickle.dumps(tree, protocol=4))
+    assert path.stat().st_size >= LIVE_BYTES
+    return path
+
+
+def test_cli_opens_the_app_before_reading_a_big_pickle_and_quits(tmp_path):
+    from test_tui_terminal_hostile import _run_in_pty
+
+    pytest.importorskip("treetool.io._partial")  # the reader's snapshots (branch pickle2)
+
+    _big_pickle(tmp_path)
+    rc, out, typed = _run_in_pty(
+        ["inspect", "big.pkl"], tmp_path, until=b"20,001 leaves", keys=b"q"
+    )
+    assert typed, out[-3000:]
+    assert rc == 0, out[-3000:]
+    assert b"opening big.pkl" in out  # the line before the app: the app reads the file
+    assert b"reading big.pkl" in out  # the app's progress line
+    assert b"['layers']" in out and b"['step']" in out
+
+
+def test_cli_a_bad_big_pickle_closes_the_app_with_one_line(tmp_path):
+    from test_tui_terminal_hostile import _run_in_pty
+
+    pytest.importorskip("treetool.io._partial")
+
+    path = _big_pickle(tmp_path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 1000])  # truncated near its end
+    rc, out, _ = _run_in_pty(["inspect", "big.pkl"], tmp_path, until=b"\x00never", keys=b"")
+    assert rc == 2, out[-3000:]
+    tail = out.rsplit(b"\x1b[?1049l", 1)[-1].decode(errors="replace")  # after the app's screen
+    tail = re.sub(r"\x1b\[[0-9;?<>=]*[A-Za-z]|\x1b[=>]", "", tail)  # its closing sequences
+    lines = [ln for ln in tail.replace("\r", "").split("\n") if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("treetool: error: big.pkl: "), lines
+
+
+def test_snapshot_leaf_count_agrees_with_the_leaf_index_and_reuses_shared_subtrees():
+    import collections
+
+    import equinox as eqx
+    import jax
+    from treetool.tui.leaf_index import LeafIndex
+    from treetool.tui.reading import LeafCounter
+
+    pair = collections.namedtuple("pair", "a b")
+    lin = eqx.nn.Linear(2, 2, key=jax.random.PRNGKey(0))
+    done = {"w": [np.zeros(3), None, (1, 2)], "s": "text"}
+    trees = [
+        {"a": [1, None, (2, 3)], "b": None},
+        {"m": lin, "p": pair(1, [2, 3]), "done": done},
+        [np.zeros(3), {"x": "str", "y": b"b"}, {}],
+        (),
+    ]
+    counter = LeafCounter()
+    for tree in trees:
+        assert counter.count(tree) == (LeafIndex.build(tree).totals.leaves, True)
+    first = {"done": done, "more": [1.0]}
+    assert counter.count(first) == (5, True)
+    done["w"].append(9.0)  # a shared subtree is complete: a changed one is not re-walked
+    assert counter.count({"done": done, "more": [1.0, 2.0]}) == (6, True)
+    assert LeafCounter().count({"done": done, "more": [1.0, 2.0]}) == (7, True)
+    assert LeafCounter().count({"k": list(range(100))}, limit=10) == (100, False)
