@@ -133,7 +133,7 @@ def _show(tree: Any, args: argparse.Namespace, title: str) -> None:
                 tree,
                 title=title,
                 note=_TUI_NOTES.get(id(tree)),
-                **({"file_facts": facts} if facts else {}),
+                file_facts=facts or None,
             )
             return
     from .render.text import TreeView

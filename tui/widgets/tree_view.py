@@ -184,7 +184,8 @@ class PytreeTree(Tree[Entry]):
             if node.allow_expand
             else ""
         )
-        return cell_len(icon) + node.label.cell_len
+        label = node.label
+        return cell_len(icon) + (label.cell_len if isinstance(label, Text) else cell_len(label))
 
     def render_label(self, node: TreeNode[Entry], base_style: Style, style: Style) -> Text:
         text = super().render_label(node, base_style, style)
