@@ -311,7 +311,7 @@ def render_all(tree: Any, fmt: str) -> None:
     from rich.console import Console
 
     import treetool as tt
-    from treetool import cli
+    from treetool import _cli_json as cli
     from treetool.render.html import to_html
 
     out = io.StringIO()
@@ -341,7 +341,8 @@ def _get_leaves(tree: Any, console: Any) -> None:
     """`treetool get` on the first leaves: facts, stats, histogram, values (the data is read).
 
     Reading an array's data from the file may raise `LoadError` (a truncated payload), and
-    nothing else.
+    nothing else; the flat walk raises `NodeError` at a node it cannot open (a dict whose keys
+    cannot be sorted, as in jax), which `treetool get` reports as one line.
     """
     import itertools
 
@@ -349,7 +350,11 @@ def _get_leaves(tree: Any, console: Any) -> None:
     from treetool import LoadError
     from treetool.render.leaf import leaf_report
 
-    for path, value in itertools.islice(tt.leaves_with_paths(tree), _GET_LEAVES):
+    try:
+        first = list(itertools.islice(tt.leaves_with_paths(tree), _GET_LEAVES))
+    except tt.NodeError:
+        return
+    for path, value in first:
         report = leaf_report(path, value)
         try:
             report.to_dict()

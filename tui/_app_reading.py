@@ -6,7 +6,6 @@ polling) calls the methods here on the UI thread.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +15,7 @@ from textual.widgets import TabbedContent, TabPane
 
 from .._model import Node
 from .._text import safe
+from ._gc import freeze
 from .reading import FileReader, Read, Snapshot
 from .tabs import TabSpec, tabs_for
 from .widgets import DetailsPane, PytreeTree, TotalsBar
@@ -79,7 +79,7 @@ class ReadingApp(App[None]):
         self.query_one(DetailsPane).file_facts = read.file_facts or {}
         self.query_one(TotalsBar).update(totals_text(None, None))
         self._swap(read.tree, model, opened, cursor)
-        gc.freeze()  # the whole tree lives as long as the app (see `_gc`)
+        freeze()  # the whole tree lives as long as the app (see `_gc`)
         self._add_tabs(read.tree)
         if read.note:
             self.note = read.note

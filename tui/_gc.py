@@ -13,36 +13,51 @@ import gc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["frozen_after", "hand_back", "take_over"]
+__all__ = ["freeze", "frozen_after", "hand_back", "take_over"]
+
+#: apps running now in this process (a notebook may open several in turn): objects are frozen
+#: only while one runs, and everything is handed back when the last one exits, so a worker
+#: that finishes after its app has gone cannot leave objects frozen for good
+_running = 0
 
 
-def take_over() -> bool:
-    """Freeze what exists now (the tree, its Node view); True when the app is the one to
-    unfreeze at exit (nothing else had frozen objects).
+def take_over() -> None:
+    """An app starts: freeze what exists now (the tree, its Node view).
 
     Example:
         >>> import gc
-        >>> ours = take_over()
+        >>> take_over()
         >>> gc.get_freeze_count() > 0
         True
-        >>> hand_back(ours)
+        >>> hand_back()
+        >>> gc.get_freeze_count()
+        0
     """
-    ours = gc.get_freeze_count() == 0
+    global _running
+    _running += 1
     gc.freeze()
-    return ours
 
 
-def hand_back(ours: bool) -> None:
-    """Give the frozen objects back to the collector (when `take_over` said they are ours)."""
-    if ours:
+def hand_back() -> None:
+    """An app exits: when it was the last one running, give every frozen object back to the
+    collector (objects frozen by other code too: unfreezing only lets the collector see them)."""
+    global _running
+    _running = max(0, _running - 1)
+    if _running == 0:
         gc.unfreeze()
+
+
+def freeze() -> None:
+    """Freeze what exists now, while an app runs (a no-op after the last one exited)."""
+    if _running:
+        gc.freeze()
 
 
 @contextmanager
 def frozen_after(keep: Callable[[], bool] | None = None) -> Iterator[None]:
-    """Run a bulk build with the collector paused, then freeze what it made (when `keep`
-    is None or `keep()` is true at the end: a cancelled build's objects are left to the
-    collector).
+    """Run a bulk build with the collector paused, then freeze what it made (when an app runs
+    and `keep` is None or `keep()` is true at the end: a cancelled build's objects are left to
+    the collector).
 
     Example:
         >>> with frozen_after():
@@ -53,7 +68,7 @@ def frozen_after(keep: Callable[[], bool] | None = None) -> Iterator[None]:
     try:
         yield
         if keep is None or keep():
-            gc.freeze()
+            freeze()
     finally:
         if was:
             gc.enable()

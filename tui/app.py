@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import re
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
@@ -22,7 +21,7 @@ from textual.worker import Worker, get_current_worker
 from .._model import Node, view
 from .._text import safe
 from ._app_reading import ReadingApp
-from ._gc import frozen_after, hand_back, take_over
+from ._gc import freeze, frozen_after, hand_back, take_over
 from ._workers import report_failure
 from .commands import APP_BINDINGS, COMMANDS, TREE_KEYS
 from .leaf_index import Cancelled, LeafIndex, expression, node_chain
@@ -120,7 +119,7 @@ class TreetoolApp(ReadingApp):
             self.sub_title = f"{self.sub_title} · ⚠ {note}"
         self.model: Node = view(obj, is_leaf)
         #: the tree is frozen out of the collector's sight here (see `_gc`): unfrozen at exit
-        self._gc_ours = take_over()
+        take_over()
         with frozen_after():  # open the root now: a wide one is millions of small objects
             try:
                 self.model.is_leaf  # noqa: B018
@@ -184,8 +183,7 @@ class TreetoolApp(ReadingApp):
             self._build_index()
 
     def on_unmount(self) -> None:
-        hand_back(self._gc_ours)
-        self._gc_ours = False
+        hand_back()
 
     def on_resize(self, event: events.Resize) -> None:
         # the new size, not `self.size`, which can still be the previous one here
@@ -219,7 +217,7 @@ class TreetoolApp(ReadingApp):
 
     def _set_index(self, index: LeafIndex) -> None:
         self.index = index
-        gc.freeze()  # what the first paint and the first workers made lives on too (see `_gc`)
+        freeze()  # what the first paint and the first workers made lives on too (see `_gc`)
         if not self._alive():
             return
         self.query_one(TotalsBar).update(totals_text(index.totals, index.devices_count()))
