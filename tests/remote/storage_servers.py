@@ -366,19 +366,26 @@ class SilentServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.accepted = 0
         self._conns: list[Any] = []
+        self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
 
     def _accept(self) -> None:
-        while True:
+
+        self._sock.settimeout(0.05)  # wakes to see `stop`
+        while not self._stopped.is_set():
             try:
                 conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
             self.accepted += 1
             self._conns.append(conn)
 
     def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(5)
         self._sock.close()
         for conn in self._conns:
             conn.close()

@@ -98,3 +98,27 @@ def test_an_oversized_remote_metadata_file_is_refused_unread(
     with pytest.raises(tt.LoadError, match=r"_METADATA: a metadata file of \d+ bytes, more than"):
         tt.io.read(f"{s3_orbax}@1")
     assert not [r for r in s3.log.requests if r.path.endswith("_METADATA")]
+
+
+def test_array_read_from_a_server_that_never_answers_is_bounded(
+    s3: Any, s3_orbax: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tensorstore's own reads of a remote orbax array wait at most TREETOOL_REMOTE_TIMEOUT
+    x TREETOOL_REMOTE_RETRIES seconds, then fail in one line."""
+    from storage_servers import SilentServer
+
+    leaf = tt.io.read(f"{s3_orbax}@1").tree["params"]["w"]
+    silent = SilentServer()
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", silent.url)  # the arrays' server stops answering
+        monkeypatch.setenv("TREETOOL_REMOTE_TIMEOUT", "0.3")
+        monkeypatch.setenv("TREETOOL_REMOTE_RETRIES", "2")
+        with pytest.raises(tt.LoadError) as info:
+            np.asarray(leaf)
+    finally:
+        silent.stop()
+    assert str(info.value) == (
+        f"{s3_orbax}/1/default/params.w: no answer within 0.6 s "
+        "(TREETOOL_REMOTE_TIMEOUT per try, TREETOOL_REMOTE_RETRIES tries)"
+    )
+    assert silent.accepted >= 1
