@@ -28,8 +28,6 @@ from typing import Any
 import numpy as np
 
 from .._errors import UnsafeError
-from ._budget import Budget
-from ._partial import PartialWatch
 from ._pickle_ops import (
     SHAREABLE,
     _appends,
@@ -67,19 +65,6 @@ class _Machine(_State):
         {'a': [1, 2.5, 'x']}
     """
 
-    def __init__(
-        self,
-        data: Any,
-        path: str,
-        lazy: bool,
-        partial: bool,
-        budget: Budget,
-        shared: set[int],
-        watch: PartialWatch | None = None,
-    ) -> None:
-        super().__init__(data, path, lazy, partial, budget, shared, watch)
-        self.table = self._table()
-
     def _table(self) -> list[Callable[[int], None]]:
         table: list[Callable[[int], None]] = [self._unknown] * 256
         families: tuple[tuple[Callable[[int], None], bytes], ...] = (
@@ -116,7 +101,7 @@ class _Machine(_State):
         shareable = SHAREABLE
         shared_add = self.shared.add
         fail = self.fail
-        table = self.table
+        table = self._table()  # opcode byte -> the method of its family
         fast_array = self.fast_array
         reconstruct = self.reconstruct
         end = self.end
