@@ -157,3 +157,21 @@ def test_summary_totals_do_not_depend_on_depth(depth):
     total = tt.summary(_mixed(), depth=depth).total
     assert (total.leaves, total.params, total.nbytes) == (6, 21, 76)
     assert re.fullmatch(r"total", total.path)
+
+
+def test_a_broken_node_10000_levels_down_in_a_tree_with_a_cycle_is_one_error_entry():
+    # the careful walk (taken once a node fails) keeps one set of open containers, so a deep
+    # chain costs one pass, and a list holding itself is still one leaf there
+    broken = broken_tree()["bad"]
+    deep = inner = {}
+    for _ in range(10_000):
+        inner["c"] = {}
+        inner = inner["c"]
+    inner["bad"] = broken
+    inner["w"] = np.ones(3, np.float32)
+    loop: list = [np.ones(2, np.float32)]
+    loop.append(loop)
+    agg = totals({"deep": deep, "loop": loop})
+    path = "['deep']" + "['c']" * 10_000 + "['bad']"
+    assert [p for p, _ in agg.error_entries] == [path]
+    assert (agg.leaves, agg.arrays, agg.params, agg.errors) == (3, 2, 5, 1)  # w, loop[0], the cycle

@@ -387,13 +387,17 @@ def _careful(tree: Any, is_leaf: Any, limit: int | None) -> Aggregates:
     tally = Tally()
     add, error = tally.add, tally.error
     complete = True
-    # (path text, object, ids of the containers above it)
-    stack: list[tuple[str, Any, frozenset[int]]] = [("", tree, frozenset())]
+    open_ids: set[int] = set()  # the containers on the path to the current one, as in `_fast`
+    stack: list[Any] = [("", tree)]
     with no_gc():
         while stack:
-            text, x, above = stack.pop()
+            item = stack.pop()
+            if type(item) is _Leave:
+                open_ids.discard(item.ident)
+                continue
+            text, x = item
             kids: list[tuple[Any, Any]]
-            if id(x) in above:  # a container holding itself: one leaf, as in the fast walk
+            if id(x) in open_ids:  # a container holding itself: one leaf, as in the fast walk
                 kind, kids = LEAF, []
             else:
                 try:
@@ -402,8 +406,9 @@ def _careful(tree: Any, is_leaf: Any, limit: int | None) -> Aggregates:
                     error(text, f"{type(e).__name__}: {e}")
                     continue
             if kind != LEAF:
-                inner = above | {id(x)}
-                stack.extend((text + str(k), c, inner) for k, c in reversed(kids))
+                open_ids.add(id(x))
+                stack.append(_Leave(id(x)))
+                stack.extend((text + str(k), c) for k, c in reversed(kids))
                 continue
             if limit is not None and tally.leaves >= limit:
                 complete = False
