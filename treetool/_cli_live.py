@@ -43,12 +43,8 @@ def wanted(args: argparse.Namespace, spec: str) -> bool:
             return False
     except (OSError, ValueError):
         return False
-    import importlib.util
-
     import treetool.io as io
 
-    if importlib.util.find_spec("treetool.io._partial") is None:  # a reader without snapshots
-        return False
     try:
         return io.detect(spec) == "pickle"
     except Exception:  # the normal path reports what is wrong with the file
@@ -71,26 +67,12 @@ def inspect_live(args: argparse.Namespace, spec: str) -> int:
         loaded = io.read(spec, trust=args.trust, partial=args.partial, watch=watch)
         held.append(loaded)
         _files.remember(loaded)
-        note = None
-        if loaded.blocked:
-            n = len(loaded.blocked)
-            note = f"{n} class{'es' if n != 1 else ''} not executed: pass --trust to run them"
+        note = _targets.blocked_note(loaded.blocked) if loaded.blocked else None
         return Read(loaded.tree, note, _files.file_facts(loaded.tree) or None)
 
     from .io._partial import PartialWatch
 
     run(None, title=args.target, reading=Reading(spec, read, PartialWatch()))
     for loaded in held:  # said now that the terminal is ours again
-        if loaded.error:
-            from ._text import safe
-
-            print(
-                safe(f"treetool: warning: {loaded.error}; showing what was read before it"),
-                file=sys.stderr,
-            )
-        if loaded.blocked:
-            _targets._print_blocked(spec, loaded.blocked)
-        _targets._NOTED.add(id(loaded.tree))
-        if _targets._KEEP is not None:
-            _targets._KEEP.append(loaded)
+        _targets.report_loaded(spec, loaded)
     return _targets.EXIT_OK

@@ -21,6 +21,27 @@ class CliError(Exception):
     """A user-facing error: printed as one line, exit code 2."""
 
 
+def blocked_note(blocked: Any) -> str:
+    """The terminal UI's header line for classes a read did not execute."""
+    n = len(blocked)
+    return f"{n} class{'es' if n != 1 else ''} not executed: pass --trust to run them"
+
+
+def report_loaded(spec: str, loaded: Any) -> None:
+    """What a read says on stderr (a damaged file's warning, the classes not executed), and
+    the read kept for the commands that look at it again."""
+    if loaded.error:
+        print(
+            safe(f"treetool: warning: {loaded.error}; showing what was read before it"),
+            file=sys.stderr,
+        )
+    if loaded.blocked:
+        _print_blocked(spec, loaded.blocked)
+    _NOTED.add(id(loaded.tree))
+    if _KEEP is not None:
+        _KEEP.append(loaded)
+
+
 def load_target(
     spec: str, *, trust: bool = False, partial: bool = False, like: Any = None
 ) -> tuple[Any, str]:
@@ -51,20 +72,9 @@ def load_target(
             _files.note_positional(spec)
         if loaded.steps and spec == io.split_step(spec)[0]:
             _files.note_steps(spec, loaded)
-        if loaded.error:
-            print(
-                safe(f"treetool: warning: {loaded.error}; showing what was read before it"),
-                file=sys.stderr,
-            )
+        report_loaded(spec, loaded)
         if loaded.blocked:
-            _print_blocked(spec, loaded.blocked)
-            n = len(loaded.blocked)
-            _TUI_NOTES[id(loaded.tree)] = (
-                f"{n} class{'es' if n != 1 else ''} not executed: pass --trust to run them"
-            )
-        _NOTED.add(id(loaded.tree))
-        if _KEEP is not None:
-            _KEEP.append(loaded)
+            _TUI_NOTES[id(loaded.tree)] = blocked_note(loaded.blocked)
         return loaded.tree, loaded.format
     if _is_module_spec(spec):
         from ._progress import ReadProgress
