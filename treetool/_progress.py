@@ -62,12 +62,11 @@ def _mb(n: int) -> str:
 
 
 def _plain_name(path: str) -> str:
-    """The file's base name with control and format characters replaced (a path is
-    file-derived text: never let it move the cursor)."""
-    import unicodedata
+    """The file's base name through the sanitiser (a path is file-derived text: never let it
+    move the cursor), shortened to 40 characters."""
+    from ._text import safe
 
-    name = os.path.basename(path) or path
-    out = "".join("?" if unicodedata.category(c)[0] == "C" else c for c in name)
+    out = safe(os.path.basename(path) or path)
     return out if len(out) <= 40 else out[:19] + "…" + out[-20:]
 
 
