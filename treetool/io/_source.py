@@ -32,6 +32,10 @@ from .._errors import LoadError
 __all__ = ["LocalSource", "Source", "is_url", "session", "source_for"]
 
 _SCHEMES = ("s3://", "gs://", "gcs://", "http://", "https://")
+#: `read_many` reads ranges at most this far apart as one request (the gap is dropped) ...
+_MANY_GAP = 64 << 10
+#: ... up to this size
+_MANY_MAX = 8 << 20
 
 
 def is_url(target: str) -> bool:
@@ -62,6 +66,46 @@ class Source:
     def open(self) -> IO[bytes]:
         """A seekable binary file object over the bytes (remote ones read ahead in blocks)."""
         raise NotImplementedError
+
+    def read_many(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """Exactly the bytes of each `(offset, n)` range, in order (`LoadError` as `read`).
+
+        Ranges a few KiB apart are read as one request (at most 8 MiB, or one range's size),
+        the gaps dropped; remotely, the requests run in parallel on the read pool. A client
+        with a native multi-range call may override this.
+
+        Example:
+            >>> import os, tempfile
+            >>> p = os.path.join(tempfile.mkdtemp(), "x.bin")
+            >>> with open(p, "wb") as fh:
+            ...     _ = fh.write(b"0123456789")
+            >>> source_for(p).read_many([(0, 2), (5, 3), (9, 1)])
+            [b'01', b'567', b'9']
+        """
+        merged: list[tuple[int, int, list[int]]] = []  # (start, end, indices of the ranges)
+        for i, (off, n) in enumerate(ranges):
+            if merged:
+                start, end, members = merged[-1]
+                if end <= off <= end + _MANY_GAP and off + n - start <= max(_MANY_MAX, n):
+                    merged[-1] = (start, max(end, off + n), [*members, i])
+                    continue
+            merged.append((off, off + n, [i]))
+        if len(merged) > 1 and self.remote:
+            from ._remote import _executor
+
+            blobs = list(_executor().map(lambda m: self.read(m[0], m[1] - m[0]), merged))
+        else:
+            blobs = [self.read(start, end - start) for start, end, _ in merged]
+        out: list[bytes] = [b""] * len(ranges)
+        for (start, _, members), blob in zip(merged, blobs):
+            if len(members) == 1:
+                out[members[0]] = blob
+                continue
+            view = memoryview(blob)
+            for i in members:
+                off, n = ranges[i]
+                out[i] = bytes(view[off - start : off - start + n])
+        return out
 
     def join(self, name: str) -> Source:
         """The file `name` next to (or under, for a directory) this one."""
