@@ -18,6 +18,8 @@ import numpy as np
 
 from ._arrays import LazyArray, dtype_name, is_key, scalar_value, short_dtype
 from ._callables import NOT_CALLABLE, callable_identity, same_callable
+from ._errors import LoadError, TreetoolError
+from ._lazy_array import ReadAhead, is_remote
 from ._prng import KeyArray
 from ._typetests import is_named_sharding, is_shape_struct, is_single_device_sharding
 
@@ -214,7 +216,7 @@ class LeafComparer:
     "value", "sharding".
     """
 
-    __slots__ = ("atol", "progress", "rtol", "values")
+    __slots__ = ("atol", "pending", "progress", "rtol", "values")
 
     def __init__(
         self,
@@ -231,6 +233,9 @@ class LeafComparer:
         self.values = values
         #: called with the number of bytes (of one side) compared, leaf by leaf, chunk by chunk
         self.progress = progress
+        #: when a list, value comparisons that read remote bytes are put off here, as
+        #: `("pending", job, None, {})` answers, and `settle` runs them with reads ahead
+        self.pending: list[tuple[Any, Any]] | None = None
 
     def compare(self, a: Any, b: Any) -> tuple[str, Any, Any, dict] | None:
         """The most significant difference between two leaves, or None."""
@@ -315,6 +320,15 @@ class LeafComparer:
         self, a: Any, b: Any, ca: int, cb: int, dtype: Any
     ) -> tuple[str, Any, Any, dict] | None:
         xa, xb = _host(a, ca, dtype), _host(b, cb, dtype)
+        pending = self.pending
+        if (
+            pending is not None
+            and (ca >= _LAZY or cb >= _LAZY)
+            and (is_remote(xa) or is_remote(xb))
+            and _plannable(xa, xb)
+        ):
+            pending.append((xa, xb))
+            return ("pending", len(pending) - 1, None, {})
         dtype = xa.dtype
         fast = _vector_eq(dtype)
         progress = self.progress
@@ -334,6 +348,49 @@ class LeafComparer:
             if not (fast and (pa == pb).all()):
                 st = self._accumulate(pa, pb, offset, st)
             offset += pa.size
+            if progress is not None:
+                progress(pa.nbytes)
+        return self._result(st, xa.shape)
+
+    def settle(
+        self, where: Callable[[int], str], *, read_ahead: ReadAhead | None = None
+    ) -> list[tuple[str, Any, Any, dict] | None]:
+        """Run the value comparisons put off in `pending` (and stop putting them off): the
+        answer of each job, in order. Both sides' remote bytes are read ahead, across leaves,
+        while earlier parts are compared (see `ReadAhead` for the memory bound); `where(job)`
+        names a job's leaf in the one line of a read that fails.
+        """
+        jobs, self.pending = self.pending or [], None
+        if not jobs:
+            return []
+        ra = read_ahead if read_ahead is not None else ReadAhead()
+        with ra:
+            plans = [_plan(ra, xa, xb) for xa, xb in jobs]
+            out = []
+            for k, (xa, xb) in enumerate(jobs):
+                try:
+                    out.append(self._planned(ra, xa, xb, plans[k]))
+                except LoadError as e:
+                    raise LoadError(_at_leaf(str(e.args[0]) if e.args else "", where(k))) from None
+                except TreetoolError:
+                    raise
+                except Exception as e:  # a leaf whose facts fail: an error entry, as in the walk
+                    out.append(("error", f"{type(e).__name__}: {e}", None, {"leaf": True}))
+        return out
+
+    def _planned(
+        self, ra: ReadAhead, xa: Any, xb: Any, plan: list[tuple[int, int, int | None, int | None]]
+    ) -> tuple[str, Any, Any, dict] | None:
+        dtype = xa.dtype
+        fast = _vector_eq(dtype)
+        step = max(_CHUNK_BYTES // max(dtype.itemsize, 1), 1)
+        progress = self.progress
+        st: _ValueStats | None = None
+        for start, count, ta, tb in plan:
+            pa, pb = _part(ra, xa, ta, start, count), _part(ra, xb, tb, start, count)
+            if not (fast and (pa == pb).all()):
+                for i in range(0, count, step):
+                    st = self._accumulate(pa[i : i + step], pb[i : i + step], start + i, st)
             if progress is not None:
                 progress(pa.nbytes)
         return self._result(st, xa.shape)
@@ -360,6 +417,54 @@ class LeafComparer:
             "max_rel": st.max_rel,
         }
         return ("value", st.before, st.after, detail)
+
+
+def _plannable(xa: Any, xb: Any) -> bool:
+    """Whether both sides can be read in parts of elements: remote ones by a `ReadAhead`,
+    local files and arrays in place (not a file read through a stream or in Fortran order)."""
+    for x in (xa, xb):
+        if isinstance(x, LazyArray) and (
+            type(x) is not LazyArray or x.fortran_order or x._opener is not None
+        ):
+            return False
+    return True
+
+
+def _plan(ra: ReadAhead, xa: Any, xb: Any) -> list[tuple[int, int, int | None, int | None]]:
+    """`(start, count, ticket of a, ticket of b)` of each part of a job, in order: parts of a
+    request's size; a side that is not remote has no ticket (it is read in place)."""
+    size = math.prod(xa.shape)
+    part = max(ra.request // max(xa.dtype.itemsize, 1), 1)
+    ra_a, ra_b = is_remote(xa), is_remote(xb)
+    out = []
+    for start in range(0, size, part):
+        count = min(part, size - start)
+        ta = ra.plan(xa, start, count) if ra_a else None
+        tb = ra.plan(xb, start, count) if ra_b else None
+        out.append((start, count, ta, tb))
+    return out
+
+
+def _part(ra: ReadAhead, x: Any, ticket: int | None, start: int, count: int) -> np.ndarray:
+    """Elements `start:start + count` (C order) of one side, as a 1-D array."""
+    if ticket is not None:
+        return np.frombuffer(ra.take(ticket), dtype=x.dtype)
+    if isinstance(x, LazyArray):  # a local file
+        itemsize = x.dtype.itemsize
+        with x._open() as fh:
+            data = x._read(fh, start * itemsize, count * itemsize)
+        return np.frombuffer(data, dtype=x.dtype)
+    if x.flags.c_contiguous:
+        return x.reshape(-1)[start : start + count]
+    return np.asarray(x.flat[start : start + count])
+
+
+def _at_leaf(message: str, path: str) -> str:
+    """A read's one line with the leaf it was for: `FILE: PATH: what` (`FILE: what` given)."""
+    file, sep, what = message.partition(": ")
+    if sep:
+        return f"{file}: {path}: {what}"
+    return f"{path}: {message}"
 
 
 def _same_object_value(a: Any, b: Any) -> bool:

@@ -220,7 +220,9 @@ def diff_with_progress(
     cmp = LeafComparer(rtol=rtol, atol=atol, values=values, progress=progress)
     with no_gc():
         walker = _Walker(is_leaf, cmp)
+        cmp.pending = []  # remote values are compared after the walk, their bytes read ahead
         walker.run(a, b)
+        walker.settle()
         walker.detect_moves()
     return TreeDiff(walker.changes, a, b, is_leaf=is_leaf, rtol=rtol, atol=atol, values=values)
 
@@ -247,6 +249,7 @@ def _same_treedef_leaf_changes(
         return None
     found = []
     compare = cmp.compare
+    put_off = len(cmp.pending) if cmp.pending is not None else 0
     try:
         for i, x in enumerate(la):
             y = lb[i]
@@ -257,6 +260,8 @@ def _same_treedef_leaf_changes(
     except TreetoolError:
         raise  # the file cannot be read as asked: an error of the input, not a difference
     except Exception:  # a leaf whose facts fail (a deleted array): the walk reports it
+        if cmp.pending is not None:
+            del cmp.pending[put_off:]  # the walk puts them off again
         return None
     if not found:
         return []
@@ -384,6 +389,25 @@ class _Walker:
                     push(
                         (kids_a[i][1], kids_b[j][1], (*ka, kids_a[i][0]), (*kb, kids_b[j][0]), None)
                     )
+
+    def settle(self) -> None:
+        """Replace the "pending" changes (remote values put off by the comparer) by what
+        their comparisons found, dropping the equal ones."""
+        at = [i for i, ch in enumerate(self.changes) if ch.kind == "pending"]
+        if not at:
+            self.cmp.pending = None
+            return
+        by_job = {self.changes[i].before: self.changes[i].path for i in at}
+        found = self.cmp.settle(lambda job: by_job.get(job, "?"))
+        out: list[Change] = []
+        for ch in self.changes:
+            if ch.kind == "pending":
+                r = found[ch.before]
+                if r is None:
+                    continue
+                ch = Change(ch.path, r[0], r[1], r[2], {**r[3], **ch.detail}, keys=ch.keys)
+            out.append(ch)
+        self.changes = out
 
     def _one_side(self, ka: tuple, kb: tuple, kind: str, obj: Any, seq: tuple) -> None:
         agg = aggregate(obj, self.is_leaf)
