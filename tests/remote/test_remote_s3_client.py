@@ -1,0 +1,140 @@
+"""S3 through obstore: what a read imports, where credentials come from, how big reads split."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import s3_env
+from storage_servers import BUCKET
+
+import treetool as tt
+from treetool.io import _remote
+
+#: the fsspec/aiobotocore stack s3fs needs, boto3 (only for profiles and roles), and jax
+#: (numpy is imported: treetool's dtype table is numpy's)
+_HEAVY = ("s3fs", "aiobotocore", "aiohttp", "botocore", "boto3", "fsspec", "jax")
+
+_PROBE = (
+    "import sys, json, treetool.io as io; "
+    "t = io.read(sys.argv[1]).tree; "
+    "print(json.dumps([sorted(t), sorted(m for m in {heavy!r} if m in sys.modules)]))"
+)
+
+
+def _probe(url: str, env: dict[str, str], home: str, heavy: tuple = _HEAVY) -> list:
+    """Read `url`'s structure in a fresh process; (top keys, heavy modules imported)."""
+    import json
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE.format(heavy=heavy), url],
+        capture_output=True,
+        text=True,
+        env={**clean, **env, "HOME": home},
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_reading_s3_structure_imports_no_python_http_stack(
+    s3: Any, files: dict, tmp_path: Any
+) -> None:
+    """With keys in the environment, an S3 read imports obstore only: no s3fs/aiobotocore/
+    aiohttp/boto3, and reading a safetensors set's structure does not import jax."""
+    url = f"s3://{BUCKET}/run/model.safetensors.index.json"
+    keys, imported = _probe(url, s3_env(s3), str(tmp_path))
+    assert keys == sorted(files["tensors"])
+    assert imported == []
+
+
+def test_profile_credentials_come_through_boto3(s3: Any, files: dict, tmp_path: Any) -> None:
+    """Without keys in the environment, a `~/.aws/credentials` profile is read (by boto3's
+    chain, handed to obstore); boto3 is imported then, and only then."""
+    aws = tmp_path / ".aws"
+    aws.mkdir()
+    (aws / "credentials").write_text(
+        "[work]\naws_access_key_id = testing\naws_secret_access_key = testing\n"
+    )
+    (aws / "config").write_text("[profile work]\nregion = us-east-1\n")
+    env = {
+        "AWS_ENDPOINT_URL": s3.endpoint,
+        "AWS_PROFILE": "work",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    keys, imported = _probe(f"s3://{BUCKET}/run/model.safetensors", env, str(tmp_path))
+    assert keys == sorted(files["tensors"])
+    assert "boto3" in imported and "s3fs" not in imported and "aiobotocore" not in imported
+    # the profile's keys signed the requests: moto saw them
+    assert s3.log.count == 1
+
+
+def test_anonymous_reads_with_skip_signature(
+    s3: Any, files: dict, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """`AWS_SKIP_SIGNATURE=true`: public objects are read unsigned, no credential looked up;
+    a private one is refused in one line (moto checks the object's ACL)."""
+    from treetool._errors import LoadError
+
+    with open(os.path.join(files["root"], "ckpt.pkl"), "rb") as fh:
+        body = fh.read()
+    s3.client().put_object(Bucket=BUCKET, Key="public/ckpt.pkl", Body=body, ACL="public-read")
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(k)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SKIP_SIGNATURE", "true")
+    _remote._fs_cache.clear()
+    s3.log.clear()
+    tree = tt.load(f"s3://{BUCKET}/public/ckpt.pkl")
+    assert tree["step"] == 7 and tree["params"]["w"].shape == (64, 16)
+    with pytest.raises(LoadError) as info:
+        tt.load(f"s3://{BUCKET}/run/ckpt.pkl")
+    assert str(info.value) == f"s3://{BUCKET}/run/ckpt.pkl: access denied (403)"
+
+
+def test_big_reads_are_chunked_ranges_in_one_call(
+    s3: Any, files: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read bigger than a chunk is fetched as exact consecutive ranges (concurrently, by
+    obstore's `get_ranges`), reassembled in order."""
+    from treetool.io._s3 import S3Source
+
+    monkeypatch.setattr(_remote, "_CHUNK", 65536)
+    with open(os.path.join(files["root"], "big.pkl"), "rb") as fh:
+        raw = fh.read()
+    src = S3Source(f"s3://{BUCKET}/run/big.pkl")
+    _ = src.size
+    s3.log.clear()
+    start, n = 1000, 3 * 65536 + 123
+    assert src.read(start, n) == raw[start : start + n]
+    got = sorted(r.range for r in s3.log.requests)
+    want = sorted(
+        f"bytes={a}-{min(a + 65536, start + n) - 1}" for a in range(start, start + n, 65536)
+    )
+    assert got == want
+    assert sum(r.sent for r in s3.log.requests) == n
+    # and a leaf's values, read the same way, equal the local file's
+    tree = tt.load(f"s3://{BUCKET}/run/big.pkl")
+    np.testing.assert_array_equal(np.asarray(tree["b"]), files["big"]["b"])
+
+
+def test_range_past_the_end_is_a_truncated_range(s3: Any, files: dict) -> None:
+    """obstore returns what exists of a range that runs past the end: the check says so."""
+    from treetool._errors import LoadError
+    from treetool.io._s3 import S3Source
+
+    size = os.path.getsize(os.path.join(files["root"], "big.pkl"))
+    src = S3Source(f"s3://{BUCKET}/run/big.pkl")
+    src._size = size + 100  # as a stale listing would say
+    with pytest.raises(LoadError) as info:
+        src.read(size - 10, 100_000)
+    assert str(info.value) == (
+        f"s3://{BUCKET}/run/big.pkl: truncated range: expected 100000 bytes at offset "
+        f"{size - 10}, the server sent 10"
+    )
