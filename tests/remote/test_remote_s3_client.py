@@ -98,11 +98,12 @@ def test_anonymous_reads_with_skip_signature(
     assert str(info.value) == f"s3://{BUCKET}/run/ckpt.pkl: access denied (403)"
 
 
-def test_big_reads_are_chunked_ranges_in_one_call(
+def test_big_reads_are_chunked_ranges(
     s3: Any, files: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A read bigger than a chunk is fetched as exact consecutive ranges (concurrently, by
-    obstore's `get_ranges`), reassembled in order."""
+    """A read bigger than a chunk is fetched as exact consecutive ranges (in parallel: a
+    thread per chunk, each in obstore with the GIL released; measured faster than one
+    `obstore.get_ranges` call on loopback), reassembled in order."""
     from treetool.io._s3 import S3Source
 
     monkeypatch.setattr(_remote, "_CHUNK", 65536)

@@ -173,8 +173,6 @@ class RemoteSource(Source):
     """Shared by the remote sources: retries, parallel chunked reads, block-cached files."""
 
     remote = True
-    #: whether `_get_chunks` fetches several ranges concurrently in one call
-    _native_chunks = False
 
     def __init__(self, url: str) -> None:
         self.name = url
@@ -186,10 +184,6 @@ class RemoteSource(Source):
         raise NotImplementedError
 
     def _stat(self) -> int:
-        raise NotImplementedError
-
-    def _get_chunks(self, starts: list[int], lengths: list[int]) -> list[bytes]:
-        """Several ranged reads in one call (where `_native_chunks`)."""
         raise NotImplementedError
 
     def _call(self, what: str, fn: Callable[[], _T]) -> _T:
@@ -235,15 +229,6 @@ class RemoteSource(Source):
         if n <= _CHUNK:
             data = self._call(
                 f"read of bytes {offset}-{offset + n - 1}", lambda: self._get(offset, n)
-            )
-        elif self._native_chunks:
-            firsts = list(range(offset, offset + n, _CHUNK))
-            lengths = [min(_CHUNK, offset + n - s) for s in firsts]
-            data = b"".join(
-                self._call(
-                    f"read of bytes {offset}-{offset + n - 1}",
-                    lambda: self._get_chunks(firsts, lengths),
-                )
             )
         else:
             buf = bytearray(n)

@@ -202,17 +202,6 @@ class S3Source(RemoteSource):
             self._wrap(lambda: obstore.get_range(self._st, self._key, start=offset, length=n))
         )
 
-    def _get_chunks(self, starts: list[int], lengths: list[int]) -> list[bytes]:
-        """Several ranges in one call: obstore fetches them concurrently (up to 10 at once)."""
-        import obstore
-
-        got = self._wrap(
-            lambda: obstore.get_ranges(
-                self._st, self._key, starts=starts, lengths=lengths, coalesce=0
-            )
-        )
-        return [bytes(b) for b in got]
-
     def read_all(self) -> bytes:
         """The whole object in one request (small files: an index, `_METADATA`)."""
         import obstore
