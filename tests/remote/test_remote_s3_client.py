@@ -139,3 +139,56 @@ def test_range_past_the_end_is_a_truncated_range(s3: Any, files: dict) -> None:
         f"s3://{BUCKET}/run/big.pkl: truncated range: expected 100000 bytes at offset "
         f"{size - 10}, the server sent 10"
     )
+
+
+def test_header_bigger_than_the_first_block_reads_no_payload(s3: Any, tmp_path: Any) -> None:
+    """A safetensors header past the first 64 KiB: one GET of the first block (which says the
+    size), the header's last 4 KiB (format detection checks its closing brace), the rest of
+    the header; no HEAD, and no payload byte read ahead."""
+    from safetensors.numpy import save_file
+
+    tensors = {f"layer.{i}.w": np.full(2, i, np.float32) for i in range(2000)}
+    path = tmp_path / "wide.safetensors"
+    save_file(tensors, str(path))
+    raw = path.read_bytes()
+    header = 8 + int.from_bytes(raw[:8], "little")
+    assert header > 65536
+    s3.client().put_object(Bucket=BUCKET, Key="wide/model.safetensors", Body=raw)
+    s3.log.clear()
+    tree = tt.load(f"s3://{BUCKET}/wide/model.safetensors")
+    assert len(tt.leaves_with_paths(tree)) == 2000
+    assert [(r.method, r.range) for r in s3.log.requests] == [
+        ("GET", "bytes=0-65535"),
+        ("GET", f"bytes={header - 4096}-{header - 1}"),
+        ("GET", f"bytes=65536-{header - 1}"),
+    ]
+
+
+def test_read_many_reads_merged_exact_ranges(
+    s3: Any, files: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`read_many`: ranges <= 64 KiB apart merged, a merged read past a chunk split in
+    chunks, each range's bytes exact; a range past the end is a truncated range."""
+    from treetool._errors import LoadError
+    from treetool.io import _s3
+
+    monkeypatch.setattr(_s3, "_CHUNK", 100_000)
+    monkeypatch.setattr(_remote, "_CHUNK", 100_000)
+    with open(os.path.join(files["root"], "big.pkl"), "rb") as fh:
+        raw = fh.read()
+    src = _s3.S3Source(f"s3://{BUCKET}/run/big.pkl")
+    ranges = [(10, 5), (20, 0), (30_000, 100), (300_000, 250_000), (560_000, 10)]
+    s3.log.clear()
+    got = src.read_many(ranges)
+    assert got == [raw[o : o + n] for o, n in ranges]
+    # (10..30100) merged; (300000..560010) merged (a 9,990-byte gap), split in 100,000-byte
+    # chunks: 1 + 3 requests, exactly those ranges
+    assert sorted(r.range for r in s3.log.requests) == sorted(
+        ["bytes=10-30099", "bytes=300000-399999", "bytes=400000-499999", "bytes=500000-560009"]
+    )
+    with pytest.raises(LoadError) as info:
+        src.read_many([(len(raw) - 4, 8)])
+    assert str(info.value) == (
+        f"s3://{BUCKET}/run/big.pkl: truncated range: expected 8 bytes at offset "
+        f"{len(raw) - 4}, the server sent 4"
+    )

@@ -233,6 +233,7 @@ class BlockReader(io.RawIOBase):
         self.guessed = 0
         #: reads ahead stop here (a lazy array sets the end of its bytes)
         self.limit = self._size
+        self._big_end = -1  # where the last big read ended
 
     # -- file protocol
     def readable(self) -> bool:
@@ -326,7 +327,12 @@ class BlockReader(io.RawIOBase):
                 fut.cancel()
             queue.clear()
             data = self._src.read(start, n)
-        if self._src.remote:
+        # read ahead for a stream: bytes whose end the reader set (a lazy array), or a big
+        # read that continues the last one; not after one big read of unknown use (a header
+        # past the first block: what follows it is payload nobody asked for)
+        stream = self.limit < self._size or start == self._big_end
+        self._big_end = start + n
+        if self._src.remote and stream:
             from ._remote import prefetcher
 
             depth = max(1, min(_AHEAD_JUMPS, _AHEAD_BYTES // max(n, 1)))
