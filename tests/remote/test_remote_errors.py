@@ -131,7 +131,8 @@ def test_local_reads_import_no_remote_client(tmp_path: Any) -> None:
     np.savez(p, a=np.zeros(3))
     code = (
         "import sys, treetool as tt; tt.load(sys.argv[1]); "
-        "print(sorted(m for m in ('fsspec', 's3fs', 'gcsfs', 'botocore', 'treetool.io._remote') "
+        "print(sorted(m for m in ('fsspec', 's3fs', 'gcsfs', 'botocore', 'obstore', "
+        "'treetool.io._remote', 'treetool.io._s3') "
         "if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True)

@@ -365,12 +365,13 @@ def _classify(url: str, e: Exception) -> Exception:
     first = text.strip().splitlines()[0][:300] if text.strip() else type(e).__name__
     code_m = _CODE.search(text)
     code = code_m.group(1) if code_m else ""
-    name = type(e).__name__
+    from obstore.exceptions import PermissionDeniedError, UnauthenticatedError
+
     if code in ("NoSuchBucket", "NoSuchKey"):
         return LoadError(f"{url}: no such object ({code})")
     if code == "InvalidRange" or "416 Range Not Satisfiable" in text:
         return LoadError(f"{url}: range not satisfiable (InvalidRange)")
-    if name in ("PermissionDeniedError", "UnauthenticatedError") or "403 Forbidden" in text:
+    if isinstance(e, (PermissionDeniedError, UnauthenticatedError)) or "403 Forbidden" in text:
         return LoadError(f"{url}: access denied (403)" + (f": {code}" if code else ""))
     if "401 Unauthorized" in text:
         return LoadError(f"{url}: access denied (401)" + (f": {code}" if code else ""))
