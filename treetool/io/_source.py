@@ -200,7 +200,7 @@ _AHEAD_BYTES = 8 << 20
 #: the longest repeating pattern of jumps recognised (arrays per layer)
 _PERIOD_MAX = 16
 #: blocks are read ahead only when a request takes this long (a network, not a local server,
-#: where the threads would cost more than they save)
+#: where the threads would cost more than they save); a source's `ahead_latency` overrides it
 _SLOW_REQUEST = 0.004
 
 
@@ -362,7 +362,8 @@ class BlockReader(io.RawIOBase):
             if guessed is not None:
                 start, data = guessed
                 self.guessed += 1
-            if self._src.remote and self._latency >= _SLOW_REQUEST:
+            slow = getattr(self._src, "ahead_latency", _SLOW_REQUEST)  # a client's own
+            if self._src.remote and self._latency >= slow:
                 self._predict(pos)
         if data is None:
             n = min(n, self._size - start)
