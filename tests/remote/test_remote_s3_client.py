@@ -217,3 +217,29 @@ def test_s3_walks_read_ahead_even_on_loopback(s3: Any, files: dict) -> None:
     assert _source._SLOW_REQUEST > 0  # the default threshold stands; S3 sets its own
     assert reader.guessed == len(stops) - 5
     assert len(stops) <= s3.log.count <= len(stops) + 8
+
+
+@pytest.mark.parametrize("key", ["run//double.safetensors", "run/./dot.safetensors"])
+def test_keys_obstore_cannot_address_are_one_line(s3: Any, files: dict, key: str) -> None:
+    """S3 allows `//` and `.` segments in keys; obstore's paths do not: one line, no request."""
+    from treetool._errors import LoadError
+
+    s3.client().upload_file(os.path.join(files["root"], "model.safetensors"), BUCKET, key)
+    s3.log.clear()
+    with pytest.raises(LoadError) as info:
+        tt.load(f"s3://{BUCKET}/{key}")
+    assert str(info.value) == (
+        f"s3://{BUCKET}/{key}: a key with an empty, '.' or '..' segment ('//', '/./'), which "
+        "the S3 client (obstore) cannot address"
+    )
+    assert s3.log.count == 0
+
+
+def test_keys_with_spaces_and_unicode_read(s3: Any, files: dict) -> None:
+    key = "run/my model (1) ünï+%20.safetensors"
+    s3.client().upload_file(os.path.join(files["root"], "model.safetensors"), BUCKET, key)
+    tree = tt.load(f"s3://{BUCKET}/{key}")
+    assert tree["lm_head.weight"].shape == (16, 64)
+    np.testing.assert_array_equal(
+        np.asarray(tree["lm_head.weight"]), files["tensors"]["lm_head.weight"]
+    )

@@ -370,8 +370,17 @@ def _classify(url: str, e: Exception) -> Exception:
     first = text.strip().splitlines()[0][:300] if text.strip() else type(e).__name__
     code_m = _CODE.search(text)
     code = code_m.group(1) if code_m else ""
-    from obstore.exceptions import PermissionDeniedError, UnauthenticatedError
+    from obstore.exceptions import (
+        InvalidPathError,
+        PermissionDeniedError,
+        UnauthenticatedError,
+    )
 
+    if isinstance(e, InvalidPathError) or first.startswith("Could not parse path"):
+        return LoadError(
+            f"{url}: a key with an empty, '.' or '..' segment ('//', '/./'), which the S3 "
+            "client (obstore) cannot address"
+        )
     if code in ("NoSuchBucket", "NoSuchKey"):
         return LoadError(f"{url}: no such object ({code})")
     if code == "InvalidRange" or "416 Range Not Satisfiable" in text:
