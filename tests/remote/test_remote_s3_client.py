@@ -243,3 +243,18 @@ def test_keys_with_spaces_and_unicode_read(s3: Any, files: dict) -> None:
     np.testing.assert_array_equal(
         np.asarray(tree["lm_head.weight"]), files["tensors"]["lm_head.weight"]
     )
+
+
+def test_an_empty_object_is_one_line(s3: Any) -> None:
+    """S3 answers a range of an empty object with 416: its size comes from a HEAD then."""
+    from treetool._errors import LoadError
+
+    s3.client().put_object(Bucket=BUCKET, Key="e/empty.pkl", Body=b"")
+    s3.log.clear()
+    with pytest.raises(LoadError) as info:
+        tt.load(f"s3://{BUCKET}/e/empty.pkl")
+    assert str(info.value) == f"s3://{BUCKET}/e/empty.pkl: empty file"
+    assert [(r.method, r.range) for r in s3.log.requests] == [
+        ("GET", "bytes=0-65535"),
+        ("HEAD", None),
+    ]
