@@ -164,36 +164,6 @@ def test_header_bigger_than_the_first_block_reads_no_payload(s3: Any, tmp_path: 
     ]
 
 
-def test_read_many_reads_merged_exact_ranges(
-    s3: Any, files: dict, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`read_many`: ranges <= 64 KiB apart merged, a merged read past a chunk split in
-    chunks, each range's bytes exact; a range past the end is a truncated range."""
-    from treetool._errors import LoadError
-    from treetool.io import _s3
-
-    monkeypatch.setattr(_s3, "_CHUNK", 100_000)
-    monkeypatch.setattr(_remote, "_CHUNK", 100_000)
-    with open(os.path.join(files["root"], "big.pkl"), "rb") as fh:
-        raw = fh.read()
-    src = _s3.S3Source(f"s3://{BUCKET}/run/big.pkl")
-    ranges = [(10, 5), (20, 0), (30_000, 100), (300_000, 250_000), (560_000, 10)]
-    s3.log.clear()
-    got = src.read_many(ranges)
-    assert got == [raw[o : o + n] for o, n in ranges]
-    # (10..30100) merged; (300000..560010) merged (a 9,990-byte gap), split in 100,000-byte
-    # chunks: 1 + 3 requests, exactly those ranges
-    assert sorted(r.range for r in s3.log.requests) == sorted(
-        ["bytes=10-30099", "bytes=300000-399999", "bytes=400000-499999", "bytes=500000-560009"]
-    )
-    with pytest.raises(LoadError) as info:
-        src.read_many([(len(raw) - 4, 8)])
-    assert str(info.value) == (
-        f"s3://{BUCKET}/run/big.pkl: truncated range: expected 8 bytes at offset "
-        f"{len(raw) - 4}, the server sent 4"
-    )
-
-
 def test_s3_walks_read_ahead_even_on_loopback(s3: Any, files: dict) -> None:
     """obstore's requests release the GIL: an S3 walk whose jumps repeat a pattern finds its
     next blocks read ahead however fast the server answers (HTTP waits for 4 ms requests)."""

@@ -27,7 +27,6 @@ from typing import Any, TypeVar
 
 from .._errors import LoadError
 from ._remote import (
-    _CHUNK,
     _FIRST,
     _WALKS_KEPT,
     MAX_LISTED,
@@ -37,7 +36,6 @@ from ._remote import (
     _timeout,
     _Transient,
     _walks,
-    prefetcher,
 )
 from ._source import Source, source_for
 
@@ -46,10 +44,6 @@ __all__ = ["S3Source"]
 _T = TypeVar("_T")
 _CODE = re.compile(r"<Code>([A-Za-z]+)</Code>")
 _TRUE = ("1", "true", "yes", "on")
-#: `read_many` reads ranges at most this far apart as one request (the gap is dropped) ...
-_MANY_GAP = 64 << 10
-#: ... up to this size
-_MANY_MAX = 8 << 20
 
 
 def _store(bucket: str, url: str) -> Any:
@@ -212,68 +206,6 @@ class S3Source(RemoteSource):
         return bytes(
             self._wrap(lambda: obstore.get_range(self._st, self._key, start=offset, length=n))
         )
-
-    def read_many(self, ranges: list[tuple[int, int]]) -> list[bytes]:
-        """Exactly the bytes of each `(offset, n)` range, in order.
-
-        Ranges at most 64 KiB apart are merged (up to 8 MiB, or one range's size); the merged
-        reads up to a chunk go in one obstore call (`get_ranges`: concurrent requests in
-        Rust, one Python call for all), bigger ones are read as parallel chunks meanwhile
-        (obstore would send adjacent chunks as one request).
-
-        Example (no request is sent for no range):
-            >>> S3Source("s3://bucket/x.bin").read_many([])
-            []
-        """
-        import obstore
-
-        plan: list[tuple[int, int, list[int]]] = []  # (start, end, indices of the ranges)
-        for i, (off, n) in enumerate(ranges):
-            if plan:
-                start, end, members = plan[-1]
-                if end <= off <= end + _MANY_GAP and off + n - start <= max(_MANY_MAX, n):
-                    plan[-1] = (start, max(end, off + n), [*members, i])
-                    continue
-            plan.append((off, off + n, [i]))
-        small = [(a, b - a) for a, b, _ in plan if 0 < b - a <= _CHUNK]
-        big = {a: prefetcher().submit(self._fetch, a, b - a) for a, b, _ in plan if b - a > _CHUNK}
-        blobs: dict[int, bytes] = {}
-        if small:
-            hook = _progress_hook()
-            if hook is not None:
-                hook(0)
-            got = self._call(
-                f"read of {len(small)} ranges",
-                lambda: self._wrap(
-                    lambda: obstore.get_ranges(
-                        self._st,
-                        self._key,
-                        starts=[a for a, _ in small],
-                        lengths=[n for _, n in small],
-                        coalesce=0,
-                    )
-                ),
-            )
-            for (a, n), blob in zip(small, got):
-                if len(blob) != n:
-                    raise LoadError(
-                        f"{self.name}: truncated range: expected {n} bytes at offset {a}, "
-                        f"the server sent {len(blob)}"
-                    )
-                blobs[a] = bytes(blob)
-                if hook is not None:
-                    hook(n)
-        for a, fut in big.items():
-            blobs[a] = fut.result()
-        out: list[bytes] = [b""] * len(ranges)
-        for start, end, members in plan:
-            if end <= start:
-                continue  # empty ranges: b""
-            view = memoryview(blobs[start])
-            for i in members:
-                off, n = ranges[i]
-                out[i] = bytes(view[off - start : off - start + n])
-        return out
 
     def read_all(self) -> bytes:
         """The whole object in one request (small files: an index, `_METADATA`)."""
