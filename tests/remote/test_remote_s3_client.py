@@ -228,3 +228,42 @@ def test_an_empty_object_is_one_line(s3: Any) -> None:
         ("GET", "bytes=0-65535"),
         ("HEAD", None),
     ]
+
+
+@pytest.mark.parametrize(
+    "endpoint", ["not a url", "ftp://x", "http://256.1.1.1:80", "http://127.0.0.1:99999"]
+)
+def test_a_malformed_endpoint_is_one_line_before_any_request(
+    monkeypatch: pytest.MonkeyPatch, endpoint: str
+) -> None:
+    """object_store panics (a Rust backtrace on stderr) on some endpoints: treetool refuses
+    them first, naming the variable."""
+    from treetool._errors import LoadError
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    _remote._fs_cache.clear()
+    with pytest.raises(LoadError) as info:
+        tt.load("s3://ckpts/run/model.safetensors")
+    assert str(info.value) == (
+        "s3://ckpts/run/model.safetensors: AWS_ENDPOINT_URL: expected an http(s)://host[:port] "
+        f"URL, found {endpoint!r}"
+    )
+
+
+def test_an_unresolvable_endpoint_is_one_bounded_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from treetool._errors import LoadError
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://treetool-no-such-host.invalid:9000")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("TREETOOL_REMOTE_RETRIES", "1")
+    monkeypatch.setenv("TREETOOL_REMOTE_TIMEOUT", "10")  # a resolver answers .invalid at once
+    _remote._fs_cache.clear()
+    with pytest.raises(LoadError) as info:
+        tt.load("s3://ckpts/run/model.safetensors")
+    assert str(info.value) == (
+        "s3://ckpts/run/model.safetensors: read of bytes 0-65535 failed after 1 tries: "
+        "cannot resolve the server's name (dns error)"
+    )

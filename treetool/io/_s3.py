@@ -58,6 +58,8 @@ def _store(bucket: str, url: str) -> Any:
     store = _fs_cache.get(key)
     if store is not None:
         return store
+    if endpoint:
+        _check_endpoint(endpoint, url)
     try:
         from obstore.store import S3Store
     except ImportError as e:
@@ -90,6 +92,35 @@ def _store(bucket: str, url: str) -> Any:
     )
     _fs_cache[key] = store
     return store
+
+
+_HOST = re.compile(r"[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]")
+
+
+def _check_endpoint(endpoint: str, url: str) -> None:
+    """Refuse an endpoint the client cannot use (object_store panics on some, printing a
+    Rust backtrace): an `http(s)://host[:port]` URL with a valid host and port."""
+    import ipaddress
+    import urllib.parse
+
+    name = "AWS_ENDPOINT_URL_S3" if os.environ.get("AWS_ENDPOINT_URL_S3") else "AWS_ENDPOINT_URL"
+    bad = LoadError(f"{url}: {name}: expected an http(s)://host[:port] URL, found {endpoint!r:.80}")
+    try:
+        u = urllib.parse.urlsplit(endpoint)
+        _ = u.port  # ValueError when out of range
+    except ValueError:
+        raise bad from None
+    netloc_host = u.netloc.rpartition("@")[2]
+    host = netloc_host.rsplit(":", 1)[0] if not netloc_host.endswith("]") else netloc_host
+    if u.scheme not in ("http", "https") or not u.hostname or not _HOST.fullmatch(host):
+        raise bad
+    if u.query or u.fragment or any(c.isspace() or not c.isprintable() for c in endpoint):
+        raise bad
+    if host.replace(".", "").isdigit() or host.startswith("["):
+        try:
+            ipaddress.ip_address(host.strip("[]"))
+        except ValueError:
+            raise bad from None
 
 
 def _boto3_credentials(url: str) -> Any:
@@ -158,6 +189,10 @@ class S3Source(RemoteSource):
             ) from None
         except Exception as e:
             raise _classify(self.name, e) from None
+        except BaseException as e:  # a Rust panic in the client (pyo3's PanicException)
+            if not type(e).__module__.startswith("pyo3"):
+                raise
+            raise LoadError(f"{self.name}: the S3 client failed: {_first_line(e)}") from None
 
     @property
     def size(self) -> int:
@@ -329,6 +364,10 @@ def _classify(url: str, e: Exception) -> Exception:
         return _Transient(f"no answer within {_timeout():g} s")
     if "ConnectionRefused" in text:
         return _Transient("connection refused")
+    if '"dns error"' in text:
+        return _Transient("cannot resolve the server's name (dns error)")
+    if "kind: Connect" in text:
+        return _Transient("cannot connect to the server")
     if re.search(r"status code: 5\d\d", text) or "error sending request" in text:
         return _Transient(first)
     if "credential" in text.lower():
