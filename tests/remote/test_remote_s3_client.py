@@ -199,8 +199,8 @@ def test_keys_obstore_cannot_address_are_one_line(s3: Any, files: dict, key: str
     with pytest.raises(LoadError) as info:
         tt.load(f"s3://{BUCKET}/{key}")
     assert str(info.value) == (
-        f"s3://{BUCKET}/{key}: a key with an empty, '.' or '..' segment ('//', '/./'), which "
-        "the S3 client (obstore) cannot address"
+        f"s3://{BUCKET}/{key}: a key the S3 client (obstore) cannot address (an empty, '.' or "
+        "'..' segment, or a control character)"
     )
     assert s3.log.count == 0
 
@@ -267,3 +267,34 @@ def test_an_unresolvable_endpoint_is_one_bounded_line(monkeypatch: pytest.Monkey
         "s3://ckpts/run/model.safetensors: read of bytes 0-65535 failed after 1 tries: "
         "cannot resolve the server's name (dns error)"
     )
+
+
+@pytest.mark.parametrize("bucket", ["a b", "", "bad!", "-lead"])
+def test_a_bad_bucket_name_is_one_line_before_any_request(s3: Any, bucket: str) -> None:
+    """object_store panics on some bucket names (a space): refused first, no request."""
+    from treetool._errors import LoadError
+
+    with pytest.raises(LoadError) as info:
+        tt.load(f"s3://{bucket}/x.pkl")
+    assert str(info.value) == (
+        f"s3://{bucket}/x.pkl: expected s3://BUCKET/KEY with a bucket name of letters, digits, "
+        f"'.', '-' or '_', found {bucket!r}"
+    )
+    assert s3.log.count == 0
+
+
+def test_a_bucket_is_a_prefix(s3: Any) -> None:
+    """`s3://bucket` names a prefix: listed (not read as an object), and refused as not an
+    orbax checkpoint in one line."""
+    from treetool._errors import LoadError
+
+    s3.client().create_bucket(Bucket="plain")
+    s3.client().put_object(Bucket="plain", Key="a/b.txt", Body=b"x")
+    s3.log.clear()
+    with pytest.raises(LoadError) as info:
+        tt.load("s3://plain")
+    assert str(info.value).startswith(
+        "s3://plain: a prefix (directory) that is not an orbax checkpoint"
+    )
+    assert s3.log.count >= 1
+    assert all(r.range is None for r in s3.log.requests)  # listed, no object read

@@ -94,6 +94,8 @@ def _store(bucket: str, url: str) -> Any:
     return store
 
 
+#: S3 bucket names (legacy ones included: capitals and '_' were once allowed)
+_BUCKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 _HOST = re.compile(r"[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]")
 
 
@@ -171,6 +173,11 @@ class S3Source(RemoteSource):
     @property
     def _st(self) -> Any:
         if self._s is None:
+            if not _BUCKET.fullmatch(self._bucket):
+                raise LoadError(
+                    f"{self.name}: expected s3://BUCKET/KEY with a bucket name of letters, "
+                    f"digits, '.', '-' or '_', found {self._bucket!r:.80}"
+                )
             self._s = _store(self._bucket, self.name)
         return self._s
 
@@ -204,6 +211,8 @@ class S3Source(RemoteSource):
         """One ranged GET that also gives the size."""
         if self._size is not None:
             return super()._first_block()
+        if not self._key.strip("/"):
+            raise LoadError(f"{self.name}: a prefix (directory), not an object")  # a bucket
         import obstore
 
         hook = _progress_hook()
@@ -345,8 +354,8 @@ def _classify(url: str, e: Exception) -> Exception:
 
     if isinstance(e, InvalidPathError) or first.startswith("Could not parse path"):
         return LoadError(
-            f"{url}: a key with an empty, '.' or '..' segment ('//', '/./'), which the S3 "
-            "client (obstore) cannot address"
+            f"{url}: a key the S3 client (obstore) cannot address (an empty, '.' or '..' "
+            "segment, or a control character)"
         )
     if code in ("NoSuchBucket", "NoSuchKey"):
         return LoadError(f"{url}: no such object ({code})")
