@@ -298,3 +298,41 @@ def test_a_bucket_is_a_prefix(s3: Any) -> None:
     )
     assert s3.log.count >= 1
     assert all(r.range is None for r in s3.log.requests)  # listed, no object read
+
+
+@pytest.mark.parametrize("mode", ["short", "long", "norange", "403"])
+def test_a_misbehaving_s3_endpoint_is_one_line(
+    files: dict, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """The ranged HTTP server's fault paths as an S3 endpoint (path-style: /BUCKET/KEY is a
+    file under its root): short, long and unranged answers and a 403, each one line."""
+    import shutil
+
+    from storage_servers import HttpServer
+
+    from treetool._errors import LoadError
+
+    (tmp_path / "bkt").mkdir()
+    shutil.copy(os.path.join(files["root"], "model.safetensors"), tmp_path / "bkt")
+    size = os.path.getsize(tmp_path / "bkt" / "model.safetensors")
+    assert size < 65536  # the first block asks for the whole file
+    line = {
+        "short": f"truncated range: expected {size} bytes at offset 0, the server sent {size // 2}",
+        "long": f"the server sent more than the {size} bytes asked for",
+        "norange": "the server does not support range requests (HTTP 200); refusing to "
+        "download the whole file",
+        "403": "access denied (403)",
+    }[mode]
+    server = HttpServer(str(tmp_path))
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"{server.url}/{mode}")
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+        monkeypatch.setenv("TREETOOL_REMOTE_RETRIES", "1")
+        _remote._fs_cache.clear()
+        with pytest.raises(LoadError) as info:
+            tt.load("s3://bkt/model.safetensors")
+    finally:
+        server.stop()
+        _remote._fs_cache.clear()
+    assert str(info.value) == f"s3://bkt/model.safetensors: {line}"

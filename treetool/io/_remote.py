@@ -246,6 +246,8 @@ class RemoteSource(Source):
             data = bytes(buf) if got == n else bytes(buf[:got])
         if _progress is not None:
             _progress(len(data))
+        if len(data) > n:
+            raise LoadError(f"{self.name}: the server sent more than the {n} bytes asked for")
         if len(data) != n:
             raise LoadError(
                 f"{self.name}: truncated range: expected {n} bytes at offset {offset}, "

@@ -230,6 +230,10 @@ class S3Source(RemoteSource):
                 raise
             size, body = self._stat(), b""  # an empty object has no byte 0
         self._size = size
+        if len(body) > min(_FIRST, size):
+            raise LoadError(
+                f"{self.name}: the server sent more than the {min(_FIRST, size)} bytes asked for"
+            )
         if len(body) != min(_FIRST, size):
             raise LoadError(
                 f"{self.name}: truncated range: expected {min(_FIRST, size)} bytes at "
@@ -359,6 +363,11 @@ def _classify(url: str, e: Exception) -> Exception:
         )
     if code in ("NoSuchBucket", "NoSuchKey"):
         return LoadError(f"{url}: no such object ({code})")
+    if "non-partial response when range requested" in text:
+        return LoadError(
+            f"{url}: the server does not support range requests (HTTP 200); refusing to "
+            "download the whole file"
+        )
     if code == "InvalidRange" or "416 Range Not Satisfiable" in text:
         return LoadError(f"{url}: range not satisfiable (InvalidRange)")
     if isinstance(e, (PermissionDeniedError, UnauthenticatedError)) or "403 Forbidden" in text:
