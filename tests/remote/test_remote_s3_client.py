@@ -336,3 +336,13 @@ def test_a_misbehaving_s3_endpoint_is_one_line(
         server.stop()
         _remote._fs_cache.clear()
     assert str(info.value) == f"s3://bkt/model.safetensors: {line}"
+
+
+def test_reading_an_s3_orbax_step_imports_no_python_http_stack(
+    s3: Any, s3_orbax: str, tmp_path: Any
+) -> None:
+    """The orbax reader on S3 (its listing and small files through obstore, arrays through
+    tensorstore's own kvstore) imports no s3fs/aiobotocore/aiohttp/boto3 either."""
+    keys, imported = _probe(f"{s3_orbax}@1", s3_env(s3), str(tmp_path))
+    assert keys == ["params", "step"]
+    assert imported == []
