@@ -26,7 +26,7 @@ _NEEDED = {
     "werkzeug": "werkzeug (moto's server)",
     "boto3": "boto3 (uploads to the S3 server)",
     "gcp_storage_emulator": "gcp-storage-emulator (the GCS server)",
-    "s3fs": "s3fs (treetool[remote], s3://)",
+    "obstore": "obstore (treetool[remote], s3://)",
     "gcsfs": "gcsfs (treetool[remote], gs://)",
 }
 

@@ -78,14 +78,14 @@ def test_sharded_safetensors_is_one_tree_pointing_into_shards(s3: Any, files: di
     assert leaf.file == f"s3://{BUCKET}/run/{weight_map['model.layers.1.attn.weight']}"
     assert leaf.where()["file"].endswith("model-00002-of-00003.safetensors")
     assert tree["lm_head.weight"].file.endswith("model-00003-of-00003.safetensors")
-    # inspecting: the index (stat + one read), one listing of the folder (every shard's size),
-    # then one ranged read per shard, in parallel: no stat per shard, no shard read twice
-    reqs = [(r.method, r.path.rsplit("/", 1)[-1]) for r in s3.log.requests]
+    # inspecting: one ranged GET of the index (it says the size too: no HEAD), then one
+    # ranged GET of each shard's first block, in parallel: no stat, no listing, no shard twice
+    reqs = [(r.method, r.path.rsplit("/", 1)[-1], r.range) for r in s3.log.requests]
     shards = sorted(set(weight_map.values()))
     assert sorted(reqs) == sorted(
-        [("HEAD", "model.safetensors.index.json"), ("GET", "model.safetensors.index.json"),
-         ("GET", BUCKET)] + [("GET", s) for s in shards]
-    )  # fmt: skip
+        [("GET", "model.safetensors.index.json", "bytes=0-65535")]
+        + [("GET", s, "bytes=0-65535") for s in shards]
+    )
     assert len(reqs) <= 2 * len(shards) + 1
     # a leaf's values come from its shard's bytes already read (these shards fit one block)
     s3.log.clear()

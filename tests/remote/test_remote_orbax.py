@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import orbax_tree
+from storage_servers import BUCKET
 
 import treetool as tt
 from treetool.io.orbax import OrbaxArray
@@ -122,3 +123,30 @@ def test_array_read_from_a_server_that_never_answers_is_bounded(
         "(TREETOOL_REMOTE_TIMEOUT per try, TREETOOL_REMOTE_RETRIES tries)"
     )
     assert silent.accepted >= 1
+
+
+def test_inspecting_an_s3_checkpoint_reads_what_the_tree_needs(
+    s3: Any, s3_orbax: str, orbax_local: str
+) -> None:
+    """`io.read` of one step: a GET of the URL (is it an object? 404), one flat listing of the
+    prefix (files, sizes, steps), `_METADATA` (the tree), `_sharding`, the OCDBT manifest and
+    B+tree node(s) (the arrays' shapes and dtypes: `_METADATA` has none); no array byte, no
+    `array_metadatas`."""
+    import os
+
+    loaded = tt.io.read(f"{s3_orbax}@2")
+    assert loaded.step == 2
+    step = f"/{BUCKET}/orbax_run/2/default"
+    reqs = [(r.method, r.path, r.range is not None) for r in s3.log.requests]
+    assert reqs[0] == ("GET", f"/{BUCKET}/orbax_run", True)  # answered 404: a prefix
+    assert reqs[1][:2] == ("GET", f"/{BUCKET}")  # the one listing
+    rest = sorted(p for _, p, _ in reqs[2:])
+    nodes = [p for p in rest if p.startswith(f"{step}/d/")]
+    assert [p for p in rest if p not in nodes] == [
+        f"{step}/_METADATA",
+        f"{step}/_sharding",
+        f"{step}/manifest.ocdbt",
+    ]
+    local_nodes = os.listdir(os.path.join(orbax_local, "2", "default", "d"))
+    assert 1 <= len(nodes) <= len(local_nodes)
+    assert {p.rsplit("/", 1)[1] for p in nodes} <= set(local_nodes)

@@ -1,4 +1,5 @@
-"""Remote `Source`s: S3 and GCS through fsspec (s3fs, gcsfs), HTTP(S) through ranged GETs.
+"""Remote `Source`s: S3 through obstore (`_s3.py`), GCS through fsspec's gcsfs, HTTP(S) through
+ranged GETs.
 
 Clients are configured by each ecosystem's standard environment, so a user's set-up just works:
 `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_S3`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
@@ -37,7 +38,7 @@ _WORKERS = 8
 _pool: ThreadPoolExecutor | None = None
 _ahead: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
-_fs_cache: dict[str, Any] = {}
+_fs_cache: dict[Any, Any] = {}  # protocol or (s3, bucket, settings...) -> client
 _idle: dict[tuple, list[Any]] = {}  # (scheme, host, port) -> idle keep-alive connections
 _idle_lock = threading.Lock()
 
@@ -117,10 +118,16 @@ def set_progress(hook: Callable[[int], None] | None) -> None:
     _progress = hook
 
 
+def _progress_hook() -> Callable[[int], None] | None:
+    """The hook `set_progress` set (None when none)."""
+    return _progress
+
+
 def forget_listings() -> None:
     """Drop the clients' cached listings (objects may have changed since the last read)."""
     for fs in _fs_cache.values():
-        fs.invalidate_cache()
+        if hasattr(fs, "invalidate_cache"):  # fsspec's (obstore caches no listing)
+            fs.invalidate_cache()
     _walks.clear()
 
 
@@ -140,6 +147,9 @@ def listed(url: str) -> tuple[dict[str, int], str] | None:
     return None
 
 
+#: how many prefixes' listings are kept
+_WALKS_KEPT = 64
+
 #: the most objects one listing may hold (a hostile bucket cannot make it unbounded)
 MAX_LISTED = 1_000_000
 
@@ -148,6 +158,10 @@ def remote_source(url: str) -> Source:
     """The `Source` of a URL: `s3://`, `gs://` (or `gcs://`), `http://`, `https://`."""
     if url.startswith(("http://", "https://")):
         return HttpSource(url)
+    if url.startswith("s3://"):
+        from ._s3 import S3Source
+
+        return S3Source(url)
     return FsspecSource(url)
 
 
@@ -232,6 +246,8 @@ class RemoteSource(Source):
             data = bytes(buf) if got == n else bytes(buf[:got])
         if _progress is not None:
             _progress(len(data))
+        if len(data) > n:
+            raise LoadError(f"{self.name}: the server sent more than the {n} bytes asked for")
         if len(data) != n:
             raise LoadError(
                 f"{self.name}: truncated range: expected {n} bytes at offset {offset}, "
@@ -250,7 +266,7 @@ def _quiet_client_logs() -> None:
     """The clients log their retries and tracebacks; treetool reports one line instead."""
     import logging
 
-    for name in ("fsspec", "s3fs", "gcsfs", "aiobotocore", "botocore", "google"):
+    for name in ("fsspec", "gcsfs", "google"):
         log = logging.getLogger(name)
         if not log.handlers:
             log.addHandler(logging.NullHandler())
@@ -264,24 +280,9 @@ def _filesystem(protocol: str) -> Any:
     _quiet_client_logs()
     t = _timeout()
     try:
-        if protocol == "s3":
-            import s3fs
+        from gcsfs.core import GCSFileSystem  # the plain client: no bucket-layout probes
 
-            endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-            fs = s3fs.S3FileSystem(
-                endpoint_url=endpoint or None,
-                config_kwargs={
-                    "connect_timeout": t,
-                    "read_timeout": t,
-                    "retries": {"max_attempts": 1, "mode": "standard"},
-                },
-                skip_instance_cache=True,
-            )
-            fs.retries = 1  # treetool retries, boundedly, itself
-        else:
-            from gcsfs.core import GCSFileSystem  # the plain client: no bucket-layout probes
-
-            fs = GCSFileSystem(token=_gcs_token(), requests_timeout=t, skip_instance_cache=True)
+        fs = GCSFileSystem(token=_gcs_token(), requests_timeout=t, skip_instance_cache=True)
     except ImportError as e:
         raise LoadError(
             f"reading {protocol}:// needs the optional clients: pip install 'treetool[remote]' ({e.name} is missing)"
@@ -315,12 +316,12 @@ def _gcs_token() -> str:
 
 
 def _split(url: str) -> tuple[str, str]:
-    scheme, rest = url.split("://", 1)
-    return ("s3" if scheme == "s3" else "gs"), rest
+    _scheme, rest = url.split("://", 1)
+    return "gs", rest
 
 
 class FsspecSource(RemoteSource):
-    """An object in S3 (`s3://bucket/key`) or GCS (`gs://bucket/key`), read through fsspec."""
+    """An object in GCS (`gs://bucket/key`), read through fsspec's gcsfs."""
 
     def __init__(self, url: str, fs: Any = None) -> None:
         super().__init__(url.rstrip("/") if url.count("/") > 3 else url)
@@ -391,7 +392,7 @@ class FsspecSource(RemoteSource):
 
     def walk(self) -> dict[str, int]:
         """`{relative key: size}` of every object under this prefix, listed once (flat,
-        1,000 keys per request on S3) and kept until the next read starts."""
+        kept until the next read starts)."""
         known = _walks.get(self.name)
         if known is not None:
             return known
@@ -416,7 +417,7 @@ class FsspecSource(RemoteSource):
             if k.startswith(lead) and v.get("type") != "directory"
         }
         _walks[self.name] = out
-        while len(_walks) > 64:
+        while len(_walks) > _WALKS_KEPT:
             del _walks[next(iter(_walks))]
         return out
 

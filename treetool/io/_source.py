@@ -244,7 +244,7 @@ _AHEAD_BYTES = 8 << 20
 #: the longest repeating pattern of jumps recognised (arrays per layer)
 _PERIOD_MAX = 16
 #: blocks are read ahead only when a request takes this long (a network, not a local server,
-#: where the threads would cost more than they save)
+#: where the threads would cost more than they save); a source's `ahead_latency` overrides it
 _SLOW_REQUEST = 0.004
 
 
@@ -277,6 +277,7 @@ class BlockReader(io.RawIOBase):
         self.guessed = 0
         #: reads ahead stop here (a lazy array sets the end of its bytes)
         self.limit = self._size
+        self._big_end = -1  # where the last big read ended
 
     # -- file protocol
     def readable(self) -> bool:
@@ -370,7 +371,12 @@ class BlockReader(io.RawIOBase):
                 fut.cancel()
             queue.clear()
             data = self._src.read(start, n)
-        if self._src.remote:
+        # read ahead for a stream: bytes whose end the reader set (a lazy array), or a big
+        # read that continues the last one; not after one big read of unknown use (a header
+        # past the first block: what follows it is payload nobody asked for)
+        stream = self.limit < self._size or start == self._big_end
+        self._big_end = start + n
+        if self._src.remote and stream:
             from ._remote import prefetcher
 
             depth = max(1, min(_AHEAD_JUMPS, _AHEAD_BYTES // max(n, 1)))
@@ -400,7 +406,8 @@ class BlockReader(io.RawIOBase):
             if guessed is not None:
                 start, data = guessed
                 self.guessed += 1
-            if self._src.remote and self._latency >= _SLOW_REQUEST:
+            slow = getattr(self._src, "ahead_latency", _SLOW_REQUEST)  # a client's own
+            if self._src.remote and self._latency >= slow:
                 self._predict(pos)
         if data is None:
             n = min(n, self._size - start)

@@ -48,7 +48,7 @@ def check_remote_target(url: str) -> str | None:
         _ = src.size
     except LoadError as e:
         prefix = "a prefix (directory)" in str(e)
-        if prefix or ("no such object" in str(e) and src.list()):  # a prefix, not an object
+        if prefix or ("no such object" in str(e) and _has_entries(src)):  # a prefix
             from .orbax import is_orbax_dir
 
             if is_orbax_dir(url):
@@ -59,6 +59,13 @@ def check_remote_target(url: str) -> str | None:
             ) from None
         raise
     return None
+
+
+def _has_entries(src: Source) -> bool:
+    """Whether objects lie under the prefix `src`: its flat listing, which the orbax reader
+    then reuses (one listing for both), where the client has one."""
+    walk = getattr(src, "walk", None)
+    return bool(walk()) if walk is not None else bool(src.list())
 
 
 def read_index(src: Source) -> dict[str, str]:
@@ -176,7 +183,8 @@ def _map(fn: Any, items: list[str], parallel: bool) -> list[Any]:
     def run(x: str) -> Any:
         return ctx.copy().run(fn, x)
 
-    with ThreadPoolExecutor(min(8, len(items)), thread_name_prefix="treetool-shards") as pool:
+    # every shard header at once: one round trip for a 16-shard set, not two
+    with ThreadPoolExecutor(min(16, len(items)), thread_name_prefix="treetool-shards") as pool:
         return list(pool.map(run, items))
 
 
