@@ -393,20 +393,16 @@ class _Walker:
     def settle(self) -> None:
         """Replace the "pending" changes (remote values put off by the comparer) by what
         their comparisons found, dropping the equal ones."""
-        at = [i for i, ch in enumerate(self.changes) if ch.kind == "pending"]
-        if not at:
-            self.cmp.pending = None
-            return
-        by_job = {self.changes[i].before: self.changes[i].path for i in at}
-        found = self.cmp.settle(lambda job: by_job.get(job, "?"))
+        paths = {ch.before: ch.path for ch in self.changes if ch.kind == "pending"}
+        found = self.cmp.settle(lambda job: paths.get(job, "?")) if paths else []
+        self.cmp.pending = None
         out: list[Change] = []
         for ch in self.changes:
-            if ch.kind == "pending":
-                r = found[ch.before]
-                if r is None:
-                    continue
+            r = found[ch.before] if ch.kind == "pending" else ()
+            if r:
                 ch = Change(ch.path, r[0], r[1], r[2], {**r[3], **ch.detail}, keys=ch.keys)
-            out.append(ch)
+            if r is not None:
+                out.append(ch)
         self.changes = out
 
     def _one_side(self, ka: tuple, kb: tuple, kind: str, obj: Any, seq: tuple) -> None:

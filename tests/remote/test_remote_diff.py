@@ -186,6 +186,22 @@ def test_diff_fetches_each_payload_byte_once(pickles: Any, small_requests: None)
         assert payloads[0][0] <= spans[0][0] and spans[-1][1] == payloads[-1][1]
 
 
+def test_leaf_truncated_after_loading_is_one_line_naming_it(
+    pickles: Any, small_requests: None
+) -> None:
+    _, pb, server = pickles
+    ra, rb = tt.load(f"{server.url}/ckpt_1.pkl"), tt.load(f"{server.url}/ckpt_2.pkl")
+    nan = rb["nan"]  # the last payload of the file, compared last (keys sorted)
+    with open(pb, "r+b") as fh:  # the object changes on the server after it was read
+        fh.truncate(nan.offset + 1000)
+    with pytest.raises(LoadError) as info:
+        tt.diff(ra, rb)
+    assert str(info.value) == (
+        f"{server.url}/ckpt_2.pkl: ['nan']: truncated range: expected {nan.nbytes} bytes at "
+        f"offset {nan.offset}, the server sent 1000"
+    )
+
+
 class _Recording(ReadAhead):
     """A `ReadAhead` that keeps what its counters said (instrumentation, not a stand-in)."""
 
