@@ -282,3 +282,66 @@ def test_snapshot_leaf_count_agrees_with_the_leaf_index_and_reuses_shared_subtre
     assert counter.count({"done": done, "more": [1.0, 2.0]}) == (6, True)
     assert LeafCounter().count({"done": done, "more": [1.0, 2.0]}) == (7, True)
     assert LeafCounter().count({"k": list(range(100))}, limit=10) == (100, False)
+
+
+class _Probe:
+    """A leaf put in a snapshot's root only: alive exactly as long as that root is."""
+
+
+@_sync
+async def test_no_snapshot_outlives_the_swap_to_the_whole_tree(tmp_path):
+    import gc
+    import weakref
+
+    PartialWatch = pytest.importorskip("treetool.io._partial").PartialWatch
+    path, _ = _write(tmp_path, n=3000)
+    offered, proceed = threading.Event(), threading.Event()
+    shown: list[weakref.ref] = []
+
+    class Watch(PartialWatch):
+        __slots__ = ("held",)
+
+        def __init__(self) -> None:
+            super().__init__(share=1.0)
+            self.held = False
+
+        def _offer(self, tree, fraction):
+            root = dict(tree)  # the snapshot's root container: nothing but the snapshot has it
+            root["~probe"] = probe = _Probe()
+            shown.append(weakref.ref(probe))
+            super()._offer(root, fraction)
+            if not self.held:
+                self.held = True
+                offered.set()
+                assert proceed.wait(30)
+
+    def read(w):
+        w.request()
+        return Read(io.read(str(path), watch=w).tree, None, None)
+
+    watch = Watch()
+    app = TreetoolApp(None, title="ckpt.pkl", reading=Reading(str(path), read, watch))
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(PytreeTree)
+        await _until(pilot, offered.is_set, "the reader offered a snapshot")
+        await _until(pilot, lambda: "~probe" in getattr(app.obj, "keys", list)(), "shown")
+
+        def at() -> str:
+            return str(view.cursor_node.data.node.path)
+
+        # rows of the snapshot opened, the cursor and the details pane on one of its leaves
+        await pilot.press("down")
+        await _until(pilot, lambda: at() == "['params']", "the cursor on ['params']")
+        await pilot.press("right")
+        await _until(pilot, lambda: len(view.cursor_node.children) > 1, "['params'] open")
+        await pilot.press("down")
+        await _until(pilot, lambda: at().startswith("['params']['k"), "the cursor on a leaf")
+        proceed.set()
+        await _until(pilot, lambda: app.index is not None, "the whole tree was indexed")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert "~probe" not in app.obj and len(app.obj["params"]) == 3000
+        assert watch.latest() is None  # released at the swap
+        gc.collect()
+        alive = [r for r in shown if r() is not None]
+        assert shown and not alive, f"{len(alive)} of {len(shown)} snapshots still alive"

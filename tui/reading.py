@@ -58,7 +58,8 @@ class Reading:
             input (the app exits and `run` raises that error).
         watch: what `read` is given and the app asks for snapshots: a
             `treetool.io._partial.PartialWatch` (`request()`, `latest() -> (tree so far,
-            fraction read) | None`), or None (no snapshots: a progress line only).
+            fraction read) | None`, `release()` once the whole tree has replaced the
+            snapshots), or None (no snapshots: a progress line only).
 
     Example:
         >>> r = Reading("ckpt.pkl", lambda watch: Read({"w": 1.0}))
@@ -326,6 +327,8 @@ class FileReader:
         self._asked = False
         self._preparing = False
         self._shown: Any = None
+        #: the snapshot the next `_prepare` worker makes ready: (tree, fraction, kept paths)
+        self._todo: tuple[Any, float, tuple[list[str], str | None]] | None = None
         self._base: int | None = None
         self.counter = LeafCounter()
         self.done = False
@@ -344,11 +347,16 @@ class FileReader:
         self.poll()
 
     def stop(self) -> None:
-        """No more polling (the read ended)."""
+        """No more polling (the read ended), and nothing here keeps a snapshot alive: the
+        whole tree (or nothing, after an error) has taken their place."""
         self.done = True
         timer = getattr(self, "_timer", None)
         if timer is not None:
             timer.stop()
+        self._shown = self._todo = None
+        self.counter = LeafCounter()  # its counts hold the snapshots' containers
+        if self.watch is not None:
+            self.watch.release()
 
     def _read(self) -> None:
         try:
@@ -391,9 +399,11 @@ class FileReader:
                 self._shown = tree
                 self._preparing = True
                 self._asked = False
-                kept = self.app.kept_paths()
+                # handed over in an attribute the worker empties: a closure over the tree
+                # would keep this snapshot alive as long as the finished worker is referenced
+                self._todo = (tree, fraction, self.app.kept_paths())
                 self.app.run_worker(
-                    lambda: self._prepare(tree, fraction, kept),
+                    self._prepare,
                     thread=True,
                     group="snapshot",
                     name="snapshot",
@@ -414,8 +424,13 @@ class FileReader:
             return None
         return min(max(now - self._base, 0) / self.size, 0.99)
 
-    def _prepare(self, tree: Any, fraction: float, kept: tuple[list[str], str | None]) -> None:
+    def _prepare(self) -> None:
         t0 = time.perf_counter()
+        todo, self._todo = self._todo, None
+        if todo is None:
+            self._preparing = False
+            return
+        tree, fraction, kept = todo
         try:
             snap = prepare(tree, fraction, kept, self.counter)
         finally:

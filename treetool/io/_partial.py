@@ -57,6 +57,11 @@ class PartialWatch:
         """The newest snapshot: (tree so far, fraction of the file read), or None (any thread)."""
         return self._latest
 
+    def release(self) -> None:
+        """Forget the newest snapshot (the whole tree has taken its place): the watch no
+        longer keeps the tree read so far alive (any thread)."""
+        self._latest = None
+
     def _wanted(self) -> bool:
         return self._want
 

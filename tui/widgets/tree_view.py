@@ -399,6 +399,7 @@ class PytreeTree(Tree[Entry]):
         `model` (resolved in a worker): those rows open again; the cursor goes to the row of
         the `cursor` chain (the root for an empty chain).
         """
+        self._drop_rows()
         self.model = model
         self._pending_fill = []
         self.totals = None
@@ -417,6 +418,20 @@ class PytreeTree(Tree[Entry]):
         finally:
             self._budget = None
         self.call_after_refresh(self._place_cursor, back or self.root)
+
+    def _drop_rows(self) -> None:
+        """Let go of the tree shown until now: its rows' entries are emptied.
+
+        Textual's `Tree.reset` keeps rows past the new tree's in its node table, and the rows
+        that go are cyclic garbage the collector may not see for long (the app freezes what
+        it keeps, see `_gc`): through their entries, a snapshot of a file being read (its
+        view, a copy of its widest container) stayed alive after the whole tree replaced it.
+        """
+        stack = [self.root]
+        while stack:
+            tn = stack.pop()
+            tn.data = None
+            stack.extend(tn.children)
 
     # --- reveal ------------------------------------------------------------------------
 
