@@ -345,3 +345,75 @@ async def test_no_snapshot_outlives_the_swap_to_the_whole_tree(tmp_path):
         gc.collect()
         alive = [r for r in shown if r() is not None]
         assert shown and not alive, f"{len(alive)} of {len(shown)} snapshots still alive"
+
+
+def _leaf_types(tree) -> dict[str, str]:
+    from treetool._model import view
+
+    return {str(n.path): n.type_name for n in view(tree).walk() if n.is_leaf}
+
+
+@_sync
+async def test_a_snapshot_shows_functions_as_the_whole_tree_does_and_is_never_written_to(
+    tmp_path,
+):
+    import cloudpickle
+    import equinox as eqx
+    import jax
+
+    PartialWatch = pytest.importorskip("treetool.io._partial").PartialWatch
+    model = eqx.nn.Sequential(
+        [
+            eqx.nn.Linear(2, 2, key=jax.random.PRNGKey(0)),
+            eqx.nn.Lambda(jax.nn.relu),
+            eqx.nn.Lambda(lambda x: x * 2),
+        ]
+    )
+    tree = {"model": model, "act": lambda x: x + 1, "params": _tree(3000)["params"]}
+    path = tmp_path / "fns.pkl"
+    path.write_bytes(cloudpickle.dumps(tree))
+    offered, proceed = threading.Event(), threading.Event()
+    raw: list = []
+
+    class Watch(PartialWatch):  # a snapshot at each safe point, held at the first mid-params
+        __slots__ = ()
+
+        def _wanted(self) -> bool:
+            return not raw
+
+        def _offer(self, tree, fraction):
+            super()._offer(tree, fraction)
+            if not raw and len(tree.get("params", ())) > 0:
+                raw.append(tree)
+                offered.set()
+                assert proceed.wait(30)
+
+    def read(w):
+        return Read(io.read(str(path), watch=w).tree, None, None)
+
+    app = TreetoolApp(None, title="fns.pkl", reading=Reading(str(path), read, Watch(share=1.0)))
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, offered.is_set, "the reader offered a snapshot")
+        await _until(pilot, lambda: "params" in getattr(app.obj, "keys", list)(), "shown")
+        shown = app.obj
+        before = _leaf_types(shown)
+        # the functions are one leaf each, as in the whole tree: not their bytecode, closures
+        assert before["['act']"] == "OpaqueFunction"
+        assert before["['model'].layers[1].fn"] == "OpaqueFunction"
+        assert before["['model'].layers[2].fn"] == "OpaqueFunction"
+        inside = ("['act'][", "['act'].", "['model'].layers[2].fn.", "['model'].layers[2].fn[")
+        assert not [p for p in before if p.startswith(inside)]
+        so_far = len(raw[0]["params"])
+        assert 0 < so_far < 3000 and len(before) == so_far + 5
+        bar = str(app.query_one(TotalsBar).render())
+        assert f"{so_far + 5:,} of ~" in bar, bar  # the count is of what is shown
+        # the reader's own snapshot shares its finished model with the tree being read; what
+        # the app shows is a copy where the final pass will write (the functions' places)
+        assert shown["model"] is not raw[0]["model"]
+        proceed.set()
+        await _until(pilot, lambda: app.index is not None, "the whole tree was indexed")
+        await app.workers.wait_for_complete()
+        whole = _leaf_types(app.obj)
+        assert len(whole) == 3005 and whole["['model'].layers[2].fn"] == "OpaqueFunction"
+        assert {p: whole[p] for p in before} == before  # the snapshot showed the same leaves
+        assert _leaf_types(shown) == before  # and nothing it showed was written to

@@ -392,14 +392,24 @@ async def test_identical_layers_fold_across_pages():
         rows = tv.root.children[0].children
         assert len(rows) == 1
         assert str(rows[0].label).startswith(f"[0..{3 * PAGE + 16}]  ×{3 * PAGE + 17} Linear")
-        # its members come a page at a time too; revealing the last adds only its page
+        # its members come a page at a time too; revealing the last adds only its page (the
+        # members before it stay one `… more` row: not even the fold's first page is added)
         row = tv.reveal(f"['layers'][{3 * PAGE + 16}]")
         await _settle(app, pilot)
         assert row is not None and str(app.node.path) == f"['layers'][{3 * PAGE + 16}]"
         members = rows[0].children
         kinds = [m.data.kind for m in members]
-        assert kinds.count("node") == PAGE + 17 and kinds.count("more") == 1
-        assert str(members[PAGE].label).startswith(f"… {2 * PAGE:,} more [{PAGE}..{3 * PAGE - 1}]")
+        assert kinds == ["more"] + ["node"] * 17
+        assert str(members[0].label).startswith(f"… {3 * PAGE:,} more [0..{3 * PAGE - 1}]")
+        assert [m.data.index for m in members[1:]] == list(range(3 * PAGE, 3 * PAGE + 17))
+        # the `… more` row above adds its first page (a page at a time, in place)
+        await pilot.press(*["up"] * 17)
+        await _settle(app, pilot)
+        assert tv.cursor_node is members[0]
+        await pilot.press("enter")
+        await _settle(app, pilot)
+        kinds = [m.data.kind for m in rows[0].children]
+        assert kinds == ["node"] * PAGE + ["more"] + ["node"] * 17
 
 
 def test_largest_children_see_every_child():

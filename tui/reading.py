@@ -58,8 +58,9 @@ class Reading:
             input (the app exits and `run` raises that error).
         watch: what `read` is given and the app asks for snapshots: a
             `treetool.io._partial.PartialWatch` (`request()`, `latest() -> (tree so far,
-            fraction read) | None`, `release()` once the whole tree has replaced the
-            snapshots), or None (no snapshots: a progress line only).
+            fraction read) | None`, `as_finished(tree)`: the tree shown, `release()` once
+            the whole tree has replaced the snapshots), or None (no snapshots: a progress
+            line only).
 
     Example:
         >>> r = Reading("ckpt.pkl", lambda watch: Read({"w": 1.0}))
@@ -232,8 +233,11 @@ def prepare(
     fraction: float,
     kept: tuple[list[str], str | None] = ([], None),
     counter: LeafCounter | None = None,
+    as_finished: Callable[[Any], Any] | None = None,
 ) -> Snapshot:
     """The view of a snapshot with its root opened, and its leaves counted (a worker's job).
+    With `as_finished` (the watch's), the snapshot is shown as the finished tree will be
+    (functions as one leaf each, never the containers the reader still writes to).
 
     Example:
         >>> s = prepare({"a": [1.0, 2.0], "b": 3.0}, 0.5)
@@ -241,6 +245,8 @@ def prepare(
         (3, 2, 0.5)
     """
     t0 = time.perf_counter()
+    if as_finished is not None:
+        tree = as_finished(tree)
     model = view(tree)
     with frozen_after(keep=lambda: False):  # many small objects, soon garbage: no GC passes
         try:
@@ -432,7 +438,8 @@ class FileReader:
             return
         tree, fraction, kept = todo
         try:
-            snap = prepare(tree, fraction, kept, self.counter)
+            shown = getattr(self.watch, "as_finished", None)
+            snap = prepare(tree, fraction, kept, self.counter, shown)
         finally:
             # a snapshot that took long to walk spaces out the next (the reader needs the GIL)
             took = time.perf_counter() - t0

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PartialWatch"]
+__all__ = ["AsFinished", "PartialWatch"]
 
 
 class PartialWatch:
@@ -26,6 +26,7 @@ class PartialWatch:
     for its data is left out), and it passed the same checks as a finished tree (no cycles,
     depth and expanded size within the file's budget). Building snapshots takes at most
     `share` of the read's time (10%): a request made sooner is answered later in the read.
+    A UI shows `as_finished(tree)`: what the finished tree will show for the part read.
 
     Example:
         >>> import pickle, tempfile, os, threading, numpy as np
@@ -41,11 +42,12 @@ class PartialWatch:
         (True, True)
     """
 
-    __slots__ = ("_latest", "_want", "share")
+    __slots__ = ("_finished", "_latest", "_want", "share")
 
     def __init__(self, share: float = 0.1) -> None:
         self._want = False
         self._latest: tuple[Any, float] | None = None
+        self._finished = AsFinished()
         #: the most of the read's time its snapshots may take (a request beyond it waits)
         self.share = share
 
@@ -57,10 +59,16 @@ class PartialWatch:
         """The newest snapshot: (tree so far, fraction of the file read), or None (any thread)."""
         return self._latest
 
+    def as_finished(self, tree: Any) -> Any:
+        """A snapshot as the finished tree will show it (functions as `OpaqueFunction`
+        leaves, see `AsFinished`), without changing it; one thread at a time."""
+        return self._finished(tree)
+
     def release(self) -> None:
         """Forget the newest snapshot (the whole tree has taken its place): the watch no
         longer keeps the tree read so far alive (any thread)."""
         self._latest = None
+        self._finished = AsFinished()  # it remembers the last snapshot's big containers
 
     def _wanted(self) -> bool:
         return self._want
@@ -72,3 +80,181 @@ class PartialWatch:
     def _offer(self, tree: Any, fraction: float) -> None:
         self._want = False
         self._latest = (tree, fraction)  # one reference assignment: the UI sees all or nothing
+
+
+#: containers with at least this many children are remembered from one snapshot to the next
+#: (a snapshot shares every complete subtree with the next one); smaller ones are walked again
+_MEMO_MIN = 16
+
+
+class AsFinished:
+    """Snapshots shown as the finished tree will be: functions are `OpaqueFunction` leaves.
+
+    At the end of a read, `collapse_functions` turns each function the file makes (an `Opaque`
+    of a cloudpickled lambda, a `custom_jvp`…) into one `OpaqueFunction` leaf, writing into
+    the containers that hold it. A snapshot is taken before that: it would show those
+    functions as `Opaque` nodes (their bytecode, closures, file paths) until the whole tree
+    arrives, and it shares its complete subtrees with the tree being read, so that final pass
+    would write into containers the UI is showing. Calling an `AsFinished` on a snapshot gives
+    what the finished tree shows for it, copy on write: each container holding a function (or
+    holding one that does) is a copy with the function's leaf in place; the containers left
+    shared hold no function and are never written to by the final pass. The snapshot itself
+    is not changed. Containers of `_MEMO_MIN` children or more are remembered by identity, so
+    the next snapshot walks only what is new.
+
+    Example:
+        >>> import cloudpickle, os, tempfile, numpy as np
+        >>> from treetool.io import read
+        >>> p = os.path.join(tempfile.mkdtemp(), "fns.pkl")
+        >>> tree = {"act": lambda x: x + 1, **{f"k{i}": np.ones(1) for i in range(5000)}}
+        >>> with open(p, "wb") as fh:
+        ...     cloudpickle.dump(tree, fh)
+        >>> class Every(PartialWatch):  # a snapshot at every safe point: keeps the last
+        ...     __slots__ = ()
+        ...     def _wanted(self) -> bool:
+        ...         return True
+        >>> watch = Every(share=1.0)
+        >>> final = read(p, watch=watch).tree
+        >>> snap, _ = watch.latest()
+        >>> shown = AsFinished()(snap)
+        >>> shown is not snap, shown["k0"] is snap["k0"]  # a copy of the root, leaves shared
+        (True, True)
+        >>> type(snap["act"]).__name__, type(shown["act"]).__name__, type(final["act"]).__name__
+        ('Opaque', 'OpaqueFunction', 'OpaqueFunction')
+        >>> shown["act"].qualname == final["act"].qualname
+        True
+    """
+
+    __slots__ = ("_memo",)
+
+    def __init__(self) -> None:
+        #: id -> (container, what it becomes): the big containers of the last snapshot
+        self._memo: dict[int, tuple[Any, Any]] = {}
+
+    def __call__(self, tree: Any) -> Any:
+        """`tree` (a snapshot) as the finished tree shows it; `tree` itself is not changed."""
+        import numpy as np
+
+        from ._functions import _WALKED, as_function
+        from ._opaque import Opaque
+
+        memo, seen = self._memo, {}
+        # id -> (the object, its replacement): a function's leaf, a rebuilt tuple, or a copy
+        # of a container showing what the final pass will write into it
+        new: dict[int, tuple[Any, Any]] = {}
+        done: set[int] = set()
+        stack: list[tuple[Any, bool]] = [(tree, False)]
+        pop, push = stack.pop, stack.append
+        while stack:
+            obj, leaving = pop()
+            oid = id(obj)
+            if leaving:
+                out = _rebuilt(obj, new)
+                if out is not obj:
+                    new[oid] = (obj, out)
+                if _size(obj) >= _MEMO_MIN:
+                    seen[oid] = (obj, out)
+                done.add(oid)
+                continue
+            if oid in done:
+                continue
+            hit = memo.get(oid)
+            if hit is not None and hit[0] is obj:  # complete, walked for an earlier snapshot
+                seen[oid] = hit
+                if hit[1] is not obj:
+                    new[oid] = hit
+                done.add(oid)
+                continue
+            t = type(obj)
+            if t is Opaque:
+                fn = as_function(obj)
+                if fn is not None:
+                    new[oid] = (obj, fn)
+                    done.add(oid)
+                    continue
+            elif t not in _WALKED and not (t is np.ndarray and obj.dtype.hasobject):
+                done.add(oid)
+                continue
+            push((obj, True))
+            for c in _children(obj):
+                tc = type(c)
+                if tc in _WALKED or (tc is np.ndarray and c.dtype.hasobject):
+                    push((c, False))
+        self._memo = seen
+        got = new.get(id(tree))
+        return tree if got is None else got[1]
+
+
+def _size(obj: Any) -> int:
+    try:
+        return len(obj)
+    except TypeError:  # an Opaque
+        return 0
+
+
+def _children(obj: Any) -> list[Any]:
+    import numpy as np
+
+    from ._opaque import Opaque
+
+    t = type(obj)
+    if t is np.ndarray:
+        return obj.reshape(-1).tolist()  # type: ignore[no-any-return]
+    if t is Opaque:
+        return [obj.args, obj.state, obj.listitems, obj.dictitems, obj.kwargs, obj.source]
+    if isinstance(obj, dict):
+        return list(obj.values())
+    return list(obj)
+
+
+def _rebuilt(obj: Any, new: dict[int, tuple[Any, Any]]) -> Any:
+    """`obj` with its replaced children (see `AsFinished`): a copy, or `obj` unchanged."""
+    import copy
+
+    import numpy as np
+
+    from ._opaque import Opaque
+
+    if not new:  # nothing below was replaced (a file without functions: every container)
+        return obj
+
+    def swap(x: Any) -> Any:
+        got = new.get(id(x))
+        return x if got is None or got[0] is not x else got[1]
+
+    t = type(obj)
+    if t is Opaque:
+        # the final pass swaps functions into `args` and `state`; the other parts of an
+        # Opaque are containers it changes in place (shown here by their copies)
+        attrs = {a: swap(getattr(obj, a)) for a in ("args", "state")}
+        for a in ("listitems", "dictitems", "kwargs", "source"):
+            x = getattr(obj, a)
+            y = swap(x)
+            if y is not x and type(y) is type(x):  # a copy, not a function's leaf
+                attrs[a] = y
+        if all(v is getattr(obj, a) for a, v in attrs.items()):
+            return obj
+        out = copy.copy(obj)
+        for a, v in attrs.items():
+            setattr(out, a, v)
+        return out
+    if isinstance(obj, dict):
+        changed = [(k, swap(v)) for k, v in obj.items() if swap(v) is not v]
+        if not changed:
+            return obj
+        out = obj.copy()  # keeps the type (OrderedDict, a defaultdict's factory)
+        out.update(changed)
+        return out
+    if t is np.ndarray:
+        flat = obj.reshape(-1).tolist()
+        if all(swap(v) is v for v in flat):
+            return obj
+        out = obj.copy()
+        for i, v in enumerate(flat):
+            out.flat[i] = swap(v)
+        return out
+    items = list(obj)
+    swapped = [swap(v) for v in items]
+    if all(a is b for a, b in zip(items, swapped, strict=True)):
+        return obj
+    return swapped if t is list else t(swapped)
