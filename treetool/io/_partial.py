@@ -199,7 +199,7 @@ def _children(obj: Any) -> list[Any]:
 
     t = type(obj)
     if t is np.ndarray:
-        return obj.reshape(-1).tolist()  # type: ignore[no-any-return]
+        return obj.reshape(-1).tolist()
     if t is Opaque:
         return [obj.args, obj.state, obj.listitems, obj.dictitems, obj.kwargs, obj.source]
     if isinstance(obj, dict):
