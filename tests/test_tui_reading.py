@@ -218,7 +218,7 @@ def _big_pickle(tmp_path, name: str = "big.pkl"):
     from treetool._cli_live import LIVE_BYTES
 
     path = tmp_path / name
-    tree = {"layers": [{"w": np.full(64, i, np.float32)} for i in range(20_000)], "step": 3}
+    tree = {"layers": [{"w": np.full(96, i, np.float32)} for i in range(20_000)], "step": 3}
     path.write_bytes(pickle.dumps(tree, protocol=4))
     assert path.stat().st_size >= LIVE_BYTES
     return path
