@@ -246,7 +246,10 @@ def prepare(
     """
     t0 = time.perf_counter()
     if as_finished is not None:
-        tree = as_finished(tree)
+        try:
+            tree = as_finished(tree)
+        except Exception:  # shown as read: its functions' rows open into `Opaque` parts
+            pass
     model = view(tree)
     with frozen_after(keep=lambda: False):  # many small objects, soon garbage: no GC passes
         try:
