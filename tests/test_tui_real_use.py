@@ -182,6 +182,31 @@ async def test_search_in_a_wide_dict_reveals_one_page():
 
 
 @_sync
+async def test_leaves_tab_end_enter_reveals_the_last_of_a_wide_root_by_its_page_only():
+    n = 100_000
+    tree = {f"k{i}": np.zeros(1, np.float32) for i in range(n)}
+    app = TreetoolApp(tree)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        tv = app.query_one(PytreeTree)
+        assert [c.data.kind for c in tv.root.children] == ["node"] * PAGE + ["more"]
+        await pilot.press("L", "end")  # nothing searched or opened before
+        await _settle(app, pilot)
+        await pilot.press("enter")
+        await _settle(app, pilot)
+        assert app.query_one(TabbedContent).active == "tree"
+        last = f"['k{n - 1}']"  # numeric-aware order: the last leaf is also the last child
+        assert str(tv.cursor_node.data.node.path) == last
+        # the first page (shown at mount), one `… more` row for the 499 pages between, the
+        # page that holds the last child: nothing else was added
+        kinds = [c.data.kind for c in tv.root.children]
+        assert kinds == ["node"] * PAGE + ["more"] + ["node"] * PAGE
+        gap = tv.root.children[PAGE].data
+        assert (gap.index, gap.stop) == (PAGE, n - PAGE)
+        assert str(tv.root.children[-1].data.node.path) == last
+
+
+@_sync
 async def test_search_semantics():
     tree = {
         "encoder": {"layers": [{"weight": np.ones(2), "bias": np.zeros(2)} for _ in range(3)]},
