@@ -391,7 +391,8 @@ async def test_a_snapshot_shows_functions_as_the_whole_tree_does_and_is_never_wr
     def read(w):
         return Read(io.read(str(path), watch=w).tree, None, None)
 
-    app = TreetoolApp(None, title="fns.pkl", reading=Reading(str(path), read, Watch(share=1.0)))
+    watch = Watch(share=1.0, path=str(path))
+    app = TreetoolApp(None, title="fns.pkl", reading=Reading(str(path), read, watch))
     async with app.run_test(size=SIZE) as pilot:
         await _until(pilot, offered.is_set, "the reader offered a snapshot")
         await _until(pilot, lambda: "params" in getattr(app.obj, "keys", list)(), "shown")
@@ -417,3 +418,31 @@ async def test_a_snapshot_shows_functions_as_the_whole_tree_does_and_is_never_wr
         assert len(whole) == 3005 and whole["['model'].layers[2].fn"] == "OpaqueFunction"
         assert {p: whole[p] for p in before} == before  # the snapshot showed the same leaves
         assert _leaf_types(shown) == before  # and nothing it showed was written to
+
+
+def test_snapshots_of_a_file_without_functions_are_shown_as_they_are(tmp_path):
+    import cloudpickle
+
+    from treetool.io._partial import PartialWatch, may_make_functions
+
+    class Every(PartialWatch):  # a snapshot at each safe point: the last one is kept
+        __slots__ = ()
+
+        def _wanted(self) -> bool:
+            return True
+
+    plain, _ = _write(tmp_path, n=50)
+    fns = tmp_path / "fns.pkl"
+    tree = {"act": lambda x: x + 1, **{f"k{i}": np.ones(1) for i in range(5000)}}
+    fns.write_bytes(cloudpickle.dumps(tree))
+    assert not may_make_functions(str(plain)) and may_make_functions(str(fns))
+    assert may_make_functions(str(tmp_path / "gone.pkl"))  # unsure: the snapshots are walked
+    watch = Every(share=1.0)
+    assert type(io.read(str(fns), watch=watch).tree["act"]).__name__ == "OpaqueFunction"
+    raw, _ = watch.latest()
+    assert type(raw["act"]).__name__ == "Opaque"  # read, not collapsed yet
+    shown = PartialWatch(path=str(fns)).as_finished(raw)
+    assert type(shown["act"]).__name__ == "OpaqueFunction" and shown["k0"] is raw["k0"]
+    assert type(raw["act"]).__name__ == "Opaque"  # the snapshot itself is not changed
+    # a watch on a file that names no function maker does not walk its snapshots at all
+    assert PartialWatch(path=str(plain)).as_finished(raw) is raw

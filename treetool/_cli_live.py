@@ -77,7 +77,7 @@ def inspect_live(args: argparse.Namespace, spec: str) -> int:
 
     from .io._partial import PartialWatch
 
-    run(None, title=args.target, reading=Reading(spec, read, PartialWatch()))
+    run(None, title=args.target, reading=Reading(spec, read, PartialWatch(path=spec)))
     for loaded in held:  # said now that the terminal is ours again
         _targets.report_loaded(spec, loaded)
     return _targets.EXIT_OK

@@ -12,6 +12,7 @@ changes. Formats other than pickle read fast and ignore the watch.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 __all__ = ["AsFinished", "PartialWatch"]
@@ -42,12 +43,16 @@ class PartialWatch:
         (True, True)
     """
 
-    __slots__ = ("_finished", "_latest", "_want", "share")
+    __slots__ = ("_finished", "_latest", "_makers", "_want", "path", "share")
 
-    def __init__(self, share: float = 0.1) -> None:
+    def __init__(self, share: float = 0.1, path: str | None = None) -> None:
         self._want = False
         self._latest: tuple[Any, float] | None = None
         self._finished = AsFinished()
+        #: the file being read, when known: `as_finished` has nothing to do for a file that
+        #: names no function maker (most checkpoints), and then walks nothing
+        self.path = path
+        self._makers: bool | None = None
         #: the most of the read's time its snapshots may take (a request beyond it waits)
         self.share = share
 
@@ -62,7 +67,9 @@ class PartialWatch:
     def as_finished(self, tree: Any) -> Any:
         """A snapshot as the finished tree will show it (functions as `OpaqueFunction`
         leaves, see `AsFinished`), without changing it; one thread at a time."""
-        return self._finished(tree)
+        if self._makers is None:
+            self._makers = self.path is None or may_make_functions(self.path)
+        return self._finished(tree) if self._makers else tree
 
     def release(self) -> None:
         """Forget the newest snapshot (the whole tree has taken its place): the watch no
@@ -176,13 +183,47 @@ class AsFinished:
                 done.add(oid)
                 continue
             push((obj, True))
-            for c in _children(obj):
+            kids = _children(obj)
+            kinds = set(map(type, kids))  # a wide container of leaves: no loop per child
+            if kinds.isdisjoint(_WALKED) and (
+                np.ndarray not in kinds or (len(kinds) == 1 and not any(map(_HAS_OBJECT, kids)))
+            ):
+                continue
+            for c in kids:
                 tc = type(c)
                 if tc in _WALKED or (tc is np.ndarray and c.dtype.hasobject):
                     push((c, False))
         self._memo = seen
         got = new.get(id(tree))
         return tree if got is None else got[1]
+
+
+_HAS_OBJECT = operator.attrgetter("dtype.hasobject")
+
+
+def may_make_functions(path: str) -> bool:
+    """Whether the pickle at `path` names a function maker (cloudpickle's `_make_function`,
+    `functools.partial`, `custom_jvp`…): a global is named by its bytes in the file, so a
+    file without any of those names cannot make a function. True when unsure.
+
+    Example:
+        >>> import os, pickle, tempfile
+        >>> p = os.path.join(tempfile.mkdtemp(), "w.pkl")
+        >>> with open(p, "wb") as fh:
+        ...     pickle.dump({"w": [1.0, 2.0]}, fh)
+        >>> may_make_functions(p)
+        False
+    """
+    import mmap
+
+    from ._functions import _MAKERS
+
+    names = {cp.rsplit(".", 1)[-1] for cp in _MAKERS} | {"_builtin_type", "PjitFunction"}
+    try:
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            return any(mm.find(name.encode()) != -1 for name in names)
+    except (OSError, ValueError):  # gone, empty, not mappable: walk the snapshots
+        return True
 
 
 def _size(obj: Any) -> int:
