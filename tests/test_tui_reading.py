@@ -457,3 +457,15 @@ def test_snapshots_of_a_file_without_functions_are_shown_as_they_are(tmp_path):
     assert type(raw["act"]).__name__ == "Opaque"  # the snapshot itself is not changed
     # a watch on a file that names no function maker does not walk its snapshots at all
     assert PartialWatch(path=str(plain)).as_finished(raw) is raw
+    # nor on a file whose bytes read so far name none (a snapshot is made of those only)
+    late = tmp_path / "late.pkl"
+    late.write_bytes(
+        cloudpickle.dumps({**{f"k{i}": np.ones(1) for i in range(5000)}, "f": lambda: 0})
+    )
+    on_late = PartialWatch(path=str(late))
+    assert on_late.as_finished(raw, 0.5) is raw and on_late.as_finished(raw, 1.0) is not raw
+    # the names looked for are those of every function maker the reader knows
+    from treetool.io import _functions, _partial
+
+    names = {cp.rsplit(".", 1)[-1] for cp in _functions._MAKERS}
+    assert {n.encode() for n in names} <= set(_partial._MAKER_NAMES)

@@ -233,7 +233,7 @@ def prepare(
     fraction: float,
     kept: tuple[list[str], str | None] = ([], None),
     counter: LeafCounter | None = None,
-    as_finished: Callable[[Any], Any] | None = None,
+    as_finished: Callable[[Any, float], Any] | None = None,
 ) -> Snapshot:
     """The view of a snapshot with its root opened, and its leaves counted (a worker's job).
     With `as_finished` (the watch's), the snapshot is shown as the finished tree will be
@@ -247,7 +247,7 @@ def prepare(
     t0 = time.perf_counter()
     if as_finished is not None:
         try:
-            tree = as_finished(tree)
+            tree = as_finished(tree, fraction)
         except Exception:  # shown as read: its functions' rows open into `Opaque` parts
             pass
     model = view(tree)

@@ -43,7 +43,7 @@ class PartialWatch:
         (True, True)
     """
 
-    __slots__ = ("_finished", "_latest", "_makers", "_want", "path", "share")
+    __slots__ = ("_finished", "_latest", "_makers", "_scanned", "_want", "path", "share")
 
     def __init__(self, share: float = 0.1, path: str | None = None) -> None:
         self._want = False
@@ -52,7 +52,8 @@ class PartialWatch:
         #: the file being read, when known: `as_finished` has nothing to do for a file that
         #: names no function maker (most checkpoints), and then walks nothing
         self.path = path
-        self._makers: bool | None = None
+        self._makers = path is None
+        self._scanned = 0  # the bytes of the file looked at for a function maker's name
         #: the most of the read's time its snapshots may take (a request beyond it waits)
         self.share = share
 
@@ -64,11 +65,15 @@ class PartialWatch:
         """The newest snapshot: (tree so far, fraction of the file read), or None (any thread)."""
         return self._latest
 
-    def as_finished(self, tree: Any) -> Any:
+    def as_finished(self, tree: Any, fraction: float = 1.0) -> Any:
         """A snapshot as the finished tree will show it (functions as `OpaqueFunction`
-        leaves, see `AsFinished`), without changing it; one thread at a time."""
-        if self._makers is None:
-            self._makers = self.path is None or may_make_functions(self.path)
+        leaves, see `AsFinished`), without changing it; one thread at a time. `fraction` is
+        the share of the file the snapshot was built from: with a `path`, only the bytes
+        not looked at before are searched for a function maker's name (a snapshot made
+        from bytes that name none holds no function, and is not walked)."""
+        if not self._makers and self.path is not None:
+            start = max(0, self._scanned - _LONGEST_NAME)
+            self._makers, self._scanned = _names_a_maker(self.path, start, fraction)
         return self._finished(tree) if self._makers else tree
 
     def release(self) -> None:
@@ -214,16 +219,35 @@ def may_make_functions(path: str) -> bool:
         >>> may_make_functions(p)
         False
     """
+    return _names_a_maker(path, 0, 1.0)[0]
+
+
+#: the names of the globals that make functions (their bytes are in a file that uses one)
+_MAKER_NAMES = (
+    b"_make_function",
+    b"FunctionType",
+    b"LambdaType",
+    b"CodeType",
+    b"partial",
+    b"custom_jvp",
+    b"custom_vjp",
+    b"_builtin_type",
+    b"PjitFunction",
+)
+_LONGEST_NAME = max(map(len, _MAKER_NAMES))
+
+
+def _names_a_maker(path: str, start: int, fraction: float) -> tuple[bool, int]:
+    """(whether bytes `start:` up to `fraction` of the file name a function maker, where
+    the search stopped); (True, 0) when the file cannot be looked at."""
     import mmap
 
-    from ._functions import _MAKERS
-
-    names = {cp.rsplit(".", 1)[-1] for cp in _MAKERS} | {"_builtin_type", "PjitFunction"}
     try:
         with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            return any(mm.find(name.encode()) != -1 for name in names)
+            end = min(len(mm), int(len(mm) * fraction) + 1)
+            return any(mm.find(name, start, end) != -1 for name in _MAKER_NAMES), end
     except (OSError, ValueError):  # gone, empty, not mappable: walk the snapshots
-        return True
+        return True, 0
 
 
 def _size(obj: Any) -> int:
