@@ -14,7 +14,9 @@ search keystroke (until the screen shows it), the search's answer, revealing the
                                                               # (DIR holds treetool/, tui/)
 
 The anchor is the same run with `--src` pointing at a checkout from before the change;
-`--compare DIR` runs both and prints the ratios.
+`--compare DIR` runs both and prints the ratios (a checkout with its own `.venv` runs with
+that environment's python). "reveal last (fresh)" is timed in the app as it opened, before
+any search; "reveal middle" after a search of the last leaf.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import fcntl
 import os
 import pickle
 import pty
+import re
 import select
 import struct
 import sys
@@ -144,6 +147,9 @@ def make_inputs(tmp: Path, sizes: list[int], layers: int) -> list[dict]:
                 "leaves": n,
                 "query": last,
                 "last": f"['{last}']",
+                "middle": f"k{n // 2}",  # one match: no other key holds these digits
+                "middle rows": [f"['k{n // 2}']"],
+                "middle near": [],
             }
         )
     if layers:
@@ -160,6 +166,11 @@ def make_inputs(tmp: Path, sizes: list[int], layers: int) -> list[dict]:
                 "leaves": 2 * layers,
                 "query": f"[{layers - 1}].bias",
                 "last": f"[{layers - 1}]",
+                "middle": f"[{layers // 2}].weight",
+                # the leaf's row shows `.weight` only: with its layer's row or a neighbour's
+                # (one of them is on screen, whichever way the tree scrolled), it is its row
+                "middle rows": [".weight"],
+                "middle near": [f"[{layers // 2 + d}]" for d in (-1, 0, 1)],
             }
         )
     return cases
@@ -173,8 +184,16 @@ def _env(src: str | None, tmp: Path) -> dict[str, str]:
     return env
 
 
-def run_case(case: dict, src: str | None, tmp: Path) -> dict:
-    argv = [sys.executable, "-m", "treetool.cli", "inspect", case["target"]]
+def tree_row(text: str, key: str) -> bool:
+    """Whether the Tree tab shows the row of `key` (the key as a row shows it: `['k9']`,
+    `[9999]`): a tree guide or an arrow right before it, left of the details pane's border, so
+    neither the details pane's title nor the Leaves tab's copy of the name counts."""
+    pattern = re.compile(r"[─▼▶] " + re.escape(key) + "  ")
+    return any(pattern.search(line.split("▏", 1)[0]) for line in text.splitlines())
+
+
+def run_case(case: dict, src: str | None, tmp: Path, python: str = sys.executable) -> dict:
+    argv = [python, "-m", "treetool.cli", "inspect", case["target"]]
     term = Term(argv, _env(src, tmp), str(tmp))
     out: dict = {}
 
@@ -195,6 +214,19 @@ def run_case(case: dict, src: str | None, tmp: Path) -> dict:
     totals = term.wait_for(lambda t: f"{n:,} leaves" in t or f"{n:,} leaf" in t)
     out["totals"] = None if totals is None else time.perf_counter() - term.t0
     term.settle()
+    # reveal the last leaf from the app as it opened (nothing searched or opened before, so
+    # its row cannot be on screen already): Leaves tab, End, Enter, until its Tree row shows
+    last = case["last"]
+    term.send(b"L")
+    term.settle()
+    sent = term.send(b"\x1b[F")  # End: the table's row and the details pane show it
+    at_end = term.wait_for(lambda t: t.count(last) >= 2)
+    out["leaves End"] = None if at_end is None else time.perf_counter() - sent
+    term.settle()
+    sent = term.send(b"\r")
+    shown = term.wait_for(lambda t: tree_row(t, last))
+    out["reveal last (fresh)"] = None if shown is None else time.perf_counter() - sent
+    term.settle()
     # search: each keystroke until the screen shows the query so far
     term.send(b"/")
     term.wait_for(lambda t: "glob (" in t, 10)  # the bar is open (and focused)
@@ -210,30 +242,37 @@ def run_case(case: dict, src: str | None, tmp: Path) -> dict:
     out["search key max"] = None if None in keys else max(keys)
     out["search keys"] = keys
     if None in keys:
-        for key in ("search answer", "leaves End", "reveal last", "leaves key median"):
+        for key in ("search answer", "reveal middle", "leaves key median", "leaves key max"):
             out[key] = None
-        out["leaves key max"] = None
         out["peak RSS MB"] = term.close() / 1e6
         return out
-    done = term.wait_for(lambda t: "1 match" in t)
-    out["search answer"] = done
+    out["search answer"] = term.wait_for(lambda t: "1 match" in t)
     term.send(b"\x1b")  # escape: close the search
     term.settle()
-    # reveal the last leaf: Leaves tab, Home, End (until its row and details show it), Enter
-    last = case["last"]
+    # reveal a leaf in the middle after that search: searched from the Leaves tab (the tree
+    # does not follow a search typed there), Enter (the table's cursor on it), Enter
+    mid, mid_rows, near = case["middle"], case["middle rows"], case["middle near"]
+
+    def middle_shown(t: str) -> bool:
+        return all(tree_row(t, r) for r in mid_rows) and (
+            not near or any(tree_row(t, r) for r in near)
+        )
+
     term.send(b"L")
     term.settle()
-    term.send(b"\x1b[H")  # Home: the details leave the last leaf the search showed
-    term.wait_for(lambda t: last not in t, 10)
+    term.send(b"/")
+    term.wait_for(lambda t: "glob (" in t, 10)
+    term.settle(0.1)
+    term.send(mid.encode())
+    term.wait_for(lambda t: "1 match" in t)
     term.settle()
-    sent = term.send(b"\x1b[F")  # End
-    at_end = term.wait_for(lambda t: t.count(last) >= 2)
-    out["leaves End"] = None if at_end is None else time.perf_counter() - sent
+    term.send(b"\r")
     term.settle()
     sent = term.send(b"\r")
-    # its row in the Tree tab (an inner node's row has an arrow before its key)
-    shown = term.wait_for(lambda t: any(m + last + "  " in t for m in ("─ ", "▼ ", "▶ ")))
-    out["reveal last"] = None if shown is None else time.perf_counter() - sent
+    shown = term.wait_for(middle_shown)
+    out["reveal middle"] = None if shown is None else time.perf_counter() - sent
+    term.settle()
+    term.send(b"\x1b")  # clear the search: the Leaves tab shows every leaf again
     term.settle()
     # Leaves tab key latency: Home, then Down x30
     term.send(b"L")
@@ -274,13 +313,13 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         cases = make_inputs(tmp, sizes, layers)
-        runs = [("after", args.src)]
+        runs = [("after", *_runner(args.src))]
         if args.compare:
-            runs.insert(0, ("before", _prepare(args.compare, tmp)))
+            runs.insert(0, ("before", *_runner(args.compare)))
         results: dict[str, dict[str, dict]] = {}
         for case in cases:
-            for label, src in runs:
-                results.setdefault(case["name"], {})[label] = run_case(case, src, tmp)
+            for label, src, python in runs:
+                results.setdefault(case["name"], {})[label] = run_case(case, src, tmp, python)
                 print(f"{case['name']} [{label}]: {results[case['name']][label]}", flush=True)
     print()
     for name, by in results.items():
@@ -303,12 +342,22 @@ def main(argv: list[str] | None = None) -> None:
         print()
 
 
-def _prepare(src: str, tmp: Path) -> str:
-    """A checkout whose `tui/` is importable as `treetool.tui` (as the install maps it)."""
+def _runner(src: str | None) -> tuple[str | None, str]:
+    """(PYTHONPATH entry, python) that run the code of checkout `src` (None: this one).
+
+    A checkout with its own virtual environment (`src/.venv`, treetool installed editable from
+    it) runs with that environment's python; otherwise `src` goes first on PYTHONPATH, with
+    `treetool/tui` linked to its `tui/` (as the install maps it).
+    """
+    if src is None:
+        return None, sys.executable
+    venv = Path(src) / ".venv" / "bin" / "python"
+    if venv.exists():
+        return None, str(venv)
     link = Path(src) / "treetool" / "tui"
     if not link.exists():
         link.symlink_to(Path(src) / "tui")
-    return src
+    return src, sys.executable
 
 
 if __name__ == "__main__":

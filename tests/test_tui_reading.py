@@ -218,7 +218,7 @@ def _big_pickle(tmp_path, name: str = "big.pkl"):
     from treetool._cli_live import LIVE_BYTES
 
     path = tmp_path / name
-    tree = {"layers": [{"w": np.full(64, i, np.float32)} for i in range(20_000)], "step": 3}
+    tree = {"layers": [{"w": np.full(96, i, np.float32)} for i in range(20_000)], "step": 3}
     path.write_bytes(pickle.dumps(tree, protocol=4))
     assert path.stat().st_size >= LIVE_BYTES
     return path
@@ -282,3 +282,190 @@ def test_snapshot_leaf_count_agrees_with_the_leaf_index_and_reuses_shared_subtre
     assert counter.count({"done": done, "more": [1.0, 2.0]}) == (6, True)
     assert LeafCounter().count({"done": done, "more": [1.0, 2.0]}) == (7, True)
     assert LeafCounter().count({"k": list(range(100))}, limit=10) == (100, False)
+
+
+class _Probe:
+    """A leaf put in a snapshot's root only: alive exactly as long as that root is."""
+
+
+@_sync
+async def test_no_snapshot_outlives_the_swap_to_the_whole_tree(tmp_path):
+    import gc
+    import weakref
+
+    PartialWatch = pytest.importorskip("treetool.io._partial").PartialWatch
+    path, _ = _write(tmp_path, n=3000)
+    offered, proceed = threading.Event(), threading.Event()
+    shown: list[weakref.ref] = []
+
+    class Watch(PartialWatch):
+        __slots__ = ("held",)
+
+        def __init__(self) -> None:
+            super().__init__(share=1.0)
+            self.held = False
+
+        def _wanted(self) -> bool:  # a snapshot at each safe point until one is held
+            return not self.held
+
+        def _offer(self, tree, fraction):
+            root = dict(tree)  # the snapshot's root container: nothing but the snapshot has it
+            root["~probe"] = probe = _Probe()
+            shown.append(weakref.ref(probe))
+            super()._offer(root, fraction)
+            if not self.held and len(tree.get("params", ())) > 0:  # held mid-params
+                self.held = True
+                offered.set()
+                assert proceed.wait(30)
+
+    def read(w):
+        w.request()
+        return Read(io.read(str(path), watch=w).tree, None, None)
+
+    watch = Watch()
+    app = TreetoolApp(None, title="ckpt.pkl", reading=Reading(str(path), read, watch))
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(PytreeTree)
+        await _until(pilot, offered.is_set, "the reader offered a snapshot")
+        await _until(
+            pilot, lambda: {"~probe", "params"} <= set(getattr(app.obj, "keys", list)()), "shown"
+        )
+
+        def at() -> str:  # "" until the cursor is on a row of the snapshot
+            tn = view.cursor_node
+            return "" if tn is None or tn.data is None else str(tn.data.node.path)
+
+        # rows of the snapshot opened, the cursor and the details pane on one of its leaves
+        for _ in range(100):  # the snapshot's rows put the cursor on the root after a refresh
+            if at() == "['params']":
+                break
+            if at() == "":
+                await pilot.press("down")
+            await pilot.pause(0.01)
+        assert at() == "['params']"
+        await pilot.press("right")
+        await _until(pilot, lambda: len(view.cursor_node.children) > 1, "['params'] open")
+        await pilot.press("down")
+        await _until(pilot, lambda: at().startswith("['params']['k"), "the cursor on a leaf")
+        proceed.set()
+        await _until(pilot, lambda: app.index is not None, "the whole tree was indexed")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert "~probe" not in app.obj and len(app.obj["params"]) == 3000
+        assert watch.latest() is None  # released at the swap
+        gc.collect()
+        alive = [r for r in shown if r() is not None]
+        assert shown and not alive, f"{len(alive)} of {len(shown)} snapshots still alive"
+
+
+def _leaf_types(tree) -> dict[str, str]:
+    from treetool._model import view
+
+    return {str(n.path): n.type_name for n in view(tree).walk() if n.is_leaf}
+
+
+@_sync
+async def test_a_snapshot_shows_functions_as_the_whole_tree_does_and_is_never_written_to(
+    tmp_path,
+):
+    import cloudpickle
+    import equinox as eqx
+    import jax
+
+    PartialWatch = pytest.importorskip("treetool.io._partial").PartialWatch
+    model = eqx.nn.Sequential(
+        [
+            eqx.nn.Linear(2, 2, key=jax.random.PRNGKey(0)),
+            eqx.nn.Lambda(jax.nn.relu),
+            eqx.nn.Lambda(lambda x: x * 2),
+        ]
+    )
+    tree = {"model": model, "act": lambda x: x + 1, "params": _tree(3000)["params"]}
+    path = tmp_path / "fns.pkl"
+    path.write_bytes(cloudpickle.dumps(tree))
+    offered, proceed = threading.Event(), threading.Event()
+    raw: list = []
+
+    class Watch(PartialWatch):  # a snapshot at each safe point, held at the first mid-params
+        __slots__ = ()
+
+        def _wanted(self) -> bool:
+            return not raw
+
+        def _offer(self, tree, fraction):
+            super()._offer(tree, fraction)
+            if not raw and len(tree.get("params", ())) > 0:
+                raw.append(tree)
+                offered.set()
+                assert proceed.wait(30)
+
+    def read(w):
+        return Read(io.read(str(path), watch=w).tree, None, None)
+
+    watch = Watch(share=1.0, path=str(path))
+    app = TreetoolApp(None, title="fns.pkl", reading=Reading(str(path), read, watch))
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, offered.is_set, "the reader offered a snapshot")
+        await _until(pilot, lambda: "params" in getattr(app.obj, "keys", list)(), "shown")
+        shown = app.obj
+        before = _leaf_types(shown)
+        # the functions are one leaf each, as in the whole tree: not their bytecode, closures
+        assert before["['act']"] == "OpaqueFunction"
+        assert before["['model'].layers[1].fn"] == "OpaqueFunction"
+        assert before["['model'].layers[2].fn"] == "OpaqueFunction"
+        inside = ("['act'][", "['act'].", "['model'].layers[2].fn.", "['model'].layers[2].fn[")
+        assert not [p for p in before if p.startswith(inside)]
+        so_far = len(raw[0]["params"])
+        assert 0 < so_far < 3000 and len(before) == so_far + 5
+        bar = str(app.query_one(TotalsBar).render())
+        assert f"{so_far + 5:,} of ~" in bar, bar  # the count is of what is shown
+        # the reader's own snapshot shares its finished model with the tree being read; what
+        # the app shows is a copy where the final pass will write (the functions' places)
+        assert shown["model"] is not raw[0]["model"]
+        proceed.set()
+        await _until(pilot, lambda: app.index is not None, "the whole tree was indexed")
+        await app.workers.wait_for_complete()
+        whole = _leaf_types(app.obj)
+        assert len(whole) == 3005 and whole["['model'].layers[2].fn"] == "OpaqueFunction"
+        assert {p: whole[p] for p in before} == before  # the snapshot showed the same leaves
+        assert _leaf_types(shown) == before  # and nothing it showed was written to
+
+
+def test_snapshots_of_a_file_without_functions_are_shown_as_they_are(tmp_path):
+    import cloudpickle
+
+    from treetool.io._partial import PartialWatch, may_make_functions
+
+    class Every(PartialWatch):  # a snapshot at each safe point: the last one is kept
+        __slots__ = ()
+
+        def _wanted(self) -> bool:
+            return True
+
+    plain, _ = _write(tmp_path, n=50)
+    fns = tmp_path / "fns.pkl"
+    tree = {"act": lambda x: x + 1, **{f"k{i}": np.ones(1) for i in range(5000)}}
+    fns.write_bytes(cloudpickle.dumps(tree))
+    assert not may_make_functions(str(plain)) and may_make_functions(str(fns))
+    assert may_make_functions(str(tmp_path / "gone.pkl"))  # unsure: the snapshots are walked
+    watch = Every(share=1.0)
+    assert type(io.read(str(fns), watch=watch).tree["act"]).__name__ == "OpaqueFunction"
+    raw, _ = watch.latest()
+    assert type(raw["act"]).__name__ == "Opaque"  # read, not collapsed yet
+    shown = PartialWatch(path=str(fns)).as_finished(raw)
+    assert type(shown["act"]).__name__ == "OpaqueFunction" and shown["k0"] is raw["k0"]
+    assert type(raw["act"]).__name__ == "Opaque"  # the snapshot itself is not changed
+    # a watch on a file that names no function maker does not walk its snapshots at all
+    assert PartialWatch(path=str(plain)).as_finished(raw) is raw
+    # nor on a file whose bytes read so far name none (a snapshot is made of those only)
+    late = tmp_path / "late.pkl"
+    late.write_bytes(
+        cloudpickle.dumps({**{f"k{i}": np.ones(1) for i in range(5000)}, "f": lambda: 0})
+    )
+    on_late = PartialWatch(path=str(late))
+    assert on_late.as_finished(raw, 0.5) is raw and on_late.as_finished(raw, 1.0) is not raw
+    # the names looked for are those of every function maker the reader knows
+    from treetool.io import _functions, _partial
+
+    names = {cp.rsplit(".", 1)[-1] for cp in _functions._MAKERS}
+    assert {n.encode() for n in names} <= set(_partial._MAKER_NAMES)

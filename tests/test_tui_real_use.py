@@ -182,6 +182,31 @@ async def test_search_in_a_wide_dict_reveals_one_page():
 
 
 @_sync
+async def test_leaves_tab_end_enter_reveals_the_last_of_a_wide_root_by_its_page_only():
+    n = 100_000
+    tree = {f"k{i}": np.zeros(1, np.float32) for i in range(n)}
+    app = TreetoolApp(tree)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        tv = app.query_one(PytreeTree)
+        assert [c.data.kind for c in tv.root.children] == ["node"] * PAGE + ["more"]
+        await pilot.press("L", "end")  # nothing searched or opened before
+        await _settle(app, pilot)
+        await pilot.press("enter")
+        await _settle(app, pilot)
+        assert app.query_one(TabbedContent).active == "tree"
+        last = f"['k{n - 1}']"  # numeric-aware order: the last leaf is also the last child
+        assert str(tv.cursor_node.data.node.path) == last
+        # the first page (shown at mount), one `… more` row for the 499 pages between, the
+        # page that holds the last child: nothing else was added
+        kinds = [c.data.kind for c in tv.root.children]
+        assert kinds == ["node"] * PAGE + ["more"] + ["node"] * PAGE
+        gap = tv.root.children[PAGE].data
+        assert (gap.index, gap.stop) == (PAGE, n - PAGE)
+        assert str(tv.root.children[-1].data.node.path) == last
+
+
+@_sync
 async def test_search_semantics():
     tree = {
         "encoder": {"layers": [{"weight": np.ones(2), "bias": np.zeros(2)} for _ in range(3)]},
@@ -392,14 +417,24 @@ async def test_identical_layers_fold_across_pages():
         rows = tv.root.children[0].children
         assert len(rows) == 1
         assert str(rows[0].label).startswith(f"[0..{3 * PAGE + 16}]  ×{3 * PAGE + 17} Linear")
-        # its members come a page at a time too; revealing the last adds only its page
+        # its members come a page at a time too; revealing the last adds only its page (the
+        # members before it stay one `… more` row: not even the fold's first page is added)
         row = tv.reveal(f"['layers'][{3 * PAGE + 16}]")
         await _settle(app, pilot)
         assert row is not None and str(app.node.path) == f"['layers'][{3 * PAGE + 16}]"
         members = rows[0].children
         kinds = [m.data.kind for m in members]
-        assert kinds.count("node") == PAGE + 17 and kinds.count("more") == 1
-        assert str(members[PAGE].label).startswith(f"… {2 * PAGE:,} more [{PAGE}..{3 * PAGE - 1}]")
+        assert kinds == ["more"] + ["node"] * 17
+        assert str(members[0].label).startswith(f"… {3 * PAGE:,} more [0..{3 * PAGE - 1}]")
+        assert [m.data.index for m in members[1:]] == list(range(3 * PAGE, 3 * PAGE + 17))
+        # the `… more` row above adds its first page (a page at a time, in place)
+        await pilot.press(*["up"] * 17)
+        await _settle(app, pilot)
+        assert tv.cursor_node is members[0]
+        await pilot.press("enter")
+        await _settle(app, pilot)
+        kinds = [m.data.kind for m in rows[0].children]
+        assert kinds == ["node"] * PAGE + ["more"] + ["node"] * 17
 
 
 def test_largest_children_see_every_child():

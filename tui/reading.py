@@ -58,7 +58,9 @@ class Reading:
             input (the app exits and `run` raises that error).
         watch: what `read` is given and the app asks for snapshots: a
             `treetool.io._partial.PartialWatch` (`request()`, `latest() -> (tree so far,
-            fraction read) | None`), or None (no snapshots: a progress line only).
+            fraction read) | None`, `as_finished(tree)`: the tree shown, `release()` once
+            the whole tree has replaced the snapshots), or None (no snapshots: a progress
+            line only).
 
     Example:
         >>> r = Reading("ckpt.pkl", lambda watch: Read({"w": 1.0}))
@@ -231,8 +233,11 @@ def prepare(
     fraction: float,
     kept: tuple[list[str], str | None] = ([], None),
     counter: LeafCounter | None = None,
+    as_finished: Callable[[Any, float], Any] | None = None,
 ) -> Snapshot:
     """The view of a snapshot with its root opened, and its leaves counted (a worker's job).
+    With `as_finished` (the watch's), the snapshot is shown as the finished tree will be
+    (functions as one leaf each, never the containers the reader still writes to).
 
     Example:
         >>> s = prepare({"a": [1.0, 2.0], "b": 3.0}, 0.5)
@@ -240,6 +245,11 @@ def prepare(
         (3, 2, 0.5)
     """
     t0 = time.perf_counter()
+    if as_finished is not None:
+        try:
+            tree = as_finished(tree, fraction)
+        except Exception:  # shown as read: its functions' rows open into `Opaque` parts
+            pass
     model = view(tree)
     with frozen_after(keep=lambda: False):  # many small objects, soon garbage: no GC passes
         try:
@@ -326,6 +336,8 @@ class FileReader:
         self._asked = False
         self._preparing = False
         self._shown: Any = None
+        #: the snapshot the next `_prepare` worker makes ready: (tree, fraction, kept paths)
+        self._todo: tuple[Any, float, tuple[list[str], str | None]] | None = None
         self._base: int | None = None
         self.counter = LeafCounter()
         self.done = False
@@ -344,11 +356,16 @@ class FileReader:
         self.poll()
 
     def stop(self) -> None:
-        """No more polling (the read ended)."""
+        """No more polling (the read ended), and nothing here keeps a snapshot alive: the
+        whole tree (or nothing, after an error) has taken their place."""
         self.done = True
         timer = getattr(self, "_timer", None)
         if timer is not None:
             timer.stop()
+        self._shown = self._todo = None
+        self.counter = LeafCounter()  # its counts hold the snapshots' containers
+        if self.watch is not None:
+            self.watch.release()
 
     def _read(self) -> None:
         try:
@@ -391,9 +408,11 @@ class FileReader:
                 self._shown = tree
                 self._preparing = True
                 self._asked = False
-                kept = self.app.kept_paths()
+                # handed over in an attribute the worker empties: a closure over the tree
+                # would keep this snapshot alive as long as the finished worker is referenced
+                self._todo = (tree, fraction, self.app.kept_paths())
                 self.app.run_worker(
-                    lambda: self._prepare(tree, fraction, kept),
+                    self._prepare,
                     thread=True,
                     group="snapshot",
                     name="snapshot",
@@ -414,10 +433,16 @@ class FileReader:
             return None
         return min(max(now - self._base, 0) / self.size, 0.99)
 
-    def _prepare(self, tree: Any, fraction: float, kept: tuple[list[str], str | None]) -> None:
+    def _prepare(self) -> None:
         t0 = time.perf_counter()
+        todo, self._todo = self._todo, None
+        if todo is None:
+            self._preparing = False
+            return
+        tree, fraction, kept = todo
         try:
-            snap = prepare(tree, fraction, kept, self.counter)
+            shown = getattr(self.watch, "as_finished", None)
+            snap = prepare(tree, fraction, kept, self.counter, shown)
         finally:
             # a snapshot that took long to walk spaces out the next (the reader needs the GIL)
             took = time.perf_counter() - t0

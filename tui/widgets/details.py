@@ -283,7 +283,7 @@ class DetailsPane(VerticalScroll):
         if pending and node is self.root and self.totals is None:
             return  # the root waits for the leaf index's totals (set_totals shows it again)
         if pending:
-            self._compute(node, max(20, self.scrollable_content_region.width - 1))
+            self._compute([(node, max(20, self.scrollable_content_region.width - 1))])
 
     def set_totals(self, root: Node, totals: Aggregates) -> None:
         """The whole tree's totals (from the leaf index), used when the root is shown."""
@@ -292,7 +292,11 @@ class DetailsPane(VerticalScroll):
             self.show(root)
 
     @work(thread=True, exclusive=True, group="stats", exit_on_error=False)
-    def _compute(self, node: Node, width: int) -> None:
+    def _compute(self, job: list[tuple[Node, int]]) -> None:
+        # the job is taken out of its box: a finished worker outlives its run (Textual keeps
+        # the last worker of each thread), and must not keep the node (a snapshot of a file
+        # being read, after the whole tree has replaced it)
+        node, width = job.pop()
         totals = self.totals if node is self.root else None
         parts = compute_parts(node, width, totals)
         if not get_current_worker().is_cancelled:

@@ -399,6 +399,7 @@ class PytreeTree(Tree[Entry]):
         `model` (resolved in a worker): those rows open again; the cursor goes to the row of
         the `cursor` chain (the root for an empty chain).
         """
+        self._drop_rows()
         self.model = model
         self._pending_fill = []
         self.totals = None
@@ -417,6 +418,20 @@ class PytreeTree(Tree[Entry]):
         finally:
             self._budget = None
         self.call_after_refresh(self._place_cursor, back or self.root)
+
+    def _drop_rows(self) -> None:
+        """Let go of the tree shown until now: its rows' entries are emptied.
+
+        Textual's `Tree.reset` keeps rows past the new tree's in its node table, and the rows
+        that go are cyclic garbage the collector may not see for long (the app freezes what
+        it keeps, see `_gc`): through their entries, a snapshot of a file being read (its
+        view, a copy of its widest container) stayed alive after the whole tree replaced it.
+        """
+        stack = [self.root]
+        while stack:
+            tn = stack.pop()
+            tn.data = None
+            stack.extend(tn.children)
 
     # --- reveal ------------------------------------------------------------------------
 
@@ -450,13 +465,13 @@ class PytreeTree(Tree[Entry]):
         pos = 0
         while pos < len(chain):
             idx = chain[pos][1]
-            self.load(tn)
+            self._load_at(tn, idx)
             tn.expand()
             nxt = self._find_child(tn, idx)
             if nxt is None:
                 return None
             if nxt.data is not None and nxt.data.kind == "fold":
-                self.load(nxt)
+                self._load_at(nxt, idx)
                 nxt.expand()
                 nxt = self._find_child(nxt, idx)
                 if nxt is None:
@@ -466,6 +481,28 @@ class PytreeTree(Tree[Entry]):
             # a chain row stands for `stop` levels: the next step is under its last node
             pos += entry.stop if entry is not None and entry.kind == "chain" else 1
         return tn
+
+    def _load_at(self, tn: TreeNode[Entry], idx: int) -> None:
+        """`load` a row on the way to its child `idx`: when that child is past the first
+        page, the first page is not added (one `… more` row stands for every child, and
+        `_find_child` adds the page that holds `idx` only)."""
+        entry = tn.data
+        if entry is None or entry.loaded:
+            return
+        first = entry.index if entry.kind == "fold" else 0
+        if entry.kind not in ("node", "chain", "fold") or idx < first + PAGE:
+            self.load(tn)
+            return
+        if entry.kind == "fold":
+            node, stop, flat = entry.node.parent, entry.stop, True
+        else:
+            node, stop, flat = entry.node, entry.node.num_children, False
+        if node is None:
+            self.load(tn)
+            return
+        entry.loaded = True
+        gap = Entry("more", node, first, stop, flat=flat)
+        tn.add_leaf(self._label(gap, self._budget or Budget(LABEL_BUDGET)), gap)
 
     def _place_cursor(self, tn: TreeNode[Entry]) -> None:
         # rows added in this tick have no line number until the tree is rebuilt on refresh
