@@ -8,7 +8,8 @@ matched it (`_FAST_ARRAY`): the effect on the stack and the memo is the same as 
 opcode. The memo keeps no `(1, shape, dtype, fortran, raw)` state tuple for such an array: a
 `_Special` placeholder stands in its slot and `memo_special` makes the tuple from the slots
 before it if the file ever asks for it (`pin` makes it first when one of those slots is about
-to change). `_pickle_machine._Machine` adds the opcode loop and the families.
+to change). `_pickle_families._Families` adds the opcode families and
+`_pickle_machine._Machine` the opcode loop.
 """
 
 from __future__ import annotations
