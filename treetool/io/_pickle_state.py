@@ -136,6 +136,10 @@ class _State:
     `frame_error` the error of a truncated FRAME that a partial read went past.
     """
 
+    #: whether numpy arrays take the shortcuts (`fast_array`, the loop's runs of arrays); off,
+    #: every array is read opcode by opcode through the imitations (the tests compare the two)
+    fast_arrays = True
+
     def __init__(
         self,
         data: Any,
@@ -278,7 +282,7 @@ class _State:
                 g = nr.MlDtypeType(name)
             else:
                 g = _Global(module, name, ALLOWED.get(key, ""))
-                if g.tag == "np_reconstruct":
+                if g.tag == "np_reconstruct" and self.fast_arrays:
                     self.reconstruct = g
             self.globals[key] = g
         return g
