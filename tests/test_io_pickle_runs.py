@@ -344,3 +344,24 @@ def test_a_tuple_key_from_the_memo_is_marked_shared_as_the_opcodes_mark_it(
     f = tmp_path / "tuple-keys.pkl"
     f.write_bytes(data)
     _same_outcome(f)
+
+
+def test_a_header_change_on_a_key_from_the_memo_is_not_missed(tmp_path: Path) -> None:
+    # in "y": p0-p2 have one header (the run compares whole records from p2 on); "w" comes
+    # from the memo with another header seen before (int32, the same size); p3 is float32
+    f32, i32 = np.float32, np.int32
+    x = {"q": np.full(2, 0, f32), "w": np.full(2, 0, i32), "v": np.full(2, 0, i32)}
+    y = {f"p{i}": np.full(2, i, f32) for i in range(3)}
+    y |= {"w": np.full(2, 7, i32), "p3": np.full(2, 3, f32)}
+    data = pickle.dumps({"x": x, "y": y}, protocol=4)
+    assert data.count(b"\x8c\x01w\x94") == 1  # the second "w" is a BINGET
+    f = tmp_path / "switch.pkl"
+    f.write_bytes(data)
+    got = _same_outcome(f)[1]["y"]
+    assert [(k, v.dtype.name, v.tolist()) for k, v in got.items()] == [
+        ("p0", "float32", [0.0, 0.0]),
+        ("p1", "float32", [1.0, 1.0]),
+        ("p2", "float32", [2.0, 2.0]),
+        ("w", "int32", [7, 7]),
+        ("p3", "float32", [3.0, 3.0]),
+    ]

@@ -116,51 +116,67 @@ class _Machine(_Families):
                             nd_t0_bb, t0, new_t0, dt, shape, dims, n, fortran, _, _, shaped = h
                             at = pos + length
                             if data[at + n : at + n + 4] == b"\x94t\x94b":
-                                idx, key, kmemo = data[pos - 1], None, True
+                                idx, key, kmemo = data[pos - 1], None, False
+                                tmpl: bytes | None = None
+                                state = state_f if fortran else state_c
+                                common = new_t0 and dims
                                 while True:
-                                    if key is not None:
-                                        append(key)
-                                        if kmemo:
-                                            memo_append(key)
                                     raw = data[at : at + n]
                                     arr = frombuffer(raw, dt)
                                     if shaped:
                                         arr = arr.reshape(shape, order="F" if fortran else "C")
-                                    if new_t0:
-                                        memo_append(t0)
-                                    state = state_f if fortran else state_c
-                                    if dims:
-                                        memo_extend((nd_t0_bb, arr, shape, raw, state))
+                                    if kmemo and common:  # a dict's record, as numpy writes it
+                                        append(key)
+                                        memo_extend((key, t0, nd_t0_bb, arr, shape, raw, state))
                                     else:
-                                        memo_extend((nd_t0_bb, arr, raw, state))
+                                        if key is not None:
+                                            append(key)
+                                            if kmemo:
+                                                memo_append(key)
+                                        if new_t0:
+                                            memo_append(t0)
+                                        if dims:
+                                            memo_extend((nd_t0_bb, arr, shape, raw, state))
+                                        else:
+                                            memo_extend((nd_t0_bb, arr, raw, state))
                                     append(arr)
                                     pos = at + n + 4
                                     # the next record, if it is another array: a short string
-                                    # key and its MEMOIZE (a dict's) or nothing (a list's), the
-                                    # same BINGET of `_reconstruct`, a header seen before, the
-                                    # data. It is checked whole before anything is made from
-                                    # it; anything else (a FRAME, SETITEMS, a new header...)
-                                    # is read by the loop, with all its checks. The memo
-                                    # entries a cached header names cannot change here: this
-                                    # only appends to the memo.
+                                    # key and its MEMOIZE or a key from the memo (a dict's), or
+                                    # nothing (a list's), the same BINGET of `_reconstruct`, a
+                                    # header seen before, the data. It is checked whole before
+                                    # anything is made from it; anything else (a FRAME,
+                                    # SETITEMS, a new header...) is read by the loop, with all
+                                    # its checks. The memo entries a cached header names cannot
+                                    # change here: this only appends to the memo. `tmpl`: the
+                                    # bytes from the key's MEMOIZE to the end of the header,
+                                    # once two records in a row had the same.
                                     if pos + 2 >= end:
                                         break
                                     c = data[pos]
                                     if c == 0x8C:  # SHORT_BINUNICODE, MEMOIZE, BINGET
                                         q = pos + 2 + data[pos + 1]
-                                        if q + 2 >= end or data[q + 2] != idx:
-                                            break
-                                        if data[q] != 0x94 or data[q + 1] != 0x68:
-                                            break
+                                        hp = q + 3
+                                        if data[q : hp + length] != tmpl:
+                                            if q + 2 >= end or data[q + 2] != idx:
+                                                break
+                                            if data[q] != 0x94 or data[q + 1] != 0x68:
+                                                break
+                                            tmpl = None
                                         try:
                                             key = data[pos + 2 : q].decode("utf-8", "surrogatepass")
                                         except UnicodeDecodeError:
                                             break
-                                        hp, kmemo = q + 3, True
+                                        kmemo = True
+                                        if tmpl:
+                                            at = hp + length
+                                            if data[at + n : at + n + 4] != b"\x94t\x94b":
+                                                break
+                                            continue
                                     elif c == 0x68:  # BINGET, of a key or not
                                         i = data[pos + 1]
                                         if i == idx:
-                                            key, hp = None, pos + 2
+                                            key, kmemo, hp = None, False, pos + 2
                                         elif (
                                             pos + 3 < end
                                             and data[pos + 2] == 0x68
@@ -168,7 +184,7 @@ class _Machine(_Families):
                                             and i < len(memo)
                                             and type(memo[i]) is str
                                         ):
-                                            key, hp, kmemo = memo[i], pos + 4, False
+                                            key, kmemo, hp = memo[i], False, pos + 4
                                         else:
                                             break
                                     else:
@@ -189,6 +205,10 @@ class _Machine(_Families):
                                             break
                                         nd_t0_bb, t0, new_t0, dt, shape, dims, n, fortran = h[:8]
                                         length, shaped, hb = h[8], h[10], hb2
+                                        state = state_f if fortran else state_c
+                                        common, tmpl = new_t0 and dims, None
+                                    elif c == 0x8C:  # the same again: its template
+                                        tmpl = data[hp - 3 : hp + length]
                                     at = hp + length
                                     if data[at + n : at + n + 4] != b"\x94t\x94b":
                                         break
