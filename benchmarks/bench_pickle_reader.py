@@ -2,12 +2,14 @@
 
 Files: a dict of N small float32 arrays (numpy's pickle, protocol 4/5: the fast array path), a
 nested dict/list tree of N python scalars and strings (the opcode loop), a list of N tuples
-(tuple opcodes and dict keys that are tuples), and the TUI benchmark's flat dict
-`{f"k{i}": np.full(1, i, np.float32)}` ("flat-1elem"). Prints the time of each reader, the
-ratio treetool/pickle.load, the reader's memory per leaf (tracemalloc peak / leaves) and the
-RSS the kept tree adds per leaf (process RSS after the read, minus before). Times are CPU
-times (`time.process_time`): both readers are single-threaded, and CPU time does not count the
-waits of a machine shared with other work.
+(tuple opcodes and dict keys that are tuples), the TUI benchmark's flat dict
+`{f"k{i}": np.full(1, i, np.float32)}` ("flat-1elem"), and N/2 layers of two small float32
+arrays, `{f"l{i}": {"b": (8,), "w": (8, 8)}}` ("nested": keys from the memo, another header at
+every other array). Prints the time of each reader, the ratio treetool/pickle.load, the
+reader's memory per leaf (tracemalloc peak / leaves) and the RSS the kept tree adds per leaf
+(process RSS after the read, minus before). Times are CPU times (`time.process_time`): both
+readers are single-threaded, and CPU time does not count the waits of a machine shared with
+other work.
 
     python benchmarks/bench_pickle_reader.py [--n 1000000] [--repeat 3] [--only flat-1elem]
 """
@@ -33,12 +35,17 @@ def _files(tmp: str, n: int, only: list[str]) -> dict[str, tuple[str, int]]:
     scalars = {f"k{i}": [i, float(i), f"s{i}", None, True] for i in range(n // 5)}
     tuples = {(i, f"t{i}"): (i, i + 1) for i in range(n // 2)}
     flat = {f"k{i}": np.full(1, i, np.float32) for i in range(n)}  # bench_tui_terminal's file
+    nested = {
+        f"l{i}": {"b": np.full(8, i, np.float32), "w": np.full((8, 8), i, np.float32)}
+        for i in range(n // 2)
+    }
     out = {}
     for name, obj, leaves in (
         ("arrays", arrays, n),
         ("scalars", scalars, n),
         ("tuple-keys", tuples, n),
         ("flat-1elem", flat, n),
+        ("nested", nested, n),
     ):
         if only and name not in only:
             continue

@@ -8,7 +8,8 @@ matched it (`_FAST_ARRAY`): the effect on the stack and the memo is the same as 
 opcode. The memo keeps no `(1, shape, dtype, fortran, raw)` state tuple for such an array: a
 `_Special` placeholder stands in its slot and `memo_special` makes the tuple from the slots
 before it if the file ever asks for it (`pin` makes it first when one of those slots is about
-to change). `_pickle_machine._Machine` adds the opcode loop and the families.
+to change). `_pickle_families._Families` adds the opcode families and
+`_pickle_machine._Machine` the opcode loop.
 """
 
 from __future__ import annotations
@@ -134,6 +135,10 @@ class _State:
     After an error, `stack` and `metastack` hold what was built so far (for `partial`), and
     `frame_error` the error of a truncated FRAME that a partial read went past.
     """
+
+    #: whether numpy arrays take the shortcuts (`fast_array`, the loop's runs of arrays); off,
+    #: every array is read opcode by opcode through the imitations (the tests compare the two)
+    fast_arrays = True
 
     def __init__(
         self,
@@ -277,7 +282,7 @@ class _State:
                 g = nr.MlDtypeType(name)
             else:
                 g = _Global(module, name, ALLOWED.get(key, ""))
-                if g.tag == "np_reconstruct":
+                if g.tag == "np_reconstruct" and self.fast_arrays:
                     self.reconstruct = g
             self.globals[key] = g
         return g

@@ -11,12 +11,12 @@ OrderedDict, defaultdict). Every other global becomes an inert `GlobalRef`, and 
 instantiating one makes an `Opaque` node that only records. EXT1/2/4, PERSID/BINPERSID and
 out-of-band buffers are refused.
 
-The reader is split by concept: `_pickle_machine` runs the opcodes (`_Machine`, one method per
-opcode family through a table, the hot families inline; numpy's per-array opcode sequence
-replayed in one step), `_pickle_imitations` imitates the allow-listed globals (a table),
-`_pickle_ops` holds the allow-list, the key check and `walk_check` (the one pass over the
-finished tree: no cycles, at most `MAX_DEPTH` levels), and `_pickle_salvage` what a partial
-read keeps. This module is the public entry: `read_pickle` and `read`.
+The reader is split by concept: `_pickle_machine` runs the opcodes (`_Machine`: the hot
+families inline, numpy's per-array opcode sequence replayed in one step, runs of such arrays
+read in one loop; the rest through a table of `_pickle_families`, one method per family),
+`_pickle_imitations` imitates the allow-listed globals (a table), `_pickle_ops` holds the
+allow-list, the key check and `walk_check` (the one pass over the finished tree: no cycles, at
+most `MAX_DEPTH` levels), and `_pickle_salvage` what a partial read keeps. This module is the public entry: `read_pickle` and `read`.
 
 Budgets (`treetool.io._budget`): what a file of N bytes may make the reader build. Every
 opcode consumes at least one byte and makes at most one object; what costs more than 64 bytes
