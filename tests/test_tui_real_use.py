@@ -207,6 +207,45 @@ async def test_leaves_tab_end_enter_reveals_the_last_of_a_wide_root_by_its_page_
 
 
 @_sync
+async def test_leaves_tab_search_enter_enter_reveals_a_middle_leaf_in_one_paint():
+    from treetool.tui.messages import LeafChosen
+
+    n = 5 * PAGE + 3
+    tree = {f"k{i}": np.zeros(1, np.float32) for i in range(n)}
+    app = TreetoolApp(tree)
+    mid = f"['k{n // 2}']"
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        await pilot.press("L", "slash", *f"k{n // 2}")
+        await _settle(app, pilot)
+        assert app.matches == [mid]
+        await pilot.press("enter")  # the table's cursor onto the match
+        await _settle(app, pilot)
+        table = app.query_one(LeavesTable)
+        assert app.query_one(TabbedContent).active == "leaves"
+        assert table.path_at(table.cursor) == mid
+        # one look-up: the path -> row map of every leaf (0.35 s at 1e6) was not built for it
+        assert app.index is not None and app.index._rows is None
+        tv = app.query_one(PytreeTree)
+        assert tv.region.height == 0  # hidden behind the Leaves tab
+        # Enter on the row: the tab, the rows, the cursor and the scroll all change before
+        # the screen is drawn again (no refresh in between: the handler runs to its end here)
+        app.on_leaf_chosen(LeafChosen(mid))
+        assert app.query_one(TabbedContent).active == "tree"
+        assert not app.query_one("#main").has_class("-wide")
+        row = tv.cursor_node
+        assert row is not None and str(row.data.node.path) == mid
+        top, height = tv.scroll_offset.y, tv.outer_size.height
+        assert top <= row.line < top + height - 1
+        await _settle(app, pilot)
+        # and the layout that follows keeps it: same row, on screen, in the details pane
+        assert tv.cursor_node is row
+        top, height = tv.scroll_offset.y, tv.scrollable_content_region.height
+        assert top <= row.line < top + height
+        assert str(app.query_one(DetailsPane).node.path) == mid
+
+
+@_sync
 async def test_search_semantics():
     tree = {
         "encoder": {"layers": [{"weight": np.ones(2), "bias": np.zeros(2)} for _ in range(3)]},
