@@ -15,7 +15,7 @@ from textual.widgets import TabbedContent
 from treetool.tui import AppCrashed, TreetoolApp
 from treetool.tui import _finish as finish_run
 from treetool.tui.leaf_index import LeafIndex
-from treetool.tui.widgets import DetailsPane, LeavesTable, PytreeTree, TotalsBar
+from treetool.tui.widgets import DetailsPane, DiffTab, LeavesTable, PytreeTree, TotalsBar
 from treetool.tui.widgets.tree_view import PAGE
 
 from treetool import leaves_with_paths
@@ -398,27 +398,49 @@ async def test_details_and_copy_follow_the_cursor():
 # --- 13, 14: tabs by key, palette and mouse; resize -----------------------------------------
 
 
+async def _until(app, pilot, holds, turns: int = 2000) -> bool:
+    """Let the app run (message-loop turns, its workers, its timers) until `holds()`; no
+    fixed sleep: on a loaded machine it takes more turns, never a different answer."""
+    for _ in range(turns):
+        if holds():
+            return True
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await asyncio.sleep(0.001)  # a timer due (the details pane's) gets its turn
+    return holds()
+
+
 @_sync
 async def test_every_tab_by_key_palette_and_mouse_takes_focus():
     a = {"w": np.zeros(3, np.float32)}
     b = {"w": np.ones(3, np.float32)}
     app = TreetoolApp(a, other=b)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
         tabs = app.query_one(TabbedContent)
+        diff = app.query_one("#diff")
+        tv = app.query_one(PytreeTree)
+
+        def diff_focused() -> bool:
+            return app.focused is not None and diff in app.focused.ancestors_with_self
+
+        def shown(tab: str, focused) -> bool:
+            # the tab, its focus, and the details pane done with its own timer and worker
+            return tabs.active == tab and focused() and app._details_timer is None
+
+        # the app as it opened: the diff computed, the tree focused
+        assert await _until(app, pilot, lambda: shown("tree", lambda: app.focused is tv))
+        assert await _until(app, pilot, lambda: app.query_one(DiffTab).result is not None)
         ids = app.tab_ids()
         assert ids[:3] == ["tree", "leaves", "diff"]
         await pilot.press("3")
-        await _settle(app, pilot)
-        assert tabs.active == "diff"
-        assert app.focused is not None and app.query_one("#diff") in app.focused.ancestors_with_self
+        assert await _until(app, pilot, lambda: shown("diff", diff_focused))
         await pilot.press("1")
-        await _settle(app, pilot)
-        assert tabs.active == "tree" and isinstance(app.focused, PytreeTree)
+        assert await _until(app, pilot, lambda: shown("tree", lambda: app.focused is tv))
         await pilot.click("#--content-tab-diff")
+        assert await _until(app, pilot, lambda: shown("diff", diff_focused))
+        # and it stays there: nothing queued moves the focus or the tab afterwards
         await _settle(app, pilot)
-        assert tabs.active == "diff"
-        assert app.query_one("#diff") in app.focused.ancestors_with_self
+        assert tabs.active == "diff" and diff_focused()
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Show Diff tab" in titles
 
