@@ -516,7 +516,7 @@ class PytreeTree(Tree[Entry]):
             return
         self.move_cursor(tn)
         # scrolled now, not after the next refresh: the row is in the first paint
-        region = self._get_label_region(tn.line)
+        region = self._get_label_region(tn.line) if tn.line >= 0 else None
         if region is not None and not self.region.height:
             # hidden this tick (its tab is being shown): the height it had when last shown,
             # less a row for a scrollbar; the pass after the refresh corrects it if need be
