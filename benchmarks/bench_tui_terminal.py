@@ -305,11 +305,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--src", help="run the code of another checkout (holds treetool/, tui/)")
     p.add_argument("--compare", help="also run this checkout (the anchor) and print ratios")
     p.add_argument("--sizes", default=None, help="comma-separated array counts")
+    p.add_argument("--layers", type=int, default=None, help="layers of the equinox model (0: none)")
     args = p.parse_args(argv)
     sizes = [int(float(s)) for s in args.sizes.split(",")] if args.sizes else None
     if sizes is None:
         sizes = [100_000] if args.quick else [100_000, 1_000_000]
-    layers = 0 if args.quick else 10_000
+    layers = args.layers if args.layers is not None else 0 if args.quick else 10_000
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         cases = make_inputs(tmp, sizes, layers)

@@ -15,7 +15,7 @@ from textual.widgets import TabbedContent
 from treetool.tui import AppCrashed, TreetoolApp
 from treetool.tui import _finish as finish_run
 from treetool.tui.leaf_index import LeafIndex
-from treetool.tui.widgets import DetailsPane, LeavesTable, PytreeTree, TotalsBar
+from treetool.tui.widgets import DetailsPane, DiffTab, LeavesTable, PytreeTree, TotalsBar
 from treetool.tui.widgets.tree_view import PAGE
 
 from treetool import leaves_with_paths
@@ -207,6 +207,45 @@ async def test_leaves_tab_end_enter_reveals_the_last_of_a_wide_root_by_its_page_
 
 
 @_sync
+async def test_leaves_tab_search_enter_enter_reveals_a_middle_leaf_in_one_paint():
+    from treetool.tui.messages import LeafChosen
+
+    n = 5 * PAGE + 3
+    tree = {f"k{i}": np.zeros(1, np.float32) for i in range(n)}
+    app = TreetoolApp(tree)
+    mid = f"['k{n // 2}']"
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        await pilot.press("L", "slash", *f"k{n // 2}")
+        await _settle(app, pilot)
+        assert app.matches == [mid]
+        await pilot.press("enter")  # the table's cursor onto the match
+        await _settle(app, pilot)
+        table = app.query_one(LeavesTable)
+        assert app.query_one(TabbedContent).active == "leaves"
+        assert table.path_at(table.cursor) == mid
+        # one look-up: the path -> row map of every leaf (0.35 s at 1e6) was not built for it
+        assert app.index is not None and app.index._rows is None
+        tv = app.query_one(PytreeTree)
+        assert tv.region.height == 0  # hidden behind the Leaves tab
+        # Enter on the row: the tab, the rows, the cursor and the scroll all change before
+        # the screen is drawn again (no refresh in between: the handler runs to its end here)
+        app.on_leaf_chosen(LeafChosen(mid))
+        assert app.query_one(TabbedContent).active == "tree"
+        assert not app.query_one("#main").has_class("-wide")
+        row = tv.cursor_node
+        assert row is not None and str(row.data.node.path) == mid
+        top, height = tv.scroll_offset.y, tv.outer_size.height
+        assert top <= row.line < top + height - 1
+        await _settle(app, pilot)
+        # and the layout that follows keeps it: same row, on screen, in the details pane
+        assert tv.cursor_node is row
+        top, height = tv.scroll_offset.y, tv.scrollable_content_region.height
+        assert top <= row.line < top + height
+        assert str(app.query_one(DetailsPane).node.path) == mid
+
+
+@_sync
 async def test_search_semantics():
     tree = {
         "encoder": {"layers": [{"weight": np.ones(2), "bias": np.zeros(2)} for _ in range(3)]},
@@ -359,27 +398,49 @@ async def test_details_and_copy_follow_the_cursor():
 # --- 13, 14: tabs by key, palette and mouse; resize -----------------------------------------
 
 
+async def _until(app, pilot, holds, turns: int = 2000) -> bool:
+    """Let the app run (message-loop turns, its workers, its timers) until `holds()`; no
+    fixed sleep: on a loaded machine it takes more turns, never a different answer."""
+    for _ in range(turns):
+        if holds():
+            return True
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await asyncio.sleep(0.001)  # a timer due (the details pane's) gets its turn
+    return holds()
+
+
 @_sync
 async def test_every_tab_by_key_palette_and_mouse_takes_focus():
     a = {"w": np.zeros(3, np.float32)}
     b = {"w": np.ones(3, np.float32)}
     app = TreetoolApp(a, other=b)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
         tabs = app.query_one(TabbedContent)
+        diff = app.query_one("#diff")
+        tv = app.query_one(PytreeTree)
+
+        def diff_focused() -> bool:
+            return app.focused is not None and diff in app.focused.ancestors_with_self
+
+        def shown(tab: str, focused) -> bool:
+            # the tab, its focus, and the details pane done with its own timer and worker
+            return tabs.active == tab and focused() and app._details_timer is None
+
+        # the app as it opened: the diff computed, the tree focused
+        assert await _until(app, pilot, lambda: shown("tree", lambda: app.focused is tv))
+        assert await _until(app, pilot, lambda: app.query_one(DiffTab).result is not None)
         ids = app.tab_ids()
         assert ids[:3] == ["tree", "leaves", "diff"]
         await pilot.press("3")
-        await _settle(app, pilot)
-        assert tabs.active == "diff"
-        assert app.focused is not None and app.query_one("#diff") in app.focused.ancestors_with_self
+        assert await _until(app, pilot, lambda: shown("diff", diff_focused))
         await pilot.press("1")
-        await _settle(app, pilot)
-        assert tabs.active == "tree" and isinstance(app.focused, PytreeTree)
+        assert await _until(app, pilot, lambda: shown("tree", lambda: app.focused is tv))
         await pilot.click("#--content-tab-diff")
+        assert await _until(app, pilot, lambda: shown("diff", diff_focused))
+        # and it stays there: nothing queued moves the focus or the tab afterwards
         await _settle(app, pilot)
-        assert tabs.active == "diff"
-        assert app.query_one("#diff") in app.focused.ancestors_with_self
+        assert tabs.active == "diff" and diff_focused()
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Show Diff tab" in titles
 

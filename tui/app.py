@@ -366,10 +366,14 @@ class TreetoolApp(ReadingApp):
         self._focus(chain[-1][0] if chain else self.model)
 
     def on_leaf_chosen(self, message: LeafChosen) -> None:
-        self.query_one(TabbedContent).active = "tree"
-        tree = self.query_one(PytreeTree)
-        tree.reveal(message.path)
-        tree.focus()
+        # one layout and one paint: the Tree tab's layout (not the Leaves tab's wide one),
+        # the tab, the rows and the cursor all change before the screen is drawn again
+        with self.batch_update():
+            self.query_one("#main").set_class(False, "-wide")
+            self.query_one(TabbedContent).active = "tree"
+            tree = self.query_one(PytreeTree)
+            tree.reveal(message.path)
+            tree.focus()
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id != "search-input":

@@ -192,6 +192,22 @@ class LeafIndex:
             out = sorted(out, key=key, reverse=True)
         return np.asarray(out, dtype=np.int64)
 
+    def row_of(self, path: str) -> int | None:
+        """The row of leaf `path`, or None when it is not a leaf.
+
+        One look-up does not build the map `rows_of` keeps (0.35 s for 1e6 leaves, on the UI
+        thread when the Leaves tab jumps to a match): the paths are scanned in C (5 ms).
+
+            >>> LeafIndex.build({"a": 1, "b": 2}).row_of("['b']")
+            1
+        """
+        if self._rows is not None:
+            return self._rows.get(path)
+        try:
+            return self.paths.index(path)
+        except ValueError:
+            return None
+
     def rows_of(self, paths: list[str]) -> np.ndarray:
         """The rows of these paths (paths that are not leaves are skipped), in leaf order."""
         if self._rows is None:

@@ -143,10 +143,10 @@ class LeavesTable(ScrollView, can_focus=True):
         """The row showing leaf `path` (after filter and sort), or None."""
         if self.index is None:
             return None
-        found = self.index.rows_of([path])
-        if not len(found):
+        found = self.index.row_of(path)
+        if found is None:
             return None
-        at = np.flatnonzero(self.rows == found[0])
+        at = np.flatnonzero(self.rows == found)
         return int(at[0]) if len(at) else None
 
     def node_path(self) -> str | None:

@@ -457,6 +457,10 @@ class PytreeTree(Tree[Entry]):
         finally:
             self._budget = None
         if tn is not None:
+            if self.outer_size.height:  # it has been laid out: placed in this same paint
+                self._place_cursor(tn, now=True)
+            # again once the screen is laid out (a resize while the tree was hidden); a
+            # placement that holds changes nothing and paints nothing
             self.call_after_refresh(self._place_cursor, tn)
         return tn
 
@@ -504,10 +508,32 @@ class PytreeTree(Tree[Entry]):
         gap = Entry("more", node, first, stop, flat=flat)
         tn.add_leaf(self._label(gap, self._budget or Budget(LABEL_BUDGET)), gap)
 
-    def _place_cursor(self, tn: TreeNode[Entry]) -> None:
-        # rows added in this tick have no line number until the tree is rebuilt on refresh
+    def _place_cursor(self, tn: TreeNode[Entry], now: bool = False) -> None:
+        # rows added in this tick have no line number until the tree's lines are rebuilt:
+        # `_tree_lines` rebuilds them now rather than on the next refresh
+        self._tree_lines  # noqa: B018 (the property builds the lines when they are stale)
+        if now and tn.line < 0:
+            return
         self.move_cursor(tn)
-        self.scroll_to_node(tn, animate=False)
+        # scrolled now, not after the next refresh: the row is in the first paint
+        region = self._get_label_region(tn.line) if tn.line >= 0 else None
+        if region is not None and not self.region.height:
+            # hidden this tick (its tab is being shown): the height it had when last shown,
+            # less a row for a scrollbar; the pass after the refresh corrects it if need be
+            height = max(1, self.outer_size.height - 1)
+            y = min(self.scroll_offset.y, tn.line)
+            y = max(y, tn.line - height + 1)
+            self.scroll_to(y=y, animate=False, force=True, immediate=True)
+        elif region is not None:
+            self.scroll_to_region(
+                region,
+                animate=False,
+                force=True,
+                center=self.center_scroll,
+                origin_visible=False,
+                x_axis=False,
+                immediate=True,
+            )
         # the cursor line may not change (a `… more` row replaced by its first row): say it
         if tn.data is not None and tn.data.kind != "more":
             self.post_message(NodeFocused(tn.data.node))
