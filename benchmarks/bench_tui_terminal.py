@@ -287,6 +287,7 @@ def run_case(case: dict, src: str | None, tmp: Path, python: str = sys.executabl
         term.settle(0.05, 10)
     out["leaves key median"] = sorted(lat)[len(lat) // 2]
     out["leaves key max"] = max(lat)
+    out["leaves keys"] = lat
     out["peak RSS MB"] = term.close() / 1e6
     return out
 
