@@ -1,5 +1,5 @@
 """Remote `Source`s: S3 through obstore (`_s3.py`), GCS through fsspec's gcsfs, HTTP(S) through
-ranged GETs.
+ranged GETs (`_http.py`).
 
 Clients are configured by each ecosystem's standard environment, so a user's set-up just works:
 `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_S3`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
@@ -18,7 +18,6 @@ Reads bigger than `_CHUNK` are split into chunks fetched in parallel.
 
 from __future__ import annotations
 
-import atexit
 import os
 import threading
 import time
@@ -29,7 +28,7 @@ from typing import IO, Any, TypeVar, cast
 from .._errors import LoadError
 from ._source import BlockReader, Source, source_for
 
-__all__ = ["FsspecSource", "HttpSource", "remote_source"]
+__all__ = ["FsspecSource", "RemoteSource", "SizedByFirstGet", "remote_source"]
 
 _T = TypeVar("_T")
 _CHUNK = 8 << 20
@@ -39,32 +38,6 @@ _pool: ThreadPoolExecutor | None = None
 _ahead: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 _fs_cache: dict[Any, Any] = {}  # protocol or (s3, bucket, settings...) -> client
-_idle: dict[tuple, list[Any]] = {}  # (scheme, host, port) -> idle keep-alive connections
-_idle_lock = threading.Lock()
-
-
-def _idle_take(key: tuple) -> Any:
-    with _idle_lock:
-        conns = _idle.get(key)
-        return conns.pop() if conns else None
-
-
-def _idle_put(key: tuple, conn: Any) -> None:
-    with _idle_lock:
-        conns = _idle.setdefault(key, [])
-        if len(conns) < _WORKERS:
-            conns.append(conn)
-            return
-    conn.close()
-
-
-@atexit.register
-def _close_idle() -> None:
-    with _idle_lock:
-        for conns in _idle.values():
-            for conn in conns:
-                conn.close()
-        _idle.clear()
 
 
 def _timeout() -> float:
@@ -118,11 +91,6 @@ def set_progress(hook: Callable[[int], None] | None) -> None:
     _progress = hook
 
 
-def _progress_hook() -> Callable[[int], None] | None:
-    """The hook `set_progress` set (None when none)."""
-    return _progress
-
-
 def forget_listings() -> None:
     """Drop the clients' cached listings (objects may have changed since the last read)."""
     for fs in _fs_cache.values():
@@ -157,6 +125,8 @@ MAX_LISTED = 1_000_000
 def remote_source(url: str) -> Source:
     """The `Source` of a URL: `s3://`, `gs://` (or `gcs://`), `http://`, `https://`."""
     if url.startswith(("http://", "https://")):
+        from ._http import HttpSource
+
         return HttpSource(url)
     if url.startswith("s3://"):
         from ._s3 import S3Source
@@ -257,6 +227,41 @@ class RemoteSource(Source):
 
     def open(self) -> IO[bytes]:
         return cast(IO[bytes], BlockReader(self))  # a RawIOBase, typed as a file
+
+
+class SizedByFirstGet(RemoteSource):
+    """A remote source whose first ranged GET (of the first `_FIRST` bytes) also says the
+    object's size: `size` costs that GET, never a separate HEAD, and the block it brings is
+    kept for the reads near the start (a safetensors shard's header costs one request)."""
+
+    def _first_get(self) -> tuple[int, bytes]:
+        """(the object's size, its first `min(_FIRST, size)` bytes) in one ranged GET."""
+        raise NotImplementedError
+
+    @property
+    def size(self) -> int:
+        if self._size is None:
+            self._head = self._first_block()  # sets the size
+        return self._size  # type: ignore[return-value]
+
+    def _first_block(self) -> bytes:
+        if self._size is not None:
+            return super()._first_block()
+        if _progress is not None:
+            _progress(0)
+        size, body = self._first_get()
+        self._size = size
+        want = min(_FIRST, size)
+        if len(body) > want:
+            raise LoadError(f"{self.name}: the server sent more than the {want} bytes asked for")
+        if len(body) != want:
+            raise LoadError(
+                f"{self.name}: truncated range: expected {want} bytes at offset 0, "
+                f"the server sent {len(body)}"
+            )
+        if _progress is not None:
+            _progress(len(body))
+        return body
 
 
 # --- S3 and GCS through fsspec --------------------------------------------------------------
@@ -461,140 +466,3 @@ def _classify(url: str, e: Exception) -> Exception:
     ):
         return _Transient(text or name)
     return LoadError(f"{url}: {name}: {text}" if text else f"{url}: {name}")
-
-
-# --- HTTP(S) ----------------------------------------------------------------------------------
-
-
-class HttpSource(RemoteSource):
-    """A file served over HTTP(S), read by `Range` requests (the server must honour them)."""
-
-    def _request(
-        self, headers: dict[str, str], method: str = "GET", limit: int = 0
-    ) -> tuple[int, dict, bytes]:
-        """(status, headers, body); a ranged GET answered without 206 is refused unread.
-
-        Redirects (a hub sending to its CDN) are followed up to 5 times. A connection whose
-        answer was read to the end is kept for the thread's next request to that server
-        (keep-alive); any other is closed.
-        """
-        import http.client
-        import urllib.parse
-
-        url = self.name
-        for _ in range(6):
-            u = urllib.parse.urlsplit(url)
-            key = (u.scheme, u.hostname, u.port)
-            conn = _idle_take(key)
-            if conn is None:
-                cls = (
-                    http.client.HTTPSConnection
-                    if u.scheme == "https"
-                    else http.client.HTTPConnection
-                )
-                conn = cls(u.hostname or "", u.port, timeout=_timeout())
-            else:
-                conn.timeout = _timeout()
-                if conn.sock is not None:
-                    conn.sock.settimeout(conn.timeout)
-            keep = False
-            try:
-                target = (u.path or "/") + (f"?{u.query}" if u.query else "")
-                conn.request(method, target, headers=headers)
-                resp = conn.getresponse()
-                status = resp.status
-                if status in (301, 302, 303, 307, 308) and resp.getheader("Location"):
-                    url = urllib.parse.urljoin(url, resp.getheader("Location") or "")
-                    continue
-                if status == 404:
-                    raise LoadError(f"{self.name}: no such file (HTTP 404)")
-                if status in (401, 403):
-                    raise LoadError(f"{self.name}: access denied (HTTP {status})")
-                if status == 416:
-                    raise LoadError(f"{self.name}: range not satisfiable (HTTP 416)")
-                if status >= 500:
-                    raise _Transient(f"HTTP {status}")
-                if status >= 400:
-                    raise LoadError(f"{self.name}: HTTP {status} {resp.reason}")
-                if "Range" in headers and status != 206:
-                    raise LoadError(
-                        f"{self.name}: the server does not support range requests "
-                        f"(HTTP {status}); refusing to download the whole file"
-                    )
-                body = b"" if method == "HEAD" else resp.read(limit + 1)
-                if len(body) > limit and method != "HEAD":
-                    raise LoadError(
-                        f"{self.name}: the server sent more than the {limit} bytes asked for"
-                    )
-                keep = resp.isclosed() and not resp.will_close  # read to the end
-                return status, {k.lower(): v for k, v in resp.getheaders()}, body
-            except TimeoutError:
-                raise _Transient(f"timed out after {_timeout():g} s") from None
-            except ConnectionRefusedError:
-                raise _Transient("connection refused") from None
-            except (ConnectionError, http.client.HTTPException) as e:
-                raise _Transient(_first_line(e) or type(e).__name__) from None
-            except OSError as e:
-                raise LoadError(f"{self.name}: {e.strerror or e}") from None
-            finally:
-                if keep:
-                    _idle_put(key, conn)
-                else:
-                    conn.close()
-        raise LoadError(f"{self.name}: too many redirects")
-
-    def _first_block(self) -> bytes:
-        """One ranged GET that also gives the size (its `Content-Range`): no HEAD needed."""
-        if self._size is not None:
-            return super()._first_block()
-        if _progress is not None:
-            _progress(0)
-        _status, headers, body = self._call(
-            f"read of bytes 0-{_FIRST - 1}",
-            lambda: self._request({"Range": f"bytes=0-{_FIRST - 1}"}, limit=_FIRST),
-        )
-        total = headers.get("content-range", "").rpartition("/")[2]
-        if not total.isdigit():
-            raise LoadError(f"{self.name}: the server does not say the file's size")
-        self._size = int(total)
-        if len(body) != min(_FIRST, self._size):
-            raise LoadError(
-                f"{self.name}: truncated range: expected {min(_FIRST, self._size)} bytes at "
-                f"offset 0, the server sent {len(body)}"
-            )
-        if _progress is not None:
-            _progress(len(body))
-        return body
-
-    @property
-    def size(self) -> int:
-        if self._size is None:
-            self._head = self._first_block()  # sets the size
-        return self._size  # type: ignore[return-value]
-
-    def _stat(self) -> int:
-        _status, headers, _ = self._request({}, method="HEAD")
-        length = headers.get("content-length")
-        if length is None or not length.isdigit():
-            raise LoadError(f"{self.name}: the server does not say the file's size")
-        return int(length)
-
-    def _get(self, offset: int, n: int) -> bytes:
-        return self._request({"Range": f"bytes={offset}-{offset + n - 1}"}, limit=n)[2]
-
-    def join(self, name: str) -> Source:
-        base = self.name if self.name.endswith("/") else self.name.rsplit("/", 1)[0] + "/"
-        return source_for(base + name)  # shared with the rest of the read
-
-    def list(self) -> list[str]:
-        return []  # HTTP has no listing
-
-    def is_dir(self) -> bool:
-        return self.name.endswith("/")
-
-    def exists(self) -> bool:
-        try:
-            _ = self.size
-        except LoadError:
-            return False
-        return True

@@ -30,9 +30,8 @@ from ._remote import (
     _FIRST,
     _WALKS_KEPT,
     MAX_LISTED,
-    RemoteSource,
+    SizedByFirstGet,
     _fs_cache,
-    _progress_hook,
     _timeout,
     _Transient,
     _walks,
@@ -153,7 +152,7 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0][:200] if text else type(e).__name__
 
 
-class S3Source(RemoteSource):
+class S3Source(SizedByFirstGet):
     """An object in S3 (`s3://bucket/key`), read through obstore.
 
     The first read of an object is one ranged GET of its first 64 KiB that also says its
@@ -201,47 +200,22 @@ class S3Source(RemoteSource):
                 raise
             raise LoadError(f"{self.name}: the S3 client failed: {_first_line(e)}") from None
 
-    @property
-    def size(self) -> int:
-        if self._size is None:
-            self._head = self._first_block()  # sets the size
-        return self._size  # type: ignore[return-value]
-
-    def _first_block(self) -> bytes:
+    def _first_get(self) -> tuple[int, bytes]:
         """One ranged GET that also gives the size."""
-        if self._size is not None:
-            return super()._first_block()
         if not self._key.strip("/"):
             raise LoadError(f"{self.name}: a prefix (directory), not an object")  # a bucket
         import obstore
-
-        hook = _progress_hook()
-        if hook is not None:
-            hook(0)
 
         def get() -> tuple[int, bytes]:
             res = obstore.get(self._st, self._key, options={"range": (0, _FIRST)})
             return int(res.meta["size"]), bytes(res.bytes())
 
         try:
-            size, body = self._call(f"read of bytes 0-{_FIRST - 1}", lambda: self._wrap(get))
+            return self._call(f"read of bytes 0-{_FIRST - 1}", lambda: self._wrap(get))
         except LoadError as e:
             if "InvalidRange" not in str(e):
                 raise
-            size, body = self._stat(), b""  # an empty object has no byte 0
-        self._size = size
-        if len(body) > min(_FIRST, size):
-            raise LoadError(
-                f"{self.name}: the server sent more than the {min(_FIRST, size)} bytes asked for"
-            )
-        if len(body) != min(_FIRST, size):
-            raise LoadError(
-                f"{self.name}: truncated range: expected {min(_FIRST, size)} bytes at "
-                f"offset 0, the server sent {len(body)}"
-            )
-        if hook is not None:
-            hook(len(body))
-        return body
+            return self._stat(), b""  # an empty object has no byte 0
 
     def _stat(self) -> int:
         import obstore
