@@ -171,20 +171,26 @@ def test_checkpoint_without_ocdbt(tmp_path, tree):
 
 
 def test_ocdbt_checkpoint_without_tensorstore_is_a_clear_error(standard):
-    """tensorstore comes with `treetool[orbax]` (and orbax): without it, one line that says so."""
+    """The structure reads with no tensorstore (treetool decodes the OCDBT metadata itself);
+    reading values needs tensorstore (`treetool[orbax]`): without it, one line that says so."""
     import subprocess
     import sys
 
     code = (
         "import sys; sys.modules['tensorstore'] = None\n"
+        "import numpy as np\n"
         "import treetool.io as tio\n"
         "from treetool import LoadError\n"
-        f"try:\n    tio.read({str(standard)!r})\n"
+        f"t = tio.read({str(standard)!r}).tree\n"
+        "k = t['params']['dense']['kernel']\n"
+        "print(k.shape, k.dtype)\n"
+        "try:\n    np.asarray(k)\n"
         "except LoadError as e:\n    print(e)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == (
+    assert out.stdout.splitlines() == [
+        "(2, 3) float32",
         f"{standard}: reading an orbax OCDBT checkpoint needs tensorstore "
-        "(pip install 'treetool[orbax]')"
-    )
+        "(pip install 'treetool[orbax]')",
+    ]

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from typing import IO, Any
-
-import numpy as np
+from typing import IO, TYPE_CHECKING, Any
 
 from .._arrays import LazyArray, _row_range, short_dtype
 from .._errors import LoadError
 from . import _orbax_fs as fs
 from ._orbax_data import c_order_blocks, check_claim, check_component, stored_bytes
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["OrbaxArray", "_dtype_label", "_tensorstore", "_ts_error"]
 
@@ -77,6 +78,8 @@ class OrbaxArray(LazyArray):
             raise LoadError(f"{self.file}: cannot open the array: {_ts_error(e)}") from None
 
     def _read_block(self, store: Any, index: tuple) -> np.ndarray:
+        import numpy as np
+
         try:
             return np.asarray(fs.result(store[index].read(), self.file))
         except (ValueError, RuntimeError) as e:
@@ -84,6 +87,8 @@ class OrbaxArray(LazyArray):
 
     def read(self) -> np.ndarray:
         """Read the whole array (refused when it claims far more than is stored)."""
+        import numpy as np
+
         store = self._store()
         out = np.ascontiguousarray(self._read_block(store, ()))
         if out.shape != self.shape and out.size == self.size:
@@ -100,6 +105,8 @@ class OrbaxArray(LazyArray):
 
     def corners(self, edge: int = 3) -> np.ndarray | None:
         """The first and last `edge` entries along each axis, read as one tensorstore slice."""
+        import numpy as np
+
         if self.ndim > 4:
             return None
         store = self._store()
@@ -114,6 +121,8 @@ class OrbaxArray(LazyArray):
 
     def iter_chunks(self, max_elems: int = 1 << 20) -> Iterator[np.ndarray]:
         """The elements in C order, as 1-D chunks of at most `max_elems`, read slice by slice."""
+        import numpy as np
+
         store = self._store()
         for block in c_order_blocks(self.shape, max_elems):
             yield np.ascontiguousarray(self._read_block(store, block)).reshape(-1)

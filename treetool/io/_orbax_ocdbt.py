@@ -1,6 +1,8 @@
 """The zarr metadata of every array in an orbax OCDBT database, read through tensorstore.
 
-`_OcdbtWalk` walks the B+tree of the database's latest version with tensorstore's own dump
+`decoded_metadata` reads them with treetool's own decoder (`_ocdbt_decode`: no tensorstore
+import, the few nodes read as byte ranges); when it does not apply (no zstd decoder
+installed), `_OcdbtWalk` walks the B+tree of the database's latest version with tensorstore's own dump
 (one call per node, node reads in tensorstore's threads); `_ocdbt_read_metadata` is the
 key-by-key fallback. Both return `{array name: bytes of its .zarray / zarr.json}`; the item's
 directory may be local or in object storage (its kvstore from `_orbax_fs.kvstore`).
@@ -13,11 +15,31 @@ from typing import Any
 from .._errors import LoadError
 from . import _orbax_fs as fs
 from ._orbax_array import _tensorstore, _ts_error
+from ._orbax_data import inside
 
-__all__ = ["_ZARR_META", "_OcdbtWalk", "_ocdbt_read_metadata"]
+__all__ = ["_ZARR_META", "_OcdbtWalk", "_ocdbt_read_metadata", "decoded_metadata"]
 
 
 _ZARR_META = (b"/.zarray", b"/zarr.json")
+
+
+def decoded_metadata(item: str) -> dict[str, bytes] | None:
+    """array name -> the bytes of its zarr metadata, decoded without tensorstore; None when
+    the decoder does not apply (see `_ocdbt_decode.zarr_metadata`)."""
+    from ._ocdbt_decode import zarr_metadata
+
+    def read_many(ranges: list[tuple[str, int, int]]) -> list[bytes]:
+        full = [(fs.join(item, rel), offset, n) for rel, offset, n in ranges]
+        for path in {path for path, _, _ in full}:
+            if not inside(item, path):  # a link out of the checkpoint
+                raise LoadError(f"{path}: a link to outside the checkpoint {item}")
+        return fs.read_ranges(full)
+
+    def read_range(rel: str, offset: int, n: int) -> bytes:
+        return read_many([(rel, offset, n)])[0]
+
+    size = fs.getsize(fs.join(item, "manifest.ocdbt"))
+    return zarr_metadata(item, read_range, size, read_many)
 
 
 class _OcdbtWalk:

@@ -26,15 +26,14 @@ import json
 import re
 from typing import Any
 
-import numpy as np
-
+from .._dtypes import _as_dtype
 from .._errors import LoadError
 from ._limits import MAX_DEPTH, check_dtype, check_json_text, check_shape
 from ._opaque import GlobalRef
 from ._orbax_array import OrbaxArray, _tensorstore, _ts_error
 from ._orbax_data import allow_fill, check_component, inside
 from ._orbax_fs import abspath, getsize, isdir, isfile, islink, join, listdir, read_bytes
-from ._orbax_ocdbt import _ocdbt_read_metadata, _OcdbtWalk
+from ._orbax_ocdbt import _ocdbt_read_metadata, _OcdbtWalk, decoded_metadata
 from ._orbax_tree import _convert, _insert, _Map
 
 __all__ = ["OrbaxArray", "allow_fill", "is_orbax_dir", "read", "run_steps"]
@@ -213,15 +212,13 @@ def _parse_json(raw: bytes | str, where: str, bytes_per_container: int = 12) -> 
 
 
 def _read_item(item: str, lazy: bool) -> Any:
-    # an OCDBT database's B+tree is decoded in tensorstore's threads while _METADATA is parsed
-    walk = _OcdbtWalk.start(item) if isfile(join(item, "manifest.ocdbt")) else None
     # an entry of _METADATA is ~6 objects in 180+ bytes; 1 per 20 bytes bounds its memory
     meta = _load_json(join(item, "_METADATA"), item, bytes_per_container=20)
     tm = meta.get("tree_metadata") if isinstance(meta, dict) else None
     if not isinstance(tm, dict):
         raise LoadError(f"{item}/_METADATA: no tree_metadata")
     ocdbt = bool(meta.get("use_ocdbt", False)) or isdir(join(item, "ocdbt.process_0"))
-    zarr_of = _zarr_lookup(item, ocdbt, walk)
+    zarr_of = _zarr_lookup(item, ocdbt)
     item_abs = abspath(item)
     facts: dict[int, Any] = {}
     shardings = _shardings(item)
@@ -281,7 +278,7 @@ def _array(
         if type(shape) is not list:
             raise LoadError(f"{item}: bad shape for {param!r}")
         shape = check_shape(shape, f"{item}: array {param!r}")
-        dtype = _dtype(zmeta.get("dtype", zmeta.get("data_type")), item, param)
+        dtype = _as_dtype(_dtype(zmeta.get("dtype", zmeta.get("data_type")), item, param))
         driver = "zarr3" if zmeta.get("zarr_format") == 3 else "zarr"
         known = facts[id(zmeta)] = (tuple(shape), dtype, driver, zmeta)
     shape, dtype, driver, _ = known
@@ -289,7 +286,29 @@ def _array(
     return leaf if lazy else leaf.read().copy()
 
 
-def _dtype(name: Any, item: str, param: str) -> np.dtype:
+#: the dtypes orbax writes, by their zarr spelling, as numpy names (no numpy import)
+_DTYPE_NAMES = {
+    **{f"{e}{code}": name for e in "<|=" for code, name in (
+        ("b1", "bool"), ("i1", "int8"), ("u1", "uint8"), ("i2", "int16"), ("u2", "uint16"),
+        ("i4", "int32"), ("u4", "uint32"), ("i8", "int64"), ("u8", "uint64"),
+        ("f2", "float16"), ("f4", "float32"), ("f8", "float64"),
+        ("c8", "complex64"), ("c16", "complex128"),
+    )},
+    **{name: name for name in (
+        "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+        "float16", "float32", "float64", "complex64", "complex128", "bfloat16",
+    )},
+}  # fmt: skip
+
+
+def _dtype(name: Any, item: str, param: str) -> str:
+    """The numpy name of a zarr dtype (`<f4` -> `float32`); other spellings (ml_dtypes'
+    float8 and int4 types...) are checked by numpy, imported for them only."""
+    known = _DTYPE_NAMES.get(name) if isinstance(name, str) else None
+    if known is not None:
+        return known
+    import numpy as np
+
     dt: np.dtype | None = None
     if isinstance(name, str) and len(name) <= 32:
         try:
@@ -302,14 +321,15 @@ def _dtype(name: Any, item: str, param: str) -> np.dtype:
                 dt = np.dtype(t)
     if dt is None or dt.fields is not None:
         raise LoadError(f"{item}: unsupported dtype {name!r:.40} for {param!r}")
-    return check_dtype(dt, f"{item}: array {param!r}")
+    checked = check_dtype(dt, f"{item}: array {param!r}")
+    return checked.name if checked.isnative else checked.str
 
 
-def _zarr_lookup(item: str, ocdbt: bool, walk: _OcdbtWalk | None) -> Any:
+def _zarr_lookup(item: str, ocdbt: bool) -> Any:
     """param -> its parsed `.zarray` / `zarr.json` (None if missing), from the OCDBT database
     (all read at once) or from the files of each array."""
     if ocdbt:
-        return _ocdbt_metadata(item, walk).get
+        return _ocdbt_metadata(item).get
 
     def from_files(param: str) -> Any:
         for name in (".zarray", "zarr.json"):
@@ -321,20 +341,23 @@ def _zarr_lookup(item: str, ocdbt: bool, walk: _OcdbtWalk | None) -> Any:
     return from_files
 
 
-def _ocdbt_metadata(item: str, walk: _OcdbtWalk | None = None) -> dict[str, Any]:
+def _ocdbt_metadata(item: str) -> dict[str, Any]:
     """The zarr metadata (`.zarray` / `zarr.json`) of every array in an OCDBT checkpoint.
 
-    The B+tree is read node by node with tensorstore's own dump of the database (one call
-    per node, small values come inline); key-by-key reads cost ~100 us each at 1e5 keys,
-    whatever the cache, so they are only the fallback for databases the dump cannot walk.
+    treetool's own decoder reads the few B+tree nodes that hold them (no tensorstore import);
+    without a zstd decoder, tensorstore's dump of the database walks the tree node by node
+    (small values come inline); key-by-key reads cost ~100 us each at 1e5 keys, whatever the
+    cache, so they are only the last fallback, for databases the dump cannot walk.
     """
-    ts = _tensorstore(item)
-    try:
-        found = (walk or _OcdbtWalk.start(item)).metadata()
-        if found is None:
-            found = _ocdbt_read_metadata(ts, item)
-    except (ValueError, RuntimeError, KeyError, TypeError) as e:
-        raise LoadError(f"{item}: cannot read the OCDBT metadata: {_ts_error(e)}") from None
+    found = decoded_metadata(item) if isfile(join(item, "manifest.ocdbt")) else None
+    if found is None:
+        ts = _tensorstore(item)
+        try:
+            found = _OcdbtWalk.start(item).metadata()
+            if found is None:
+                found = _ocdbt_read_metadata(ts, item)
+        except (ValueError, RuntimeError, KeyError, TypeError) as e:
+            raise LoadError(f"{item}: cannot read the OCDBT metadata: {_ts_error(e)}") from None
     # arrays of one shape and dtype share their metadata text: each text is parsed once
     parsed = {value: _parse_json(value, f"{item}: zarr metadata") for value in set(found.values())}
     return {name: parsed[value] for name, value in found.items()}

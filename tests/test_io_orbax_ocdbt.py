@@ -1,0 +1,238 @@
+"""The OCDBT metadata of orbax checkpoints, decoded by treetool itself (no tensorstore import):
+the same bytes as tensorstore's own walk, the same tree, values still read by tensorstore,
+and hostile databases refused in one line."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+
+import treetool.io as tio
+from treetool import LoadError
+from treetool.io._orbax_ocdbt import _ocdbt_read_metadata, _OcdbtWalk, decoded_metadata
+from treetool.io.orbax import OrbaxArray
+
+orbax = pytest.importorskip("orbax.checkpoint")
+ts = pytest.importorskip("tensorstore")
+from hostile.harness import assert_contained, run_cli  # noqa: E402
+
+_ORBAX_MODULES = ["orbax", "_orbax_tree", "_orbax_fs", "_orbax_data", "_orbax_array"]
+_ORBAX_MODULES += ["_orbax_ocdbt", "_ocdbt_decode"]
+
+
+@pytest.fixture(scope="module")
+def tree() -> dict:
+    return {
+        "params": {
+            "w": jnp.arange(12.0).reshape(3, 4),
+            "b": jnp.ones(5, jnp.bfloat16),
+            "h": jnp.zeros((2, 2), jnp.float16),
+        },
+        "ints": [jnp.arange(3, dtype=jnp.int8), np.arange(4, dtype=np.uint32)],
+        "mask": np.array([True, False]),
+        "c": np.array([1 + 2j], dtype=np.complex64),
+        "f8": np.zeros(3, dtype=ml_dtypes.float8_e4m3fn),
+        "scalar": jnp.float32(2.5),
+    }
+
+
+@pytest.fixture(scope="module")
+def item(tmp_path_factory: pytest.TempPathFactory, tree: dict) -> Path:
+    d = tmp_path_factory.mktemp("ocdbt") / "ck"
+    with orbax.StandardCheckpointer() as ck:
+        ck.save(d, tree)
+    return d
+
+
+def _facts(t: object) -> list[tuple[str, tuple, str]]:
+    return [
+        (jax.tree_util.keystr(p), tuple(x.shape), np.dtype(x.dtype).name)
+        for p, x in jax.tree_util.tree_flatten_with_path(t)[0]
+    ]
+
+
+def test_decoded_metadata_is_tensorstores(item: Path) -> None:
+    ours = decoded_metadata(str(item))
+    assert ours == _OcdbtWalk.start(str(item)).metadata()
+    assert sorted(ours) == [
+        "c", "f8", "ints.0", "ints.1", "mask", "params.b", "params.h", "params.w", "scalar",
+    ]  # fmt: skip
+    assert json.loads(ours["params.w"])["shape"] == [3, 4]
+    assert json.loads(ours["params.b"])["dtype"] == "bfloat16"
+
+
+def test_tree_shapes_dtypes_and_values(item: Path, tree: dict) -> None:
+    t = tio.read(item).tree
+    assert _facts(t) == [
+        ("['c']", (1,), "complex64"),
+        ("['f8']", (3,), "float8_e4m3fn"),
+        ("['ints'][0]", (3,), "int8"),
+        ("['ints'][1]", (4,), "uint32"),
+        ("['mask']", (2,), "bool"),
+        ("['params']['b']", (5,), "bfloat16"),
+        ("['params']['h']", (2, 2), "float16"),
+        ("['params']['w']", (3, 4), "float32"),
+        ("['scalar']", (), "float32"),
+    ]
+    assert _facts(t) == _facts(tree)
+    w = t["params"]["w"]
+    assert isinstance(w, OrbaxArray) and w.file == f"{item}/params.w"
+    assert w.spec()["kvstore"]["path"] == "params.w/"  # where its bytes live, still right
+    assert np.array_equal(np.asarray(w), np.arange(12.0).reshape(3, 4))
+    assert np.asarray(t["scalar"]).tolist() == 2.5
+
+
+def test_structure_imports_no_tensorstore_values_do(item: Path) -> None:
+    code = (
+        "import sys, treetool.io as tio, numpy as np\n"
+        f"t = tio.read({str(item)!r}).tree\n"
+        "print(t['params']['w'].shape, 'tensorstore' in sys.modules, 'asyncio' in sys.modules)\n"
+        "print(np.asarray(t['params']['w']).sum(), 'tensorstore' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["(3, 4) False False", "66.0 True"]
+
+
+def test_ls_is_the_same_with_the_tensorstore_walk(item: Path, monkeypatch) -> None:
+    """`ls` lines from the decoder equal those of tensorstore's walk (decoder switched off)."""
+    run = run_cli("ls", str(item), cwd=item.parent)
+    assert run.rc == 0, run.stderr
+    assert run.stdout.splitlines()[:2] == ["['c']\t[1]\tcomplex64", "['f8']\t[3]\tfloat8_e4m3fn"]
+    from treetool.io import orbax as orbax_reader
+
+    ours = _facts(tio.read(item).tree)
+    walked: list[str] = []
+    real_walk = orbax_reader._OcdbtWalk.start
+    monkeypatch.setattr(orbax_reader, "decoded_metadata", lambda item: None)
+    monkeypatch.setattr(
+        orbax_reader._OcdbtWalk, "start", lambda item: walked.append(item) or real_walk(item)
+    )
+    assert _facts(tio.read(item).tree) == ours
+    assert walked == [str(item)]  # the tree above came from tensorstore's walk
+
+
+def test_orbax_modules_import_no_numpy_tensorstore_or_jax_at_top_level() -> None:
+    root = Path(tio.__file__).parent
+    for name in _ORBAX_MODULES:
+        body = ast.parse((root / f"{name}.py").read_text()).body
+        top = set()
+        for node in body:
+            if isinstance(node, ast.Import):
+                top |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                top.add(node.module.split(".")[0])
+        assert not top & {"numpy", "tensorstore", "jax", "ml_dtypes"}, (name, top)
+
+
+def test_interior_nodes_and_indirect_values(tmp_path: Path) -> None:
+    """A B+tree several levels deep with metadata stored out of line: the decoder reads the
+    same bytes as tensorstore's key-by-key reads, for every array and nothing else."""
+    spec = {
+        "driver": "ocdbt",
+        "base": f"file://{tmp_path}/",
+        "config": {"max_inline_value_bytes": 64, "max_decoded_node_bytes": 512},
+    }
+    kv = ts.KvStore.open(spec).result()
+    txn = ts.Transaction()
+    names = [f"layer{i:02d}.w" for i in range(40)] + ["z"]
+    for i, name in enumerate(names):
+        meta = b'{"shape": [%d], "dtype": "<f4"}' % i
+        if i % 3 == 0:
+            meta = meta[:-1] + b', "pad": "' + b"x" * 80 + b'"}'
+        kv.with_transaction(txn)[f"{name}/.zarray".encode()] = meta
+        kv.with_transaction(txn)[f"{name}/0".encode()] = b"\0" * 4 * i
+    txn.commit_async().result()
+    manifest = ts.ocdbt.dump(ts.KvStore.open(f"file://{tmp_path}/").result()).result()
+    assert manifest["versions"][-1]["root_height"] >= 2
+
+    got = decoded_metadata(str(tmp_path))
+    assert got == _ocdbt_read_metadata(ts, str(tmp_path))
+    assert sorted(got) == sorted(names)
+    assert got["layer07.w"] == b'{"shape": [7], "dtype": "<f4"}'
+    assert got["layer03.w"].endswith(b'"' + b"x" * 80 + b'"}')
+
+
+def test_empty_database(tmp_path: Path) -> None:
+    kv = ts.KvStore.open({"driver": "ocdbt", "base": f"file://{tmp_path}/"}).result()
+    kv[b"a"] = b"1"
+    del kv[b"a"]
+    assert decoded_metadata(str(tmp_path)) == {}
+
+
+def _copy(item: Path, dest: Path) -> Path:
+    import shutil
+
+    shutil.copytree(item, dest)
+    return dest
+
+
+def _node_file(item: Path) -> Path:
+    """The data file that holds the root B+tree node (the one the item's manifest names)."""
+    (node,) = (item / "d").iterdir()
+    return node
+
+
+@pytest.mark.parametrize(
+    ("target", "edit", "message"),
+    [
+        ("manifest", lambda b: b"\x00" + b[1:], "manifest has magic 0x00db3a2a, expected"),
+        ("manifest", lambda b: b[:-9], "manifest says"),
+        ("manifest", lambda b: b[:14] + bytes(len(b) - 14), "bad zstd data"),
+        ("node", lambda b: b"", "expected, 0 there"),
+        ("node", lambda b: bytes(len(b)), "B+tree node has magic 0x00000000"),
+    ],
+)
+def test_hostile_databases_are_one_line(item, tmp_path, target, edit, message) -> None:
+    bad = _copy(item, tmp_path / "bad")
+    f = bad / "manifest.ocdbt" if target == "manifest" else _node_file(bad)
+    f.write_bytes(edit(f.read_bytes()))
+    with pytest.raises(LoadError, match=re.escape(message)) as e:
+        tio.read(bad)
+    assert "\n" not in str(e.value)
+    run = run_cli("ls", str(bad), cwd=tmp_path)
+    assert_contained(run, rc=2)
+    assert run.stderr.startswith(f"treetool: error: {bad}")
+
+
+def test_random_corruption_raises_only_load_error(item: Path, tmp_path: Path) -> None:
+    """Bytes flipped anywhere in the manifest or the node file: a tree or one LoadError."""
+    rng = np.random.default_rng(0)
+    bad = _copy(item, tmp_path / "bad")
+    files = [bad / "manifest.ocdbt", _node_file(bad)]
+    originals = [f.read_bytes() for f in files]
+    trees, errors = 0, []
+    for trial in range(60):
+        k = trial % 2
+        data = bytearray(originals[k])
+        for pos in rng.integers(0, len(data), size=1 + trial % 4):
+            data[pos] = int(rng.integers(0, 256))
+        files[k].write_bytes(bytes(data))
+        try:
+            decoded_metadata(str(bad))
+            trees += 1
+        except LoadError as e:
+            errors.append(str(e))
+        files[k].write_bytes(originals[k])
+    assert errors and trees + len(errors) == 60
+    assert all("\n" not in e and e.startswith(f"{bad}") for e in errors)
+
+
+def test_a_data_file_link_out_of_the_item_is_refused(item: Path, tmp_path: Path) -> None:
+    bad = _copy(item, tmp_path / "bad")
+    node = _node_file(bad)
+    outside = tmp_path / "outside"
+    node.rename(outside)
+    node.symlink_to(outside)
+    with pytest.raises(LoadError, match="a link to outside the checkpoint"):
+        decoded_metadata(str(bad))
