@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Callable
+from itertools import accumulate
 from typing import Any
 
 from .._errors import LoadError
@@ -222,24 +223,16 @@ class _Walk:
         keep, pos = _varints(body, pos, max(n - 1, 0))
         suffix, pos = _varints(body, pos, n)
         common, pos = _varints(body, pos, n)
-        keys = []
-        prev = b""
-        for i in range(n):
-            k = keep[i - 1] if i else 0
-            if k > len(prev):
-                raise _Bad("bad key prefix")
-            tail, pos = _take(body, pos, suffix[i])
-            prev = prev[:k] + tail
-            if common[i] > len(prev):
-                raise _Bad("bad subtree common prefix")
-            keys.append(prev[: common[i]])
+        keys, pos = _prefixed_keys(body, pos, keep, suffix)
         ids, pos = _varints(body, pos, n)
         offsets, pos = _varints(body, pos, n)
         lengths, pos = _varints(body, pos, n)
         out = []
         for i in range(n):
+            if common[i] > len(keys[i]):
+                raise _Bad("bad subtree common prefix")
             path, below = _locate(files, ids[i], transitive)
-            out.append((below, (path, offsets[i], lengths[i]), prefix + keys[i]))
+            out.append((below, (path, offsets[i], lengths[i]), prefix + keys[i][: common[i]]))
         return out
 
     def _leaf(
@@ -247,38 +240,61 @@ class _Walk:
     ) -> None:
         keep, pos = _varints(body, pos, max(n - 1, 0))
         suffix, pos = _varints(body, pos, n)
-        keys = []
-        prev = b""
-        for i in range(n):
-            k = keep[i - 1] if i else 0
-            if k > len(prev):
-                raise _Bad("bad key prefix")
-            tail, pos = _take(body, pos, suffix[i])
-            prev = prev[:k] + tail
-            keys.append(prev)
+        keys, pos = _prefixed_keys(body, pos, keep, suffix)
         lengths, pos = _varints(body, pos, n)
         kinds, pos = _varints(body, pos, n)
-        indirect = [i for i in range(n) if kinds[i]]
-        if any(k > 1 for k in kinds):
+        if max(kinds, default=0) > 1:
             raise _Bad("bad value kind")
-        ids, pos = _varints(body, pos, len(indirect))
-        offsets, pos = _varints(body, pos, len(indirect))
-        where = {i: j for j, i in enumerate(indirect)}
-        at = pos
-        for i in range(n):
-            key = keys[i]
-            if kinds[i]:
-                if key.endswith(_ZARR_META):
-                    j = where[i]
+        n_indirect = sum(kinds)
+        ids, pos = _varints(body, pos, n_indirect)
+        offsets, pos = _varints(body, pos, n_indirect)
+        # where each inline value starts (indirect entries take no bytes here)
+        starts = list(accumulate([0 if k else v for k, v in zip(kinds, lengths)], initial=pos))
+        if starts[-1] > len(body):
+            raise _Bad("values past the end of their node")
+        hits = [i for i, key in enumerate(keys) if key.endswith(_ZARR_META)]
+        if not hits:
+            return
+        inline = [i for i in hits if not kinds[i]] if n_indirect else hits
+        try:
+            self.found.update(
+                {
+                    (k := prefix + keys[i])[: k.rindex(b"/")].decode(): body[
+                        starts[i] : starts[i + 1]
+                    ]
+                    for i in inline
+                }
+            )
+        except UnicodeDecodeError:
+            raise _Bad("a key that is not UTF-8") from None
+        if len(inline) < len(hits):
+            rank = list(accumulate(kinds))  # indirect entries up to each entry
+            for i in hits:
+                if kinds[i]:
+                    j = rank[i] - 1
                     path, _ = _locate(files, ids[j], transitive)
-                    self.indirect.append((_name(prefix + key), (path, offsets[j], lengths[i])))
-                continue
-            end = at + lengths[i]
-            if end > len(body):
-                raise _Bad("a value past the end of its node")
-            if key.endswith(_ZARR_META):
-                self.found[_name(prefix + key)] = body[at:end]
-            at = end
+                    self.indirect.append((_name(prefix + keys[i]), (path, offsets[j], lengths[i])))
+
+
+def _prefixed_keys(
+    body: bytes, pos: int, keep: list[int], suffix: list[int]
+) -> tuple[list[bytes], int]:
+    """Keys stored as (bytes kept from the previous key, new bytes): the full keys."""
+    total = sum(suffix)
+    end = pos + total
+    if end > len(body):
+        raise _Bad("truncated")
+    keys: list[bytes] = []
+    append = keys.append
+    prev = b""
+    for k, s in zip([0, *keep], suffix):
+        nxt = pos + s
+        prev = prev[:k] + body[pos:nxt]
+        pos = nxt
+        append(prev)
+    if sum(map(len, keys)) != sum(keep) + total:
+        raise _Bad("bad key prefix")  # a prefix longer than the key before it
+    return keys, end
 
 
 def _name(key: bytes) -> str:

@@ -34,7 +34,7 @@ from ._orbax_array import OrbaxArray, _tensorstore, _ts_error
 from ._orbax_data import allow_fill, check_component, inside
 from ._orbax_fs import abspath, getsize, isdir, isfile, islink, join, listdir, read_bytes
 from ._orbax_ocdbt import _ocdbt_read_metadata, _OcdbtWalk, decoded_metadata
-from ._orbax_tree import _convert, _insert, _Map
+from ._orbax_tree import _Builder
 
 __all__ = ["OrbaxArray", "allow_fill", "is_orbax_dir", "read", "run_steps"]
 
@@ -223,20 +223,23 @@ def _read_item(item: str, lazy: bool) -> Any:
     facts: dict[int, Any] = {}
     shardings = _shardings(item)
     strings = _strings(item)
-    root: Any = None
+    built = _Builder(item)
     for key, entry in tm.items():
         km = entry.get("key_metadata") if type(entry) is dict else None
         vm = entry.get("value_metadata") if type(entry) is dict else None
         if type(km) is not list or type(vm) is not dict:
             raise LoadError(f"{item}/_METADATA: bad entry {key!r:.80}")
+        depth = len(km)
         try:
-            if len(km) > MAX_DEPTH:
+            if depth > MAX_DEPTH:
                 raise LoadError(
-                    f"{item}/_METADATA: {key!r:.80} is {len(km)} keys deep, more than {MAX_DEPTH}"
+                    f"{item}/_METADATA: {key!r:.80} is {depth} keys deep, more than {MAX_DEPTH}"
                 )
-            if len(km) == 1:  # most entries: no list to build
+            if depth == 1:  # most entries: no list to build
                 param = str(km[0]["key"])
-                keys: Any = ((param, km[0].get("key_type")),)
+            elif depth == 2:  # a dict of dicts: the rest of most entries
+                outer, inner = str(km[0]["key"]), str(km[1]["key"])
+                param = f"{outer}.{inner}"
             else:
                 keys = [(str(k["key"]), k.get("key_type")) for k in km]
                 param = ".".join([k for k, _ in keys])
@@ -258,11 +261,16 @@ def _read_item(item: str, lazy: bool) -> Any:
             leaf = strings[param]
         else:
             leaf = GlobalRef("orbax", str(vt), tag="orbax")
-        if len(keys) == 1 and type(root) is _Map:  # a flat entry of a dict: most of them
-            root[param] = leaf
+        if depth == 1:
+            if not built.flat(param, leaf):  # a flat entry of a dict: most of them
+                built.insert([(param, km[0].get("key_type"))], leaf)
+        elif depth == 2 and km[0].get("key_type") != 1:
+            built.pair(outer, inner, km[1].get("key_type"), leaf)
         else:
-            root = _insert(root, keys, leaf, item)
-    return _convert(root, item) if root is not None else {}
+            if depth == 2:
+                keys = [(outer, km[0].get("key_type")), (inner, km[1].get("key_type"))]
+            built.insert(keys, leaf)
+    return built.tree()
 
 
 def _array(
