@@ -207,9 +207,14 @@ def s3_orbax(s3_server: Any, orbax_local: str) -> str:
     `s3://ckpts/run` into `s3:/ckpts/run` and fails with "ValueError: Checkpoint path should
     be absolute. Got s3:/ckpts/orbax_run/1.orbax-checkpoint-tmp/default.orbax-checkpoint-tmp"
     (`orbax/checkpoint/_src/serialization/tensorstore_utils.py`, `_build_ocdbt_kvstore_tspec`),
-    after it has written `_CHECKPOINT_METADATA` through etils' s3fs backend. So the run is saved
-    locally by orbax's CheckpointManager and its files uploaded unchanged with boto3; the
-    reader then sees exactly the objects orbax would have written.
+    after it has written `_CHECKPOINT_METADATA` through etils' s3fs backend. An
+    `etils.epath.Path` fails the same way; with `use_ocdbt=False` tensorstore's `file` driver
+    writes the arrays to a local directory named `s3:` and the commit's rename through s3fs
+    fails (`_src/path/atomicity.py`). Every release from 0.5.23 to 0.12.8 has the same
+    gs-only path handling, and tensorstore's S3 settings (`AWS_ENDPOINT_URL`...) never come
+    into play. So the run is saved locally by orbax's CheckpointManager and its files
+    uploaded unchanged with boto3; the reader then sees exactly the objects orbax would have
+    written.
     """
     client = s3_server.client()
     for dirpath, _, names in os.walk(orbax_local):
