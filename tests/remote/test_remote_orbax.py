@@ -150,3 +150,29 @@ def test_inspecting_an_s3_checkpoint_reads_what_the_tree_needs(
     local_nodes = os.listdir(os.path.join(orbax_local, "2", "default", "d"))
     assert 1 <= len(nodes) <= len(local_nodes)
     assert {p.rsplit("/", 1)[1] for p in nodes} <= set(local_nodes)
+
+
+def test_remote_structure_is_read_without_tensorstore(
+    s3: Any, s3_orbax: str, orbax_local: str
+) -> None:
+    """The shapes and dtypes of an S3 run come from treetool's own OCDBT decoder (ranged
+    reads of the manifest and nodes): tensorstore is imported only when values are read."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, treetool as tt, treetool.io\n"
+        "t = treetool.io.read(sys.argv[1]).tree\n"
+        "print([(str(p), tuple(x.shape), str(x.dtype)) for p, x in tt.leaves_with_paths(t)])\n"
+        "print('tensorstore' in sys.modules)\n"
+        "print(float(tt.stats(t['params']['w']).max), 'tensorstore' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, s3_orbax], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        str(_facts(tt.io.read(orbax_local).tree)),
+        "False",
+        "46.0 True",
+    ]

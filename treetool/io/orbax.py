@@ -24,7 +24,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._dtypes import _as_dtype
 from .._errors import LoadError
@@ -35,6 +35,10 @@ from ._orbax_data import allow_fill, check_component, inside
 from ._orbax_fs import abspath, getsize, isdir, isfile, islink, join, listdir, read_bytes
 from ._orbax_ocdbt import _ocdbt_read_metadata, _OcdbtWalk, decoded_metadata
 from ._orbax_tree import _Builder
+from ._source import is_url
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 __all__ = ["OrbaxArray", "allow_fill", "is_orbax_dir", "read", "run_steps"]
 
@@ -212,13 +216,15 @@ def _parse_json(raw: bytes | str, where: str, bytes_per_container: int = 12) -> 
 
 
 def _read_item(item: str, lazy: bool) -> Any:
+    # remotely, the OCDBT nodes are fetched while _METADATA is fetched and parsed
+    early = _start_decode(item) if is_url(item) else None
     # an entry of _METADATA is ~6 objects in 180+ bytes; 1 per 20 bytes bounds its memory
     meta = _load_json(join(item, "_METADATA"), item, bytes_per_container=20)
     tm = meta.get("tree_metadata") if isinstance(meta, dict) else None
     if not isinstance(tm, dict):
         raise LoadError(f"{item}/_METADATA: no tree_metadata")
     ocdbt = bool(meta.get("use_ocdbt", False)) or isdir(join(item, "ocdbt.process_0"))
-    zarr_of = _zarr_lookup(item, ocdbt)
+    zarr_of = _zarr_lookup(item, ocdbt, early)
     item_abs = abspath(item)
     facts: dict[int, Any] = {}
     shardings = _shardings(item)
@@ -333,11 +339,20 @@ def _dtype(name: Any, item: str, param: str) -> str:
     return checked.name if checked.isnative else checked.str
 
 
-def _zarr_lookup(item: str, ocdbt: bool) -> Any:
+def _start_decode(item: str) -> Future | None:
+    """`decoded_metadata(item)` started on the read-ahead pool (None: no OCDBT database)."""
+    if not isfile(join(item, "manifest.ocdbt")):
+        return None
+    from ._remote import prefetcher
+
+    return prefetcher().submit(decoded_metadata, item)
+
+
+def _zarr_lookup(item: str, ocdbt: bool, early: Future | None = None) -> Any:
     """param -> its parsed `.zarray` / `zarr.json` (None if missing), from the OCDBT database
     (all read at once) or from the files of each array."""
     if ocdbt:
-        return _ocdbt_metadata(item).get
+        return _ocdbt_metadata(item, early).get
 
     def from_files(param: str) -> Any:
         for name in (".zarray", "zarr.json"):
@@ -349,7 +364,7 @@ def _zarr_lookup(item: str, ocdbt: bool) -> Any:
     return from_files
 
 
-def _ocdbt_metadata(item: str) -> dict[str, Any]:
+def _ocdbt_metadata(item: str, early: Future | None = None) -> dict[str, Any]:
     """The zarr metadata (`.zarray` / `zarr.json`) of every array in an OCDBT checkpoint.
 
     treetool's own decoder reads the few B+tree nodes that hold them (no tensorstore import);
@@ -357,7 +372,10 @@ def _ocdbt_metadata(item: str) -> dict[str, Any]:
     (small values come inline); key-by-key reads cost ~100 us each at 1e5 keys, whatever the
     cache, so they are only the last fallback, for databases the dump cannot walk.
     """
-    found = decoded_metadata(item) if isfile(join(item, "manifest.ocdbt")) else None
+    if early is not None:
+        found = early.result()
+    else:
+        found = decoded_metadata(item) if isfile(join(item, "manifest.ocdbt")) else None
     if found is None:
         ts = _tensorstore(item)
         try:
