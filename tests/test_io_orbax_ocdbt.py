@@ -236,3 +236,49 @@ def test_a_data_file_link_out_of_the_item_is_refused(item: Path, tmp_path: Path)
     node.symlink_to(outside)
     with pytest.raises(LoadError, match="a link to outside the checkpoint"):
         decoded_metadata(str(bad))
+
+
+def test_tui_details_of_an_orbax_leaf(item: Path) -> None:
+    """The details pane of a leaf read with the decoder: its facts, where its bytes live, and
+    its stats (read through tensorstore by the pane's worker)."""
+    import asyncio
+    import io
+
+    from rich.console import Console
+    from treetool.tui import TreetoolApp
+    from treetool.tui.widgets import DetailsPane
+
+    tree = tio.read(item).tree
+
+    async def main() -> str:
+        app = TreetoolApp(tree, title=str(item))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            await app.workers.wait_for_complete()
+            details = app.query_one(DetailsPane)
+            details.show(app.model.child("params").child("w"))
+            await pilot.pause()
+            await app.workers.wait_for_complete()
+            await pilot.pause(0.1)
+            console = Console(width=200, file=io.StringIO(), color_system=None)
+            for part in ("#details-path", "#details-facts", "#details-stats"):
+                console.print(details.query_one(part).content)
+            await pilot.press("q")
+            return console.file.getvalue()
+
+    lines = [line.rstrip() for line in asyncio.run(main()).splitlines()]
+    assert lines[lines.index("['params']['w']") + 1 : lines.index("stats") + 5] == [
+        "type      treetool.io._orbax_array.OrbaxArray",
+        "shape     (3, 4)",
+        "dtype     float32",
+        "params    12",
+        "bytes     48",
+        "device    file",
+        "PRNG key  no",
+        f"file      {item}/params.w @ 0 (read on demand)",
+        "stats",
+        "min    0",
+        "max    11",
+        "mean   5.5",
+        "std    3.45205",
+    ]
