@@ -282,3 +282,28 @@ def test_tui_details_of_an_orbax_leaf(item: Path) -> None:
         "mean   5.5",
         "std    3.45205",
     ]
+
+
+def test_a_node_that_decodes_past_its_budget_is_one_line(item: Path, monkeypatch) -> None:
+    from treetool.io import _ocdbt_decode
+
+    node = _node_file(item).read_bytes()
+    monkeypatch.setattr(_ocdbt_decode, "_MAX_DECODED", len(node))  # nodes decode to more
+    with pytest.raises(LoadError, match=f"a node that decodes to more than {len(node)} bytes"):
+        decoded_metadata(str(item))
+
+
+def test_ranges_that_share_bytes_are_refused(tmp_path: Path) -> None:
+    """B+tree nodes and values never overlap: a database whose references do (a node read
+    over and over through shifted ranges) is refused before the second read."""
+    from treetool.io import _ocdbt_decode
+
+    reads: list[list[tuple[str, int, int]]] = []
+    checked = _ocdbt_decode._checked(lambda r: reads.append(r) or [b""] * len(r), str(tmp_path))
+    checked([("d/a", 0, 10), ("d/b", 0, 10)])
+    checked([("d/a", 10, 5)])
+    with pytest.raises(_ocdbt_decode._Bad, match=r"d/a: bytes 10-15 and 14-20 overlap"):
+        checked([("d/a", 14, 6)])
+    with pytest.raises(_ocdbt_decode._Bad, match="leaves the checkpoint"):
+        checked([("../outside", 0, 1)])
+    assert reads == [[("d/a", 0, 10), ("d/b", 0, 10)], [("d/a", 10, 5)]]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Callable
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from typing import Any
 
 from .._errors import LoadError
@@ -42,6 +42,9 @@ _MAX_HEIGHT = 32
 _MAX_ENCODED = 256 << 20
 #: decoded bytes of one node at most, whatever the database's configuration says
 _MAX_DECODED = 256 << 20
+#: decoded bytes of all nodes at most: this, or 1024 times the encoded bytes read if more
+#: (real nodes decode to 4-50 times their size; the ranges read never share a byte)
+_MAX_DECODED_TOTAL = 1 << 30
 #: nodes read at most in one walk
 _MAX_NODES = 1 << 20
 _HIGH_BYTE = re.compile(rb"[\x80-\xff]")
@@ -124,7 +127,7 @@ class _Zstd:
             if self._pkg is not None:
                 size = self._pkg.frame_content_size(data)
                 if size > limit:
-                    raise _Bad(f"a node of {size} bytes decoded, more than {limit}")
+                    raise _Bad(f"a node that decodes to more than {limit} bytes ({size})")
                 out = self._pkg.ZstdDecompressor().decompress(data, max_output_size=limit)
             else:
                 d = self._std.ZstdDecompressor()
@@ -134,7 +137,10 @@ class _Zstd:
         except _Bad:
             raise
         except Exception as e:  # the decoders' own error classes
-            raise _Bad(f"bad zstd data ({type(e).__name__})") from None
+            raise _Bad(
+                f"bad zstd data, or a node that decodes to more than {limit} bytes "
+                f"({type(e).__name__})"
+            ) from None
         return bytes(out)
 
 
@@ -187,6 +193,7 @@ class _Walk:
 
     def __init__(self, read_many: ReadMany, zstd: _Zstd | None, limit: int) -> None:
         self._read_many, self._zstd, self._limit = read_many, zstd, limit
+        self._encoded = self._decoded = 0
         self.found: dict[str, bytes] = {}
         self.indirect: list[tuple[str, tuple[str, int, int]]] = []
         self._nodes = 0
@@ -201,7 +208,10 @@ class _Walk:
             blobs = self._read_many([where for _, where, _ in level])
             below: list[tuple[str, tuple[str, int, int], bytes]] = []
             for (transitive, _, prefix), blob in zip(level, blobs):
-                body = _body(blob, _BTREE_MAGIC, "B+tree node", self._zstd, self._limit)
+                self._encoded += len(blob)
+                left = max(_MAX_DECODED_TOTAL, 1024 * self._encoded) - self._decoded
+                body = _body(blob, _BTREE_MAGIC, "B+tree node", self._zstd, min(self._limit, left))
+                self._decoded += len(body)
                 if not body or body[0] != expect:
                     raise _Bad(f"a B+tree node of height {body[0] if body else '?'}, "
                                f"expected {expect}")  # fmt: skip
@@ -361,11 +371,12 @@ def zarr_metadata(
         if height > _MAX_HEIGHT:
             raise _Bad(f"a B+tree {height} levels high")
         path, transitive = _locate(files, ids[-1], "")
-        walk = _Walk(_checked(read_many, item), zstd, min(max_node or _MAX_DECODED, _MAX_DECODED))
+        checked = _checked(read_many, item)
+        walk = _Walk(checked, zstd, min(max_node or _MAX_DECODED, _MAX_DECODED))
         walk.run((transitive, path, offsets[-1], lengths[-1]), height)
         found = walk.found
         if walk.indirect:
-            values = _checked(read_many, item)([where for _, where in walk.indirect])
+            values = checked([where for _, where in walk.indirect])
             for (name, _), value in zip(walk.indirect, values):
                 found[name] = value
         return found
@@ -376,16 +387,26 @@ def zarr_metadata(
 
 
 def _checked(read_many: ReadMany, item: str) -> ReadMany:
-    """`read_many` refusing paths that leave the item and ranges beyond the read limit."""
+    """`read_many` refusing paths that leave the item, ranges beyond the read limit, and
+    ranges that share bytes with one read before (B+tree nodes and values never do, so each
+    byte of the data files is read at most once)."""
+    spans: dict[str, list[tuple[int, int]]] = {}
 
     def read(ranges: list[tuple[str, int, int]]) -> list[bytes]:
-        for path, _, n in ranges:
+        for path, offset, n in ranges:
             try:
                 check_component(path, item)
             except LoadError:
                 raise _Bad(f"data file {path!r:.80} leaves the checkpoint") from None
             if n > _MAX_ENCODED:
                 raise _Bad(f"a read of {n} bytes from {path}")
+            spans.setdefault(path, []).append((offset, offset + n))
+        for path in {path for path, _, _ in ranges}:
+            known = spans[path]
+            known.sort()
+            for (start, end), (start2, end2) in pairwise(known):
+                if start2 < end:
+                    raise _Bad(f"{path}: bytes {start}-{end} and {start2}-{end2} overlap")
         return read_many(ranges)
 
     return read
