@@ -245,14 +245,17 @@ def _pack_dir(root: str) -> bytes:
                 continue
             with open(path, "rb") as fh:
                 content = fh.read()
-            # zarr chunks are binary and never read: the metadata files are JSON text
-            if f.startswith(("_", ".")) or f.endswith((".json", ".txt")):
+            # zarr chunks are binary and never read: the metadata files are JSON text, and an
+            # OCDBT database's manifest and B+tree nodes (`d/...`) hold the zarr metadata
+            ocdbt = f == "manifest.ocdbt" or rel.startswith("d/")
+            if f.startswith(("_", ".")) or f.endswith((".json", ".txt")) or ocdbt:
                 sections.append(rel.encode() + b"\n" + content)
     return ORBAX_SEP.join(sections)
 
 
 def orbaxes() -> dict[str, bytes]:
-    """An item written by a `PyTreeCheckpointer`, and a `CheckpointManager` run of two steps."""
+    """An item written by a `PyTreeCheckpointer`, a `CheckpointManager` run of two steps, and
+    an item in an OCDBT database (its manifest and root B+tree node, decoded by treetool)."""
     import jax.numpy as jnp
     import orbax.checkpoint as ocp
 
@@ -280,6 +283,9 @@ def orbaxes() -> dict[str, bytes]:
                 mngr.save(step, args=ocp.args.PyTreeSave({"w": jnp.full((2,), step), "step": step}))
             mngr.wait_until_finished()
         out["manager-run.orbax"] = _pack_dir(run)
+        ocdbt = os.path.join(d, "ocdbt")  # orbax's default: the metadata in an OCDBT database
+        ocp.Checkpointer(ocp.PyTreeCheckpointHandler(use_ocdbt=True)).save(ocdbt, tree)
+        out["ocdbt-item.orbax"] = _pack_dir(ocdbt)
     return out
 
 
