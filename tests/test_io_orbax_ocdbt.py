@@ -307,3 +307,25 @@ def test_ranges_that_share_bytes_are_refused(tmp_path: Path) -> None:
     with pytest.raises(_ocdbt_decode._Bad, match="leaves the checkpoint"):
         checked([("../outside", 0, 1)])
     assert reads == [[("d/a", 0, 10), ("d/b", 0, 10)], [("d/a", 10, 5)]]
+
+
+@pytest.mark.parametrize(
+    "zarr",
+    ["<f4", ">f4", "|b1", "<i8", "=i2", "<c16", "bfloat16", "float32", "float8_e4m3fn", "int4",
+     "<U10", "<M8[ns]"],
+)  # fmt: skip
+def test_zarr_dtype_spellings_resolve_as_numpy_reads_them(zarr: str) -> None:
+    """Common spellings come from a table (no numpy import); every other one from numpy or
+    ml_dtypes as before, spelled so that `_as_dtype` gives back the very same dtype."""
+    from treetool._dtypes import _as_dtype
+    from treetool.io.orbax import _DTYPE_NAMES, _dtype
+
+    try:
+        want = np.dtype(zarr)
+    except TypeError:
+        want = np.dtype(getattr(ml_dtypes, zarr))
+    got = _as_dtype(_dtype(zarr, "item", "p"))
+    assert (got, got.str) == (want, want.str)
+    assert (zarr in _DTYPE_NAMES) == (
+        zarr in {"<f4", "|b1", "<i8", "=i2", "<c16", "bfloat16", "float32"}
+    )

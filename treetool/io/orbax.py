@@ -324,19 +324,22 @@ def _dtype(name: Any, item: str, param: str) -> str:
     import numpy as np
 
     dt: np.dtype | None = None
+    spelled = ""  # how `_as_dtype` gets it back: numpy's own string, or ml_dtypes' name
     if isinstance(name, str) and len(name) <= 32:
         try:
             dt = np.dtype(name)
+            spelled = dt.str if np.dtype(dt.str) == dt else dt.name  # ml_dtypes': by name
         except Exception:  # TypeError; SyntaxError and ValueError for odd strings
             import ml_dtypes
 
             t = getattr(ml_dtypes, name, None)
             if isinstance(t, type):
                 dt = np.dtype(t)
+                spelled = name
     if dt is None or dt.fields is not None:
         raise LoadError(f"{item}: unsupported dtype {name!r:.40} for {param!r}")
-    checked = check_dtype(dt, f"{item}: array {param!r}")
-    return checked.name if checked.isnative else checked.str
+    check_dtype(dt, f"{item}: array {param!r}")
+    return spelled
 
 
 def _start_decode(item: str) -> Future | None:
