@@ -169,11 +169,13 @@ def read_ranges(ranges: list[tuple[str, int, int]]) -> list[bytes]:
         [b'01', b'789']
     """
     if any(is_url(p) for p, _, _ in ranges):
+        # the sources are made here (this thread's read session), their requests in parallel
+        srcs: dict[str, Any] = {p: source_for(p) for p, _, _ in ranges}
         if len(ranges) == 1:
-            return [_read_range(*ranges[0])]
+            return [_read_range(srcs, *ranges[0])]
         from ._remote import prefetcher
 
-        return list(prefetcher().map(lambda r: _read_range(*r), ranges))
+        return list(prefetcher().map(lambda r: _read_range(srcs, *r), ranges))
     out: list[bytes] = [b""] * len(ranges)
     by_file: dict[str, list[int]] = {}
     for i, (path, _, _) in enumerate(ranges):
@@ -190,9 +192,8 @@ def read_ranges(ranges: list[tuple[str, int, int]]) -> list[bytes]:
     return out
 
 
-def _read_range(path: str, offset: int, n: int) -> bytes:
-    src: Any = source_for(path)
-    return _exact(src.read(offset, n), path, offset, n)
+def _read_range(srcs: dict[str, Any], path: str, offset: int, n: int) -> bytes:
+    return _exact(srcs[path].read(offset, n), path, offset, n)
 
 
 def _exact(data: bytes, path: str, offset: int, n: int) -> bytes:

@@ -343,12 +343,19 @@ def _dtype(name: Any, item: str, param: str) -> str:
 
 
 def _start_decode(item: str) -> Future | None:
-    """`decoded_metadata(item)` started on the read-ahead pool (None: no OCDBT database)."""
+    """`decoded_metadata(item)` started in a thread of its own, in this read's session
+    (None: no OCDBT database). Its ranged reads run on the read-ahead pool: it waits on them
+    from outside that pool."""
     if not isfile(join(item, "manifest.ocdbt")):
         return None
-    from ._remote import prefetcher
+    import contextvars
+    from concurrent.futures import ThreadPoolExecutor
 
-    return prefetcher().submit(decoded_metadata, item)
+    pool = ThreadPoolExecutor(1, thread_name_prefix="treetool-ocdbt")
+    try:
+        return pool.submit(contextvars.copy_context().run, decoded_metadata, item)
+    finally:
+        pool.shutdown(wait=False)
 
 
 def _zarr_lookup(item: str, ocdbt: bool, early: Future | None = None) -> Any:
