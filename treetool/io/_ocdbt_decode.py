@@ -7,11 +7,12 @@ tensorstore's format documents them (`kvstore/ocdbt/index.rst`: varint columns, 
 compressed keys, zstd-compressed bodies): no `import tensorstore` (~50 ms) and no asyncio on
 the `ls` path. Array data is still read by tensorstore.
 
-`zarr_metadata(item, read_range)` returns `{array name: metadata bytes}`, or None when this
-decoder does not apply (no zstd decoder installed, a format version it does not know): the
-caller then walks the database with tensorstore. Every length, count, offset and path is
-checked against the bytes that hold it; a node may not decompress past the database's own
-`max_decoded_node_bytes`, data file paths stay inside the item, the tree's height is bounded.
+`zarr_metadata(item, read_range, size, read_many)` returns `{array name: metadata bytes}`, or
+None when this decoder does not apply (no zstd decoder installed, a format version it does not
+know): the caller then walks the database with tensorstore. Every length, count, offset and
+path is checked against the bytes that hold it; a node may not decompress past the database's
+own `max_decoded_node_bytes` (nor all nodes past 1 GiB or 1024x the bytes read), data file
+paths stay inside the item, no two ranges read share a byte, the tree's height is bounded.
 CRC-32C footers are not verified (the values read here are metadata; tensorstore verifies
 the array reads).
 
