@@ -36,6 +36,9 @@ _FIRST = 64 << 10  # the first read of a file: headers (safetensors, npy, msgpac
 _WORKERS = 8
 _pool: ThreadPoolExecutor | None = None
 _ahead: ThreadPoolExecutor | None = None
+_guess: ThreadPoolExecutor | None = None
+#: threads reading a walk's predicted blocks (16 KiB each: many in flight cost little memory)
+GUESS_WORKERS = 32
 _pool_lock = threading.Lock()
 _fs_cache: dict[Any, Any] = {}  # protocol or (s3, bucket, settings...) -> client
 
@@ -80,6 +83,16 @@ def prefetcher() -> ThreadPoolExecutor:
         if _ahead is None:
             _ahead = ThreadPoolExecutor(8, thread_name_prefix="treetool-readahead")
         return _ahead
+
+
+def guesser() -> ThreadPoolExecutor:
+    """The pool that reads the blocks a walk's jumps are predicted to land in (small reads;
+    its tasks submit nothing)."""
+    global _guess
+    with _pool_lock:
+        if _guess is None:
+            _guess = ThreadPoolExecutor(GUESS_WORKERS, thread_name_prefix="treetool-guess")
+        return _guess
 
 
 _progress: Callable[[int], None] | None = None

@@ -239,6 +239,12 @@ def session() -> Iterator[None]:
 #: blocks read ahead in parallel once the jumps of a walk repeat a pattern (and the most
 #: big reads of a stream asked for ahead)
 _AHEAD_JUMPS = 8
+#: a walk whose guesses keep landing reads further ahead, up to this many blocks (at most
+#: twice the guessed blocks it already used, 8 at first: the blocks read for nothing past its
+#: last jump stay bounded by those it used), so a round trip is paid once per this many jumps
+_AHEAD_WALK = 32
+#: a predicted block starts this many bytes before the predicted landing
+_SLACK = 512
 #: how far ahead a stream of big reads is asked for
 _AHEAD_BYTES = 8 << 20
 #: the longest repeating pattern of jumps recognised (arrays per layer)
@@ -447,19 +453,30 @@ class BlockReader(io.RawIOBase):
             return
         if any(d <= 0 for d in steps[-period:]):
             return
-        from ._remote import prefetcher
+        from ._remote import guesser
 
+        depth = min(_AHEAD_WALK, max(_AHEAD_JUMPS, 2 * self.guessed))
         at = pos
-        for k in range(_AHEAD_JUMPS):
+        for k in range(depth):
             at += steps[-period + k % period]
             if at >= self.limit or at >= self._size:
                 break
-            if at in self._guesses or self._find_block(at) is not None:
+            if self._covered(at):  # read ahead already (maybe by a guess a few bytes off)
                 continue
-            n = min(self._block, self._size - at)
-            self._guesses[at] = prefetcher().submit(self._src.read, at, n)
-        while len(self._guesses) > 2 * _AHEAD_JUMPS:  # guesses the walk left behind
+            start = max(0, at - _SLACK)  # a landing a few bytes early is held too
+            n = min(self._block, self._size - start)
+            self._guesses[start] = guesser().submit(self._src.read, start, n)
+        while len(self._guesses) > 2 * depth:  # guesses the walk left behind
             self._guesses.pop(next(iter(self._guesses))).cancel()
+
+    def _covered(self, at: int) -> bool:
+        """Whether a block read or read ahead holds `at` with half a block to spare (a
+        pickle's records between payloads grow by a byte or three when its keys or memo
+        indices get longer: a guess made with the old step still holds the new landing)."""
+        if self._find_block(at) is not None:
+            return True
+        half = self._block // 2
+        return any(start + _SLACK // 2 <= at < start + half for start in self._guesses)
 
     def close(self) -> None:
         for fut in self._guesses.values():
