@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any, TypeVar, cast
 
 from .._errors import LoadError
-from ._source import BlockReader, Source, source_for
+from ._source import BlockReader, Source, check_stop, source_for
 
 __all__ = ["FsspecSource", "RemoteSource", "SizedByFirstGet", "remote_source"]
 
@@ -120,7 +120,7 @@ def listed(url: str) -> tuple[dict[str, int], str] | None:
     """The listing made (by `FsspecSource.walk`) of a prefix holding `url`, and the key of
     `url` relative to that prefix ("" for the prefix itself); None if none was made."""
     url = url.rstrip("/")
-    for prefix, found in _walks.items():
+    for prefix, found in tuple(_walks.items()):  # a snapshot: another read may add one
         if url == prefix:
             return found, ""
         if url.startswith(prefix + "/"):
@@ -130,6 +130,17 @@ def listed(url: str) -> tuple[dict[str, int], str] | None:
 
 #: how many prefixes' listings are kept
 _WALKS_KEPT = 64
+_walks_lock = threading.Lock()
+
+
+def keep_walk(url: str, found: dict[str, int]) -> None:
+    """Keep the listing of the prefix `url` (the oldest dropped past `_WALKS_KEPT`; two reads
+    at once may list from two threads)."""
+    with _walks_lock:
+        _walks[url] = found
+        while len(_walks) > _WALKS_KEPT:
+            del _walks[next(iter(_walks))]
+
 
 #: the most objects one listing may hold (a hostile bucket cannot make it unbounded)
 MAX_LISTED = 1_000_000
@@ -207,6 +218,7 @@ class RemoteSource(Source):
     def _fetch(self, offset: int, n: int) -> bytes:
         if n <= 0:
             return b""
+        check_stop(self.name)
         if _progress is not None:
             _progress(0)
         if n <= _CHUNK:
@@ -434,9 +446,7 @@ class FsspecSource(RemoteSource):
             for k, v in entries.items()
             if k.startswith(lead) and v.get("type") != "directory"
         }
-        _walks[self.name] = out
-        while len(_walks) > _WALKS_KEPT:
-            del _walks[next(iter(_walks))]
+        keep_walk(self.name, out)
         return out
 
     def is_dir(self) -> bool:

@@ -23,6 +23,7 @@ import io
 import itertools
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import IO, Any
@@ -205,19 +206,51 @@ def source_for(target: str | os.PathLike | Source, *, reuse: bool = False) -> So
         src = remote_source(target)
         if shared is not None:
             shared[target] = src
-        _recent[target] = src
-        while len(_recent) > 64:
-            del _recent[next(iter(_recent))]
+        with _recent_lock:  # two reads at once (a diff's sides) make sources from two threads
+            _recent[target] = src
+            while len(_recent) > 64:
+                del _recent[next(iter(_recent))]
         return src
     return LocalSource(target)
 
 
 _recent: dict[str, Source] = {}  # the last remote sources made, oldest first
+_recent_lock = threading.Lock()
 
 
 _session: contextvars.ContextVar[dict[str, Source] | None] = contextvars.ContextVar(
     "treetool_sources", default=None
 )
+
+
+_stop: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "treetool_stop", default=None
+)
+
+
+@contextlib.contextmanager
+def stop_on(event: threading.Event) -> Iterator[None]:
+    """Remote reads made in this context (this thread) fail with one `LoadError` line once
+    `event` is set: a read running beside another that failed, or that was interrupted,
+    stops at its next request instead of reading on for nothing.
+
+    Example:
+        >>> import threading
+        >>> with stop_on(threading.Event()):
+        ...     pass
+    """
+    token = _stop.set(event)
+    try:
+        yield
+    finally:
+        _stop.reset(token)
+
+
+def check_stop(name: str) -> None:
+    """Raise the one line of a stopped read if this context's stop event is set."""
+    event = _stop.get()
+    if event is not None and event.is_set():
+        raise LoadError(f"{name}: read stopped (the other side of the diff failed)")
 
 
 @contextlib.contextmanager
