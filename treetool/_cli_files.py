@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 import threading
+import time
 from typing import Any
 
 from ._text import safe
@@ -174,7 +175,7 @@ def _both_at_once(a: str, b: str, like: Any) -> bool:
 
 
 #: how long an interrupted diff waits for its reading threads before it exits anyway
-_STOP_WAIT = 2.0
+_STOP_WAIT = 0.5
 
 
 def _read_both(a: str, b: str, *, trust: bool, partial: bool) -> tuple[Any, Any]:
@@ -228,9 +229,10 @@ def _read_both(a: str, b: str, *, trust: bool, partial: bool) -> tuple[Any, Any]
             for t in threads:
                 t.join()
         except KeyboardInterrupt:
-            stop.set()
+            stop.set()  # each stops at its next request; one stuck in a request is left
+            deadline = time.monotonic() + _STOP_WAIT  # to the exit (a daemon thread)
             for t in threads:
-                t.join(_STOP_WAIT)
+                t.join(max(0.0, deadline - time.monotonic()))
             raise
     for i in (0, 1):
         error = failed[i]

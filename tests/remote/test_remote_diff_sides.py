@@ -152,3 +152,40 @@ print(o._registered, [h for h in sys.meta_path if type(h).__name__ == "_JaxImpor
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["1 False", "True []"]
+
+
+def test_ctrl_c_while_a_side_hangs_exits_130(
+    sides: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGINT while side A waits on a server that never answers: exit 130, nothing printed,
+    without waiting for the request's timeout."""
+    import signal
+
+    _, _, fast = sides
+    hanging = threading.Event()
+    add = fast.log.add
+
+    def logged(r: Any) -> None:
+        add(r)
+        if r.path.startswith("/hang/"):
+            hanging.set()
+
+    monkeypatch.setattr(fast.log, "add", logged)
+    env = {**os.environ, "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}
+    env["TREETOOL_REMOTE_TIMEOUT"] = "60"  # the interrupt, not a timeout, ends it
+    a, b = f"{fast.url}/hang/a.pkl", f"{fast.url}/b.pkl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "treetool.cli", "diff", a, b],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=str(tmp_path),
+    )
+    try:
+        assert hanging.wait(30)  # side A's request has come, and gets no answer
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)  # a guard against a hang, not a timing
+    finally:
+        proc.kill()
+    assert (proc.returncode, out, err) == (130, "", "")
