@@ -311,6 +311,7 @@ class BlockReader(io.RawIOBase):
         self._pending: list[tuple[int, int, Any]] = []  # big reads asked for ahead
         self._jumps: list[int] = []  # starts of the last blocks fetched after a jump
         self._guesses: dict[int, Any] = {}  # block start -> future of a block read ahead
+        self._seen: set[int] = set()  # landings predicted so far (and not yet passed)
         self._latency = 0.0  # seconds the last block read took
         #: blocks the walk found already read ahead by `_predict` (a count, for benchmarks)
         self.guessed = 0
@@ -494,6 +495,9 @@ class BlockReader(io.RawIOBase):
             at += steps[-period + k % period]
             if at >= self.limit or at >= self._size:
                 break
+            if at in self._seen:  # predicted at the last jumps already (the usual case)
+                continue
+            self._seen.add(at)
             if self._covered(at):  # read ahead already (maybe by a guess a few bytes off)
                 continue
             start = max(0, at - _SLACK)  # a landing a few bytes early is held too
@@ -501,6 +505,8 @@ class BlockReader(io.RawIOBase):
             self._guesses[start] = guesser().submit(self._src.read, start, n)
         while len(self._guesses) > 2 * depth:  # guesses the walk left behind
             self._guesses.pop(next(iter(self._guesses))).cancel()
+        if len(self._seen) > 4 * _AHEAD_WALK:
+            self._seen = {p for p in self._seen if p > pos}
 
     def _covered(self, at: int) -> bool:
         """Whether a block read or read ahead holds `at` with half a block to spare (a
