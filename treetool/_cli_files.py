@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
+import time
 from typing import Any
 
 from ._text import safe
@@ -147,6 +149,99 @@ def diff_sides(args: argparse.Namespace) -> tuple[Any, Any]:
             live, _ = load_target(live_spec, **opts)
             eqx_side = load_target(args.a if a_eqx else args.b, like=live, **opts)[0]
             return (eqx_side, live) if a_eqx else (live, eqx_side)
+    if _both_at_once(args.a, args.b, like):
+        return _read_both(args.a, args.b, **opts)
     a, _ = load_target(args.a, like=like, **opts)
     b, _ = load_target(args.b, like=like, **opts)
     return a, b
+
+
+def _both_at_once(a: str, b: str, like: Any) -> bool:
+    """Whether the sides are read at once: both are files (not `module:attr`), at least one
+    remote (a request's wait then overlaps the other side's); an `.eqx` side read into a
+    skeleton, and two local files (no gain measured), are read one after the other."""
+    from .io._source import is_url
+
+    if not (is_url(a) or is_url(b)):
+        return False
+    for spec in (a, b):
+        if is_url(spec):
+            continue
+        if not (os.path.exists(spec) or is_run_step(spec)):
+            return False
+        if like is not None and os.path.isfile(spec):
+            return False  # maybe an .eqx side for the skeleton: load_target decides
+    return True
+
+
+#: how long an interrupted diff waits for its reading threads before it exits anyway
+_STOP_WAIT = 0.5
+
+
+def _read_both(a: str, b: str, *, trust: bool, partial: bool) -> tuple[Any, Any]:
+    """Both sides read at once, each in its own thread (remote reads wait on the network, with
+    the GIL released).
+
+    What the user sees is the sequential read's: A's notes before B's, and on failure the
+    line of A's error if A failed (whatever failed first), else B's. A side still reading
+    when the other failed stops at its next request; both threads are joined before this
+    returns or raises. Ctrl-C stops both (at their next request) and exits at once.
+    """
+    import contextvars
+
+    import treetool.io as io
+
+    from ._cli_targets import finish_load
+    from ._model import no_gc
+    from ._progress import ReadProgress
+    from .io._source import session, stop_on
+
+    specs = (a, b)
+    loaded: list[Any] = [None, None]
+    failed: list[BaseException | None] = [None, None]
+    stop = threading.Event()
+
+    def read(i: int) -> None:
+        try:
+            with stop_on(stop):
+                loaded[i] = io.read(specs[i], trust=trust, partial=partial)
+        except BaseException as e:  # re-raised by the main thread, in the order of the sides
+            failed[i] = e
+            if i == 0:
+                stop.set()  # A's line wins: B's read is not needed
+
+    io.ensure_jax_registration()  # arm the one-shot jax hook here, not in two threads at once
+    name = f"{_short(a)} + {_short(b)}"
+    threads: list[threading.Thread] = []
+    # one session (the sources and listings of the read shared by both threads); the garbage
+    # collector paused around both reads (not turned back on by the first one done)
+    with session(), no_gc(), ReadProgress(name):
+        try:
+            for i in (0, 1):
+                t = threading.Thread(
+                    target=contextvars.copy_context().run,
+                    args=(read, i),
+                    name=f"treetool-diff-{'ab'[i]}",
+                    daemon=True,  # an interrupted diff exits without waiting for them
+                )
+                t.start()
+                threads.append(t)
+            for t in threads:
+                t.join()
+        except KeyboardInterrupt:
+            stop.set()  # each stops at its next request; one stuck in a request is left
+            deadline = time.monotonic() + _STOP_WAIT  # to the exit (a daemon thread)
+            for t in threads:
+                t.join(max(0.0, deadline - time.monotonic()))
+            raise
+    for i in (0, 1):
+        error = failed[i]
+        if error is not None:
+            raise error
+        loaded[i] = finish_load(specs[i], loaded[i])[0]
+    return loaded[0], loaded[1]
+
+
+def _short(spec: str) -> str:
+    """A side's name in the progress line: its last path segment."""
+    return os.path.basename(spec.rstrip("/")) or spec

@@ -67,21 +67,30 @@ def load_target(
             return _files.load_eqx_like(spec, like), "equinox"
         with ReadProgress(spec):  # a line on a terminal's stderr while a big file is read
             loaded = io.read(spec, trust=trust, partial=partial)
-        _files.remember(loaded)
-        if loaded.format == "equinox":
-            _files.note_positional(spec)
-        if loaded.steps and spec == io.split_step(spec)[0]:
-            _files.note_steps(spec, loaded)
-        report_loaded(spec, loaded)
-        if loaded.blocked:
-            _TUI_NOTES[id(loaded.tree)] = blocked_note(loaded.blocked)
-        return loaded.tree, loaded.format
+        return finish_load(spec, loaded)
     if _is_module_spec(spec):
         from ._progress import ReadProgress
 
         with ReadProgress(spec, verb="importing"):  # the module may take seconds (jax)
             return _import_target(spec), "python"
     raise CliError(f"{spec}: no such file or directory (and not a module:attr object)")
+
+
+def finish_load(spec: str, loaded: Any) -> tuple[Any, str]:
+    """`(pytree, format name)` of what `io.read` read for `spec`, saying on stderr what the
+    read says (its notes, warnings, classes not executed). Kept apart from the read, so that
+    two reads made at once (a diff's sides) say it in the order of their sides."""
+    from .io import split_step
+
+    _files.remember(loaded)
+    if loaded.format == "equinox":
+        _files.note_positional(spec)
+    if loaded.steps and spec == split_step(spec)[0]:
+        _files.note_steps(spec, loaded)
+    report_loaded(spec, loaded)
+    if loaded.blocked:
+        _TUI_NOTES[id(loaded.tree)] = blocked_note(loaded.blocked)
+    return loaded.tree, loaded.format
 
 
 _DOTTED = re.compile(r"^[^\W\d]\w*(\.[^\W\d]\w*)*$")

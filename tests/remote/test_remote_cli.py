@@ -146,3 +146,27 @@ def test_orbax_run_on_s3_inspect_step_get_and_diff(
     assert diff.returncode == 1, diff.stderr
     changed = sorted(c["path"] for c in json.loads(diff.stdout)["changes"])
     assert changed == ["['params']['w']", "['step']"]
+
+
+def test_get_json_says_which_file_or_url_holds_the_leaf(
+    http: Any, files: dict, tmp_path: Any
+) -> None:
+    """A leaf still in its file says which one (the path, or the URL of a remote one) and
+    where its bytes start; `device` stays `file` (on no jax device), as in `ls --json`."""
+    import pickle
+
+    local_path = os.path.join(files["root"], "big.pkl")
+    with open(local_path, "rb") as fh:
+        raw = fh.read()
+    want = pickle.loads(raw)["c"].tobytes()
+    url = f"{http.url}/big.pkl"
+    got = {}
+    for spec in (url, local_path):
+        out = _cli("get", "--json", spec, "['c']", env={}, cwd=str(tmp_path))
+        assert out.returncode == 0, out.stderr
+        got[spec] = json.loads(out.stdout)
+    remote, local = got[url], got[local_path]
+    assert (remote["file"], local["file"]) == (url, local_path)
+    assert remote["offset"] == local["offset"] == raw.index(want)
+    assert remote["device"] == local["device"] == "file"
+    assert remote["nbytes"] == len(want)

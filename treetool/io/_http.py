@@ -19,7 +19,7 @@ import threading
 from typing import Any
 
 from .._errors import LoadError
-from ._remote import _FIRST, _WORKERS, SizedByFirstGet, _first_line, _timeout, _Transient
+from ._remote import _FIRST, GUESS_WORKERS, SizedByFirstGet, _first_line, _timeout, _Transient
 from ._source import Source, source_for
 
 __all__ = ["HttpSource"]
@@ -37,7 +37,7 @@ def _idle_take(key: tuple) -> Any:
 def _idle_put(key: tuple, conn: Any) -> None:
     with _idle_lock:
         conns = _idle.setdefault(key, [])
-        if len(conns) < _WORKERS:
+        if len(conns) < GUESS_WORKERS:  # the most requests in flight to one server
             conns.append(conn)
             return
     conn.close()

@@ -49,6 +49,7 @@ import importlib
 import importlib.abc
 import importlib.util
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -436,17 +437,24 @@ def _unflatten(aux: _Aux, children: Any) -> Opaque:
 
 
 _registered = False
+#: two reads at once (a diff's two sides) may both find jax imported: one registers. Held
+#: only around the registration, never an import (a thread importing jax holds jax's own
+#: import lock while its hook registers)
+_register_lock = threading.Lock()
 
 
 def register_with_jax() -> None:
-    """Register `Opaque` with `jax.tree_util` (idempotent; jax must be importable)."""
+    """Register `Opaque` with `jax.tree_util` (idempotent, thread-safe; jax must be importable)."""
     global _registered
     if _registered:
         return
     import jax.tree_util as jtu
 
-    _registered = True
-    jtu.register_pytree_with_keys(Opaque, _flatten_with_keys, _unflatten, _flatten)
+    with _register_lock:
+        if _registered:
+            return
+        _registered = True
+        jtu.register_pytree_with_keys(Opaque, _flatten_with_keys, _unflatten, _flatten)
 
 
 class _JaxImportHook(importlib.abc.MetaPathFinder):
@@ -480,11 +488,16 @@ class _JaxImportHook(importlib.abc.MetaPathFinder):
 _hook: _JaxImportHook | None = None
 
 
+_fired = False  # the hook saw `import jax` start: it is never armed again
+
+
 def _remove_hook() -> None:
-    global _hook
-    if _hook is not None and _hook in sys.meta_path:
-        sys.meta_path.remove(_hook)
-    _hook = None
+    global _hook, _fired
+    with _register_lock:
+        _fired = True
+        if _hook is not None and _hook in sys.meta_path:
+            sys.meta_path.remove(_hook)
+        _hook = None
 
 
 def ensure_jax_registration() -> None:
@@ -494,10 +507,13 @@ def ensure_jax_registration() -> None:
         return
     jax = sys.modules.get("jax")
     if jax is not None and hasattr(jax, "tree_util"):
-        register_with_jax()
-    elif _hook is None and jax is None:
-        _hook = _JaxImportHook()
-        sys.meta_path.insert(0, _hook)
+        if not getattr(getattr(jax, "__spec__", None), "_initializing", False):
+            register_with_jax()  # (while another thread imports jax, its hook registers)
+        return
+    with _register_lock:  # one hook, however many threads read at once
+        if _hook is None and not _fired and "jax" not in sys.modules:
+            _hook = _JaxImportHook()
+            sys.meta_path.insert(0, _hook)
 
 
 ensure_jax_registration()

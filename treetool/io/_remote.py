@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any, TypeVar, cast
 
 from .._errors import LoadError
-from ._source import BlockReader, Source, source_for
+from ._source import BlockReader, Source, check_stop, source_for
 
 __all__ = ["FsspecSource", "RemoteSource", "SizedByFirstGet", "remote_source"]
 
@@ -36,6 +36,9 @@ _FIRST = 64 << 10  # the first read of a file: headers (safetensors, npy, msgpac
 _WORKERS = 8
 _pool: ThreadPoolExecutor | None = None
 _ahead: ThreadPoolExecutor | None = None
+_guess: ThreadPoolExecutor | None = None
+#: threads reading a walk's predicted blocks (16 KiB each: many in flight cost little memory)
+GUESS_WORKERS = 32
 _pool_lock = threading.Lock()
 _fs_cache: dict[Any, Any] = {}  # protocol or (s3, bucket, settings...) -> client
 
@@ -82,6 +85,16 @@ def prefetcher() -> ThreadPoolExecutor:
         return _ahead
 
 
+def guesser() -> ThreadPoolExecutor:
+    """The pool that reads the blocks a walk's jumps are predicted to land in (small reads;
+    its tasks submit nothing)."""
+    global _guess
+    with _pool_lock:
+        if _guess is None:
+            _guess = ThreadPoolExecutor(GUESS_WORKERS, thread_name_prefix="treetool-guess")
+        return _guess
+
+
 _progress: Callable[[int], None] | None = None
 
 
@@ -107,7 +120,7 @@ def listed(url: str) -> tuple[dict[str, int], str] | None:
     """The listing made (by `FsspecSource.walk`) of a prefix holding `url`, and the key of
     `url` relative to that prefix ("" for the prefix itself); None if none was made."""
     url = url.rstrip("/")
-    for prefix, found in _walks.items():
+    for prefix, found in tuple(_walks.items()):  # a snapshot: another read may add one
         if url == prefix:
             return found, ""
         if url.startswith(prefix + "/"):
@@ -117,6 +130,17 @@ def listed(url: str) -> tuple[dict[str, int], str] | None:
 
 #: how many prefixes' listings are kept
 _WALKS_KEPT = 64
+_walks_lock = threading.Lock()
+
+
+def keep_walk(url: str, found: dict[str, int]) -> None:
+    """Keep the listing of the prefix `url` (the oldest dropped past `_WALKS_KEPT`; two reads
+    at once may list from two threads)."""
+    with _walks_lock:
+        _walks[url] = found
+        while len(_walks) > _WALKS_KEPT:
+            del _walks[next(iter(_walks))]
+
 
 #: the most objects one listing may hold (a hostile bucket cannot make it unbounded)
 MAX_LISTED = 1_000_000
@@ -194,6 +218,7 @@ class RemoteSource(Source):
     def _fetch(self, offset: int, n: int) -> bytes:
         if n <= 0:
             return b""
+        check_stop(self.name)
         if _progress is not None:
             _progress(0)
         if n <= _CHUNK:
@@ -421,9 +446,7 @@ class FsspecSource(RemoteSource):
             for k, v in entries.items()
             if k.startswith(lead) and v.get("type") != "directory"
         }
-        _walks[self.name] = out
-        while len(_walks) > _WALKS_KEPT:
-            del _walks[next(iter(_walks))]
+        keep_walk(self.name, out)
         return out
 
     def is_dir(self) -> bool:

@@ -28,13 +28,13 @@ from typing import Any, TypeVar
 from .._errors import LoadError
 from ._remote import (
     _FIRST,
-    _WALKS_KEPT,
     MAX_LISTED,
     SizedByFirstGet,
     _fs_cache,
     _timeout,
     _Transient,
     _walks,
+    keep_walk,
 )
 from ._source import Source, source_for
 
@@ -288,9 +288,7 @@ class S3Source(SizedByFirstGet):
             if "no such object" not in str(e) and "NoSuchBucket" not in str(e):
                 raise
             out = {}
-        _walks[self.name] = out
-        while len(_walks) > _WALKS_KEPT:
-            del _walks[next(iter(_walks))]
+        keep_walk(self.name, out)
         return out
 
     def is_dir(self) -> bool:

@@ -23,6 +23,7 @@ import io
 import itertools
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import IO, Any
@@ -205,19 +206,51 @@ def source_for(target: str | os.PathLike | Source, *, reuse: bool = False) -> So
         src = remote_source(target)
         if shared is not None:
             shared[target] = src
-        _recent[target] = src
-        while len(_recent) > 64:
-            del _recent[next(iter(_recent))]
+        with _recent_lock:  # two reads at once (a diff's sides) make sources from two threads
+            _recent[target] = src
+            while len(_recent) > 64:
+                del _recent[next(iter(_recent))]
         return src
     return LocalSource(target)
 
 
 _recent: dict[str, Source] = {}  # the last remote sources made, oldest first
+_recent_lock = threading.Lock()
 
 
 _session: contextvars.ContextVar[dict[str, Source] | None] = contextvars.ContextVar(
     "treetool_sources", default=None
 )
+
+
+_stop: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "treetool_stop", default=None
+)
+
+
+@contextlib.contextmanager
+def stop_on(event: threading.Event) -> Iterator[None]:
+    """Remote reads made in this context (this thread) fail with one `LoadError` line once
+    `event` is set: a read running beside another that failed, or that was interrupted,
+    stops at its next request instead of reading on for nothing.
+
+    Example:
+        >>> import threading
+        >>> with stop_on(threading.Event()):
+        ...     pass
+    """
+    token = _stop.set(event)
+    try:
+        yield
+    finally:
+        _stop.reset(token)
+
+
+def check_stop(name: str) -> None:
+    """Raise the one line of a stopped read if this context's stop event is set."""
+    event = _stop.get()
+    if event is not None and event.is_set():
+        raise LoadError(f"{name}: read stopped (the other side of the diff failed)")
 
 
 @contextlib.contextmanager
@@ -239,6 +272,12 @@ def session() -> Iterator[None]:
 #: blocks read ahead in parallel once the jumps of a walk repeat a pattern (and the most
 #: big reads of a stream asked for ahead)
 _AHEAD_JUMPS = 8
+#: a walk whose guesses keep landing reads further ahead, up to this many blocks (at most
+#: twice the guessed blocks it already used, 8 at first: the blocks read for nothing past its
+#: last jump stay bounded by those it used), so a round trip is paid once per this many jumps
+_AHEAD_WALK = 32
+#: a predicted block starts this many bytes before the predicted landing
+_SLACK = 512
 #: how far ahead a stream of big reads is asked for
 _AHEAD_BYTES = 8 << 20
 #: the longest repeating pattern of jumps recognised (arrays per layer)
@@ -272,6 +311,7 @@ class BlockReader(io.RawIOBase):
         self._pending: list[tuple[int, int, Any]] = []  # big reads asked for ahead
         self._jumps: list[int] = []  # starts of the last blocks fetched after a jump
         self._guesses: dict[int, Any] = {}  # block start -> future of a block read ahead
+        self._seen: set[int] = set()  # landings predicted so far (and not yet passed)
         self._latency = 0.0  # seconds the last block read took
         #: blocks the walk found already read ahead by `_predict` (a count, for benchmarks)
         self.guessed = 0
@@ -447,19 +487,35 @@ class BlockReader(io.RawIOBase):
             return
         if any(d <= 0 for d in steps[-period:]):
             return
-        from ._remote import prefetcher
+        from ._remote import guesser
 
+        depth = min(_AHEAD_WALK, max(_AHEAD_JUMPS, 2 * self.guessed))
         at = pos
-        for k in range(_AHEAD_JUMPS):
+        for k in range(depth):
             at += steps[-period + k % period]
             if at >= self.limit or at >= self._size:
                 break
-            if at in self._guesses or self._find_block(at) is not None:
+            if at in self._seen:  # predicted at the last jumps already (the usual case)
                 continue
-            n = min(self._block, self._size - at)
-            self._guesses[at] = prefetcher().submit(self._src.read, at, n)
-        while len(self._guesses) > 2 * _AHEAD_JUMPS:  # guesses the walk left behind
+            self._seen.add(at)
+            if self._covered(at):  # read ahead already (maybe by a guess a few bytes off)
+                continue
+            start = max(0, at - _SLACK)  # a landing a few bytes early is held too
+            n = min(self._block, self._size - start)
+            self._guesses[start] = guesser().submit(self._src.read, start, n)
+        while len(self._guesses) > 2 * depth:  # guesses the walk left behind
             self._guesses.pop(next(iter(self._guesses))).cancel()
+        if len(self._seen) > 4 * _AHEAD_WALK:
+            self._seen = {p for p in self._seen if p > pos}
+
+    def _covered(self, at: int) -> bool:
+        """Whether a block read or read ahead holds `at` with half a block to spare (a
+        pickle's records between payloads grow by a byte or three when its keys or memo
+        indices get longer: a guess made with the old step still holds the new landing)."""
+        if self._find_block(at) is not None:
+            return True
+        half = self._block // 2
+        return any(start + _SLACK // 2 <= at < start + half for start in self._guesses)
 
     def close(self) -> None:
         for fut in self._guesses.values():

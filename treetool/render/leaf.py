@@ -11,6 +11,7 @@ from rich.text import Text
 
 from .._arrays import LazyArray, has_stats, is_array, leaf_info, stats, values_list
 from .._paths import Path
+from .._prng import KeyArray
 from .._text import safe, safe_text
 from .._typetests import is_shape_struct
 from .labels import fmt_bytes, fmt_count
@@ -61,6 +62,9 @@ class LeafReport:
             "device": info.device,
             "is_key": info.is_key,
         }
+        stored = self.value.data if type(self.value) is KeyArray else self.value
+        if isinstance(stored, LazyArray):  # still in its file: which one (path or URL), where
+            out["file"], out["offset"] = stored.file, stored.offset
         st = self._stats()
         out["stats"] = st.to_dict() if st is not None else None
         if self._skips_stats():
