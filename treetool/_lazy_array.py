@@ -72,6 +72,10 @@ class LazyArray:
         "_opener", "_seekable", "source",
     )  # fmt: skip
 
+    #: how leaf facts show it: (kind, type name or None for the class's, device); a subclass
+    #: that stands for an array held in memory says ("array", "ndarray", "host")
+    listed_as: tuple[str, str | None, str] = ("lazy", None, "file")
+
     def __init__(
         self,
         shape: tuple[int, ...],

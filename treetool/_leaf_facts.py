@@ -123,7 +123,7 @@ def leaf_info(x: Any) -> LeafInfo:
     if isinstance(x, LazyArray):
         return _lazy_info(x, tname)
     if t is KeyArray:
-        lazy = isinstance(x.data, LazyArray)
+        lazy = isinstance(x.data, LazyArray) and x.data.listed_as[0] == "lazy"
         return _array_info(
             "lazy" if lazy else "array", tname, x.shape, x.dtype, "file" if lazy else "host"
         )
@@ -181,11 +181,13 @@ def _array_info(kind: str, tname: str, shape: tuple, dtype: Any, device: str | N
 def _lazy_info(x: LazyArray, tname: str) -> LeafInfo:
     # the dtype's name and itemsize, without making the numpy dtype
     shape, name = x.shape, x._dtname
+    kind, listed_type, device = x.listed_as
+    tname = listed_type or tname
     if name.startswith("key<"):
-        return _array_info("lazy", tname, shape, x.dtype, device="file")
+        return _array_info(kind, tname, shape, x.dtype, device=device)
     size = math.prod(shape)
     bits = name_bits(name, x._itemsize)
-    return LeafInfo("lazy", tname, shape, name, (size * bits + 7) // 8, size, False, "file")
+    return LeafInfo(kind, tname, shape, name, (size * bits + 7) // 8, size, False, device)
 
 
 def _jax_info(x: Any, tname: str) -> LeafInfo:

@@ -7,17 +7,24 @@ plain data.
 numpy is imported only when an array is made in memory or a dtype is not a standard one: a
 standard dtype (`numpy.dtype('f4')` with its byte order, `ml_dtypes.bfloat16`) is a
 `PlainDtype` (numpy's name and itemsize, and the spec that makes it), so reading the structure
-of a pickle whose arrays stay in the file does not import numpy. `numpy()` imports it and adds
-its array type to the type sets the reader's walks keep (`ARRAY_SETS`).
+of a pickle whose arrays stay in the file does not import numpy. Within `listing()` (the
+CLI's listing commands), an array whose bytes the pickle holds inline (a small one, or any in
+protocol 2) is a `HostArray`, which lists as the numpy array it stands for: then no array is
+made in memory either. `numpy()` imports numpy and adds its array type to the type sets the
+reader's walks keep (`ARRAY_SETS`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
 import math
 import re
 import sys
 import threading
 import weakref
+from collections.abc import Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -31,12 +38,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ARRAY_SETS",
+    "HostArray",
     "PendingArray",
     "PendingDtype",
     "PlainDtype",
     "array_from_state",
     "dtype_of",
+    "in_listing",
     "is_object_array",
+    "listing",
     "make_dtype",
     "numpy",
     "plain_dtypes",
@@ -78,8 +88,50 @@ _DESCR = re.compile(r"[a-zA-Z?]\d{0,4}")  # a descr without its byte order: `f4`
 
 
 # per thread: whether the read under way may keep standard dtypes as `PlainDtype`, and the
-# ones it made (weakly: one still alive once the reader is gone is in the tree)
+# ones it made (weakly: one still alive once the reader is gone is in the tree); whether
+# arrays held inline are `HostArray`s (`listing`)
 _READ = threading.local()
+
+
+@contextlib.contextmanager
+def listing() -> Iterator[None]:
+    """Within it, pickles read in this thread make a `HostArray` (no numpy) of each array
+    whose bytes they hold inline: for commands that list structure, shapes, dtypes and bytes.
+
+    Example:
+        >>> import pickle, tempfile, os, numpy as np
+        >>> from treetool.io.pickle import read_pickle
+        >>> f = os.path.join(tempfile.mkdtemp(), "small.pkl")
+        >>> with open(f, "wb") as fh:
+        ...     pickle.dump({"b": np.zeros(3, np.float32)}, fh)
+        >>> with listing():
+        ...     b = read_pickle(f).tree["b"]
+        >>> type(b).__name__, b.dtype_name, b.listed_as, np.asarray(b).tolist()
+        ('HostArray', 'float32', ('array', 'ndarray', 'host'), [0.0, 0.0, 0.0])
+    """
+    before = getattr(_READ, "listing", False)
+    _READ.listing = True
+    try:
+        yield
+    finally:
+        _READ.listing = before
+
+
+def in_listing() -> bool:
+    return getattr(_READ, "listing", False)
+
+
+class HostArray(LazyArray):
+    """An array whose bytes a pickle holds inline, made within `listing()`: its leaf facts are
+    those of the numpy array the reader makes otherwise (`ndarray`, on the host), without
+    numpy; its values are read from the bytes it keeps (`np.asarray(x)`)."""
+
+    __slots__ = ()
+    listed_as = ("array", "ndarray", "host")
+
+    def __init__(self, shape: tuple[int, ...], dtype: Any, data: bytes, fortran: bool) -> None:
+        opener = functools.partial(io.BytesIO, data)
+        super().__init__(shape, dtype, "<pickle bytes>", 0, fortran_order=fortran, opener=opener)
 
 
 def plain_dtypes(allow: bool) -> None:
@@ -354,6 +406,8 @@ def array_from_data(
             f"array payload of {len(data)} bytes does not match {dtype.name}{list(shape)} "
             f"({nbytes} bytes)"
         )
+    if in_listing():  # listing: the bytes, and what they are
+        return HostArray(shape, dtype.spec if plain else dtype, bytes(data), fortran)
     # a read-only view of the bytes read from the file (they are not shared with anything)
     arr = numpy().frombuffer(data, dtype=dtype.numpy() if plain else dtype)
     return arr.reshape(shape, order="F" if fortran else "C")

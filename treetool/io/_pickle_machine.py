@@ -114,7 +114,7 @@ class _Machine(_Families):
                         else:
                             h = None
                         if h is not None and h[9]:
-                            nd_t0_bb, t0, new_t0, dt, shape, dims, n, fortran, _, _, shaped = h
+                            nd_t0_bb, t0, new_t0, dt, shape, dims, n, fortran, _, _, shaped, _ = h
                             at = pos + length
                             if data[at + n : at + n + 4] == b"\x94t\x94b":
                                 if frombuffer is None:  # (an eager header imported numpy)

@@ -360,11 +360,14 @@ class _State:
             h = self.match_header(start)
             if h is None:
                 return 0
-        nd_t0_bb, t0, new_t0, dt, shape, dims, n, fortran, length, eager, shaped = h
+        nd_t0_bb, t0, new_t0, dt, shape, dims, n, fortran, length, eager, shaped, hosted = h
         at = start + length
         if data[at + n : at + n + 4] != b"\x94t\x94b":
             return 0
-        if not eager:
+        if hosted:  # listing: the bytes, and what they are (no numpy)
+            raw = data[at : at + n]
+            arr = nr.HostArray(shape, dt, raw, fortran)
+        elif not eager:
             raw: Any = LazyArray((n,), "uint8", self.path, at)
             arr: Any = LazyArray(shape, dt, self.path, at, fortran_order=fortran)
         else:
@@ -438,6 +441,8 @@ class _State:
         length = m.end() - start
         fortran = g[10] == b"\x88"
         eager = not (self.lazy and n >= LAZY_MIN_BYTES)
+        hosted = eager and nr.in_listing()  # listing: a HostArray, not an array in memory
+        eager = eager and not hosted
         if type(dt) is nr.PlainDtype:  # a name for a LazyArray, numpy's dtype for frombuffer
             dt = dt.numpy() if eager else dt.spec
         # (ndarray, (0,), b'b') is the same tuple for every array of the header: one object
@@ -453,6 +458,7 @@ class _State:
             length,
             eager,
             len(shape) != 1 or fortran,
+            hosted,
         )
         if len(self.headers) < 1024:
             self.headers[self.data[start : start + length]] = h
