@@ -14,8 +14,6 @@ import io
 import json
 import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from import_guard import run_guarded
 
 from treetool._dtypes import spec_facts
 from treetool._errors import LoadError
@@ -32,24 +31,6 @@ from treetool._leaf_facts import leaf_info
 from treetool.io._numpy_rebuild import HostArray, listing
 from treetool.io.npz import parse_npy_header
 from treetool.io.pickle import read_pickle
-
-# Runs `treetool` as the console script does (`treetool.cli.run`, which ends with os._exit);
-# the exit fails with status 99, naming them, if numpy, ml_dtypes or jax were imported.
-GUARD = """
-import atexit, os, runpy, sys
-_exit = os._exit
-def _check(code=0):
-    bad = [m for m in ("numpy", "ml_dtypes", "jax") if m in sys.modules]
-    if bad:
-        sys.stderr.write("imported: " + " ".join(bad) + "\\n")
-        sys.stderr.flush()
-        _exit(99)
-    return code
-os._exit = lambda code: _exit(_check(code))
-atexit.register(_check)
-sys.argv = ["treetool", *sys.argv[1:]]
-runpy.run_module("treetool.cli", run_name="__main__")
-"""
 
 #: the dtypes every format carries, with shapes: bf16, f32, i8, bool, u16, c64, f8e4m3fn
 ARRAYS: dict[str, tuple[tuple[int, ...], Any]] = {
@@ -80,18 +61,6 @@ def _arrays(skip: str = "") -> dict[str, np.ndarray]:
         if k not in skip:
             out[k] = (rng.standard_normal(shape) * 3).astype(dt)
     return out
-
-
-def run_guarded(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Any:
-    """`treetool ARGS` in a subprocess that fails (99) if numpy/ml_dtypes/jax were imported."""
-    return subprocess.run(
-        [sys.executable, "-c", GUARD, *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, **(env or {})},
-        timeout=60,
-    )
 
 
 @pytest.fixture(scope="module")
