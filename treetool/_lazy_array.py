@@ -72,6 +72,11 @@ class LazyArray:
         "_opener", "_seekable", "source",
     )  # fmt: skip
 
+    _dt: np.dtype | None  # the numpy dtype, once made
+    _dtname: str
+    _itemsize: int
+    _dtspec: str  # the name or descr given, "" when a numpy dtype was given
+
     #: how leaf facts show it: (kind, type name or None for the class's, device); a subclass
     #: that stands for an array held in memory says ("array", "ndarray", "host")
     listed_as: tuple[str, str | None, str] = ("lazy", None, "file")

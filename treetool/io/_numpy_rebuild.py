@@ -248,7 +248,7 @@ class PendingDtype:
 
     def build(self, state: Any) -> Any:
         if isinstance(state, tuple) and len(state) >= 2 and state[1] in ("<", ">", "|", "="):
-            if type(self.dtype) is PlainDtype:
+            if isinstance(self.dtype, PlainDtype):
                 return self.dtype.with_order(state[1])
             if state[1] in ("<", ">") and self.dtype.byteorder != "|":
                 new = self.dtype.newbyteorder(state[1])

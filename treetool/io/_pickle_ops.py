@@ -113,7 +113,8 @@ def _kids(obj: Any, t: type) -> Any:
         if _PLAIN_KEYS.issuperset(map(type, obj)):
             return obj.values()
         return (*obj, *obj.values())  # keys are walked like values
-    if t.__name__ == "ndarray" and t.__module__ == "numpy":
+    np = sys.modules.get("numpy")  # no numpy imported: no numpy array exists
+    if np is not None and t is np.ndarray:
         return obj.reshape(-1).tolist()
     return obj
 

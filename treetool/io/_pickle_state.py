@@ -364,12 +364,14 @@ class _State:
         at = start + length
         if data[at + n : at + n + 4] != b"\x94t\x94b":
             return 0
+        raw: Any
+        arr: Any
         if hosted:  # listing: the bytes, and what they are (no numpy)
             raw = data[at : at + n]
             arr = nr.HostArray(shape, dt, raw, fortran)
         elif not eager:
-            raw: Any = LazyArray((n,), "uint8", self.path, at)
-            arr: Any = LazyArray(shape, dt, self.path, at, fortran_order=fortran)
+            raw = LazyArray((n,), "uint8", self.path, at)
+            arr = LazyArray(shape, dt, self.path, at, fortran_order=fortran)
         else:
             raw = data[at : at + n]
             arr = nr.numpy().frombuffer(raw, dt)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import math
 import struct
+import sys
 from typing import IO, TYPE_CHECKING, Any
 
 from .._arrays import LazyArray
@@ -277,11 +278,9 @@ class _Reader:
             raise LoadError(f"{self.path}: bad chunked array")
         parts = [chunks[k] for k in sorted(chunks, key=int)]
         if not parts or not all(isinstance(p, LazyArray) for p in parts):
-            if parts and all(type(p).__name__ == "ndarray" for p in parts):  # lazy=False
-                import numpy as np
-
-                if all(isinstance(p, np.ndarray) for p in parts):
-                    return np.concatenate([p.reshape(-1) for p in parts]).reshape(shape)
+            np = sys.modules.get("numpy")  # lazy=False: numpy arrays (numpy is imported)
+            if np is not None and parts and all(isinstance(p, np.ndarray) for p in parts):
+                return np.concatenate([p.reshape(-1) for p in parts]).reshape(shape)
             raise LoadError(f"{self.path}: bad chunked array")
         dtype = parts[0].dtype_arg
         spans = [(p.offset, p.nbytes) for p in parts]
