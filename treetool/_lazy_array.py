@@ -5,7 +5,7 @@ Readers make one per array payload (shape, dtype, file offset); `np.asarray(lazy
 source `treetool.io` installs (`set_url_source`): the readers sit above the leaf types.
 A standard dtype given by name or `descr` (`"bfloat16"`, `"<f4"`) is kept as its name and
 itemsize: numpy is imported when `.dtype` or the data is first asked for, so listing a
-file's leaves (`dtype_name_of`, `nbytes`) does not import it.
+file's leaves (`dtype_name`, `itemsize`, `nbytes`) does not import it.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ._dtypes import _as_dtype, dtype_name, name_bits, short_dtype, spec_facts
+from ._dtypes import _as_dtype, name_bits, short_dtype, spec_facts
 from ._errors import LoadError
 from ._streams import ByteStream
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["LazyArray", "dtype_name_of", "set_url_source"]
+__all__ = ["LazyArray", "set_url_source"]
 
 _CHUNK_ELEMS = 1 << 20
 
@@ -397,19 +397,6 @@ class LazyArray:
                     raise LoadError(f"{self.file}: array data is truncated at element {done}")
                 yield np.frombuffer(data, dtype=self.dtype)
                 done += n
-
-
-def dtype_name_of(x: Any) -> str | None:
-    """numpy's name of a leaf's dtype (None without one), never resolving a `LazyArray`'s.
-
-    Example:
-        >>> dtype_name_of(LazyArray((2,), "bfloat16", "f.bin")), dtype_name_of(3)
-        ('bfloat16', None)
-    """
-    if isinstance(x, LazyArray):
-        return x._dtname
-    dtype = getattr(x, "dtype", None)
-    return None if dtype is None else dtype_name(dtype)
 
 
 def _edge_indices(n: int, edge: int) -> list[int]:

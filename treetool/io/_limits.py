@@ -122,9 +122,11 @@ def check_json_text(
     warrants (one per `bytes_per_container` bytes, plus 1,000), before `json.loads` recurses
     or allocates (an empty object costs 64 bytes of memory for 2 bytes of text).
 
-    Brackets inside strings are not counted. Costs a few percent of `json.loads`: the text is
-    filtered in C down to its brackets and quotes, the strings between quotes are dropped, and
-    the depth is the largest running sum of +1/-1 steps (`accumulate`, in C; no numpy).
+    Brackets inside strings are not counted. The text is filtered in C down to its brackets
+    and quotes, the strings between quotes are dropped, and the depth is the largest running
+    sum of +1/-1 steps (`accumulate`, in C). Costs about 15% of `json.loads` (11 MB header of
+    100,000 tensors: 0.05 s); a numpy scan took 0.02 s, but importing numpy takes 0.1 s, and
+    listing a file does not import it.
     """
     opened = raw.count(b"[") + raw.count(b"{")
     if opened <= max_depth:
