@@ -313,3 +313,36 @@ def test_spec_facts_are_numpys(order: str, descr: str) -> None:
     for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2", "int4", "uint4", "float4_e2m1fn"):
         ml = np.dtype(getattr(ml_dtypes, name))
         assert spec_facts(name) == (ml.name, ml.itemsize)
+
+
+@given(st.sampled_from(_DTYPES), st.integers(2, 5))
+def test_pickled_scalars_listed_without_numpy_are_numpys(dtype: Any, proto: int) -> None:
+    # a numpy scalar (a step count, a learning rate) lists as the scalar it is
+    want = np.array([3], dtype)[0]
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"tt-scalar-{os.getpid()}.pkl"
+    path.write_bytes(pickle.dumps({"s": want}, protocol=proto))
+    try:
+        got = read_pickle(str(path)).tree["s"]
+        with listing():
+            listed = read_pickle(str(path)).tree["s"]
+    finally:
+        path.unlink()
+    assert type(got) is type(want) and got == want
+    assert leaf_info(listed) == leaf_info(got) == leaf_info(want)
+    assert np.asarray(listed).reshape(())[()] == want and listed.dtype == want.dtype
+
+
+def test_ls_of_pickled_scalars_and_jax_arrays_imports_no_numpy(tmp_path: Path) -> None:
+    import jax.numpy as jnp
+
+    tree = {"w": jnp.ones((64, 64)), "b": jnp.zeros(3), "step": np.int64(5), "lr": np.float32(0.1)}
+    (tmp_path / "state.pkl").write_bytes(pickle.dumps(tree))
+    out = run_guarded("ls", "--json", "state.pkl", cwd=tmp_path)
+    assert (out.returncode, out.stderr) == (0, "")
+    leaves = [(x["path"], x["type"], x["device"]) for x in json.loads(out.stdout)["leaves"]]
+    assert leaves == [
+        ("['b']", "ndarray", "host"),
+        ("['lr']", "float32", "host"),
+        ("['step']", "int64", "host"),
+        ("['w']", "LazyArray", "file"),
+    ]

@@ -77,9 +77,11 @@ class LazyArray:
     _itemsize: int
     _dtspec: str  # the name or descr given, "" when a numpy dtype was given
 
-    #: how leaf facts show it: (kind, type name or None for the class's, device); a subclass
-    #: that stands for an array held in memory says ("array", "ndarray", "host")
-    listed_as: tuple[str, str | None, str] = ("lazy", None, "file")
+    @property
+    def listed_as(self) -> tuple[str, str | None, str]:
+        """How leaf facts show it: (kind, type name or None for the class's, device); a
+        subclass that stands for an array held in memory says ("array", "ndarray", "host")."""
+        return ("lazy", None, "file")
 
     def __init__(
         self,

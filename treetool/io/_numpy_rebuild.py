@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ARRAY_SETS",
     "HostArray",
+    "HostScalar",
     "PendingArray",
     "PendingDtype",
     "PlainDtype",
@@ -127,11 +128,30 @@ class HostArray(LazyArray):
     numpy; its values are read from the bytes it keeps (`np.asarray(x)`)."""
 
     __slots__ = ()
-    listed_as = ("array", "ndarray", "host")
 
     def __init__(self, shape: tuple[int, ...], dtype: Any, data: bytes, fortran: bool) -> None:
         opener = functools.partial(io.BytesIO, data)
         super().__init__(shape, dtype, "<pickle bytes>", 0, fortran_order=fortran, opener=opener)
+
+    @property
+    def listed_as(self) -> tuple[str, str | None, str]:
+        """Listed as the numpy array it stands for."""
+        return ("array", "ndarray", "host")
+
+
+class HostScalar(HostArray):
+    """A numpy scalar a pickle holds (`numpy.core.multiarray.scalar`), made within `listing()`:
+    listed as the numpy scalar (its type is named as its dtype: `float32`, `int64`), 0-d."""
+
+    __slots__ = ()
+
+    def __init__(self, dtype: PlainDtype, data: bytes) -> None:
+        super().__init__((), dtype.spec, data, False)
+
+    @property
+    def listed_as(self) -> tuple[str, str | None, str]:
+        """Listed as the numpy scalar it stands for."""
+        return ("array", self.dtype_name, "host")
 
 
 def plain_dtypes(allow: bool) -> None:
@@ -436,6 +456,13 @@ def scalar(args: Any) -> Any:
     if not isinstance(args, tuple) or len(args) not in (1, 2):
         raise LoadError(f"bad numpy scalar arguments {_short(args)}")
     dt = dtype_of(args[0])
+    if type(dt) is PlainDtype and in_listing() and not dt.name.startswith("void"):
+        data = args[1] if len(args) == 2 else b"\0" * dt.itemsize
+        if isinstance(data, str):
+            data = _latin1(data)
+        if not isinstance(data, bytes | bytearray) or len(data) != dt.itemsize:
+            raise LoadError(f"bad numpy scalar data for {dt.name}")
+        return HostScalar(dt, bytes(data))  # listing: the bytes, and what they are
     np = numpy()
     if type(dt) is PlainDtype:
         dt = dt.numpy()
