@@ -171,10 +171,17 @@ def name_bits(name: str, itemsize: int) -> int:
         >>> name_bits("int4", 1), name_bits("bfloat16", 2)
         (4, 16)
     """
-    m = _SUBBYTE.match(name)
-    if m:
-        return int(m.group(1) or m.group(2))
-    return 8 * itemsize
+    key = (name, itemsize)
+    bits = _bits_cache.get(key)
+    if bits is None:
+        m = _SUBBYTE.match(name)
+        bits = int(m.group(1) or m.group(2)) if m else 8 * itemsize
+        if len(_bits_cache) < 1024:
+            _bits_cache[key] = bits
+    return bits
+
+
+_bits_cache: dict[tuple[str, int], int] = {}
 
 
 def _nbytes(shape: tuple[int, ...], dtype: Any) -> int:

@@ -178,15 +178,25 @@ def _array_info(kind: str, tname: str, shape: tuple, dtype: Any, device: str | N
     )
 
 
+_lazy_bits: dict[str, int] = {}  # bits per element by dtype name, for plain LazyArrays
+
+
 def _lazy_info(x: LazyArray, tname: str) -> LeafInfo:
     # the dtype's name and itemsize, without making the numpy dtype
     shape, name = x.shape, x._dtname
-    kind, listed_type, device = x.listed_as
-    tname = listed_type or tname
-    if name.startswith("key<"):
-        return _array_info(kind, tname, shape, x.dtype, device=device)
+    if type(x) is LazyArray:
+        kind, device = "lazy", "file"
+    else:
+        kind, listed_type, device = x.listed_as
+        tname = listed_type or tname
+    bits = _lazy_bits.get(name)
+    if bits is None:
+        if name.startswith("key<"):
+            return _array_info(kind, tname, shape, x.dtype, device=device)
+        bits = name_bits(name, x._itemsize)
+        if len(_lazy_bits) < 1024:
+            _lazy_bits[name] = bits
     size = math.prod(shape)
-    bits = name_bits(name, x._itemsize)
     return LeafInfo(kind, tname, shape, name, (size * bits + 7) // 8, size, False, device)
 
 
