@@ -346,3 +346,20 @@ def test_ls_of_pickled_scalars_and_jax_arrays_imports_no_numpy(tmp_path: Path) -
         ("['step']", "int64", "host"),
         ("['w']", "LazyArray", "file"),
     ]
+
+
+def test_a_pickle_is_read_once(files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    # the reader's own objects are gone after a read (no cycle keeps them, even with the
+    # collector paused as treetool.io.read pauses it): a dtype is found in the tree only
+    # when the file put it there, and only then is the file read again
+    import treetool.io as tio
+    import treetool.io._numpy_rebuild as nr
+
+    seen: list[bool] = []
+    real = nr.plain_escaped
+    monkeypatch.setattr(nr, "plain_escaped", lambda: seen.append(real()) or seen[-1])
+    for proto in (2, 5):
+        tio.read(str(files[f"pickle{proto}"]))
+        with listing():
+            tio.read(str(files[f"pickle{proto}"]))
+    assert seen == [False] * 4
