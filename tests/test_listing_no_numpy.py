@@ -95,6 +95,12 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         index.update({f"p/{k}": name for k in keys})
     out["msgpack-sharded"] = mshards / "flax_model.msgpack.index.json"
     out["msgpack-sharded"].write_text(json.dumps({"metadata": {}, "weight_map": index}))
+    # numpy scalars (a step count, a learning rate) next to arrays
+    scalars = {"step": np.int64(7), "lr": np.float32(0.5), "bf": ml_dtypes.bfloat16(2)}
+    out["msgpack-scalars"] = root / "scalars.msgpack"
+    out["msgpack-scalars"].write_bytes(to_bytes({**scalars, "w": np.ones((3, 2), np.float32)}))
+    out["pickle-scalars"] = root / "scalars.pkl"
+    out["pickle-scalars"].write_bytes(pickle.dumps({**scalars, "w": np.ones(3, np.float32)}))
     for proto in (2, 5):
         # small arrays (held inline), a big one (in the file), a big-endian one
         tree = {
@@ -365,7 +371,9 @@ def test_a_pickle_is_read_once(files: dict[str, Path], monkeypatch: pytest.Monke
     assert seen == [False] * 4
 
 
-@pytest.mark.parametrize("fmt", ["pickle2", "pickle5", "npz", "safetensors"])
+@pytest.mark.parametrize(
+    "fmt", ["pickle2", "pickle5", "pickle-scalars", "msgpack-scalars", "npz", "safetensors"]
+)
 def test_listing_without_numpy_prints_what_the_loaded_tree_gives(
     fmt: str, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -140,13 +140,14 @@ class HostArray(LazyArray):
 
 
 class HostScalar(HostArray):
-    """A numpy scalar a pickle holds (`numpy.core.multiarray.scalar`), made within `listing()`:
-    listed as the numpy scalar (its type is named as its dtype: `float32`, `int64`), 0-d."""
+    """A numpy scalar a file holds (a pickle's `numpy.core.multiarray.scalar`, flax msgpack's
+    scalar extension) of a standard dtype (`spec`), made within `listing()`: listed as the
+    numpy scalar (its type is named as its dtype: `float32`, `int64`), 0-d."""
 
     __slots__ = ()
 
-    def __init__(self, dtype: PlainDtype, data: bytes) -> None:
-        super().__init__((), dtype.spec, data, False)
+    def __init__(self, spec: str, data: bytes) -> None:
+        super().__init__((), spec, data, False)
 
     @property
     def listed_as(self) -> tuple[str, str | None, str]:
@@ -462,7 +463,7 @@ def scalar(args: Any) -> Any:
             data = _latin1(data)
         if not isinstance(data, bytes | bytearray) or len(data) != dt.itemsize:
             raise LoadError(f"bad numpy scalar data for {dt.name}")
-        return HostScalar(dt, bytes(data))  # listing: the bytes, and what they are
+        return HostScalar(dt.spec, bytes(data))  # listing: the bytes, and what they are
     np = numpy()
     if type(dt) is PlainDtype:
         dt = dt.numpy()

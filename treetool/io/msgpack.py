@@ -18,6 +18,7 @@ from .._arrays import LazyArray
 from .._dtypes import ITEMSIZES
 from .._errors import LoadError
 from ._limits import MAX_DIM, MAX_ELEMENTS, MAX_NDIM, Budget, check_dtype, check_shape
+from ._numpy_rebuild import HostScalar, in_listing
 from ._source import source_for
 
 if TYPE_CHECKING:
@@ -235,7 +236,8 @@ class _Reader:
             if not isinstance(dname, str) or kind2 != "bin":
                 raise self.fail("bad flax array extension", pos)
             # a standard dtype stays a name (numpy makes it when the data is read)
-            itemsize = ITEMSIZES.get(dname) if code != _EXT_SCALAR else None
+            # (and a numpy scalar when listing: `HostScalar`)
+            itemsize = ITEMSIZES.get(dname) if code != _EXT_SCALAR or in_listing() else None
             dtype: Any = dname
             if itemsize is None:
                 dtype = _dtype(dname, self, pos)
@@ -246,7 +248,12 @@ class _Reader:
             if nb != math.prod(shape) * itemsize:
                 raise self.fail(f"array payload of {nb} bytes does not match {dname}{shape}", pos)
             if code == _EXT_SCALAR:  # a numpy scalar, packed as a 0-d array
+                if not shape and isinstance(dtype, str):  # listing: no numpy
+                    return HostScalar(dname, bytes(self.data[start : start + nb]))
                 import numpy as np
+
+                if isinstance(dtype, str):
+                    dtype = _dtype(dname, self, pos)
 
                 return np.frombuffer(bytes(self.data[start : start + nb]), dtype=dtype).reshape(
                     shape
