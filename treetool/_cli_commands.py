@@ -6,6 +6,7 @@ Each takes the parsed arguments and returns the exit code; `cli.py` holds the pa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any
 
@@ -92,12 +93,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.args is not None:
         tree, fmt = _trace_target(args.target, args.args, trust=args.trust), "python"
     else:
-        tree, fmt = load_target(
-            _files.target_spec(args, args.target),
-            trust=args.trust,
-            partial=args.partial,
-            like=_files.like_skeleton(args),
-        )
+        with _listing(not _tui_wanted(args)):  # printed: structure only, no numpy needed
+            tree, fmt = load_target(
+                _files.target_spec(args, args.target),
+                trust=args.trust,
+                partial=args.partial,
+                like=_files.like_skeleton(args),
+            )
     result = _result_object(tree)
     if result is not None and (args.json or args.no_tui or not sys.stdout.isatty()):
         # `treetool inspect mymod:make_jaxpr_view` and the like: the object's own rendering
@@ -118,6 +120,27 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     _show(tree, args, title=args.target)
     _note_opaque(tree)
     return EXIT_OK
+
+
+def _tui_wanted(args: argparse.Namespace) -> bool:
+    """Whether `inspect` opens the TUI (on a terminal, unless --no-tui/--json/--filter)."""
+    return (
+        not args.no_tui
+        and not args.json
+        and sys.stdout.isatty()
+        and sys.stdin.isatty()
+        and not args.filter
+    )
+
+
+def _listing(on: bool = True) -> Any:
+    """Reads for a command that lists structure, shapes, dtypes and bytes: pickled arrays held
+    inline stay bytes (`treetool.io._numpy_rebuild.listing`), so numpy is not imported."""
+    if not on:
+        return contextlib.nullcontext()
+    from .io._numpy_rebuild import listing
+
+    return listing()
 
 
 def _show(tree: Any, args: argparse.Namespace, title: str) -> None:
@@ -154,9 +177,10 @@ def _show(tree: Any, args: argparse.Namespace, title: str) -> None:
 
 def cmd_ls(args: argparse.Namespace) -> int:
     target = _files.target_spec(args, args.target)
-    tree, fmt = load_target(
-        target, trust=args.trust, partial=args.partial, like=_files.like_skeleton(args)
-    )
+    with _listing():
+        tree, fmt = load_target(
+            target, trust=args.trust, partial=args.partial, like=_files.like_skeleton(args)
+        )
     if args.json:
         _print_json(_json_listing(tree, fmt, args.glob))
         return EXIT_OK
@@ -233,9 +257,10 @@ def cmd_summary(args: argparse.Namespace) -> int:
     from ._summary import summary
 
     target = _files.target_spec(args, args.target)
-    tree, _ = load_target(
-        target, trust=args.trust, partial=args.partial, like=_files.like_skeleton(args)
-    )
+    with _listing():
+        tree, _ = load_target(
+            target, trust=args.trust, partial=args.partial, like=_files.like_skeleton(args)
+        )
     s = summary(tree, depth=args.depth)
     if args.json:
         _print_json(s.to_dict())

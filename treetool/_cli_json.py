@@ -35,14 +35,15 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
             chunks = leaf_text_chunks(tree, errors=True)  # a broken node: an "error" entry
         from json.encoder import encode_basestring as q
 
-        import numpy as np
+        np = sys.modules.get("numpy")  # no numpy imported: no numpy array exists
 
         records, tally = _Records(), Tally()
         append, count = records.append, tally.add_sized  # tied arrays count once
         # numpy and lazy (file) leaves of one type, shape and dtype share the tail of their
         # record and their facts: their facts depend on nothing else
         tails: dict[tuple[Any, Any, Any], tuple[str, LeafInfo]] = {}
-        same_facts: set[type] = {np.ndarray}
+        np_ndarray = np.ndarray if np is not None else None
+        same_facts: set[type] = {np_ndarray} if np_ndarray is not None else set()
         with_sharding: set[type] = set()  # lazy leaf types that carry a recorded sharding
         shard_texts: dict[int, str] = {}
         in_shards = fmt == "sharded"  # a sharded set: each leaf names the file holding it
@@ -57,13 +58,14 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
                     st = shard_texts.get(id(x.sharding))
                     if st is None:
                         st = shard_texts[id(x.sharding)] = _json_text(x.sharding)
-                    key = (t, x.shape, x.dtype)
+                    key = (t, x.shape, x.dtype_name)
                     facts = tails.get(key) or _lazy_tail(tails, key, x)
                     append(f'{{"path": {q(text)}, "sharding": {st}, {facts[0]}')
                     count(x, facts[1])
                     continue
                 if t in same_facts:
-                    key = (t, x.shape, x.dtype)
+                    # a LazyArray's dtype name: its numpy dtype is made only when needed
+                    key = (t, x.shape, x.dtype_name if t is not np_ndarray else x.dtype)
                     facts = tails.get(key) or _lazy_tail(tails, key, x)
                     if in_shards and isinstance(x, LazyArray):  # where its bytes live
                         append(

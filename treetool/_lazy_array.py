@@ -3,6 +3,9 @@
 Readers make one per array payload (shape, dtype, file offset); `np.asarray(lazy)` reads it,
 `x[i]`/`x[a:b]` read rows, `iter_chunks` streams it. A URL-backed one reads through the
 source `treetool.io` installs (`set_url_source`): the readers sit above the leaf types.
+A standard dtype given by name or `descr` (`"bfloat16"`, `"<f4"`) is kept as its name and
+itemsize: numpy is imported when `.dtype` or the data is first asked for, so listing a
+file's leaves (`dtype_name`, `itemsize`, `nbytes`) does not import it.
 """
 
 from __future__ import annotations
@@ -11,13 +14,14 @@ import math
 import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ._dtypes import _as_dtype, _nbytes, short_dtype
+from ._dtypes import _as_dtype, name_bits, short_dtype, spec_facts
 from ._errors import LoadError
 from ._streams import ByteStream
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["LazyArray", "set_url_source"]
 
@@ -64,8 +68,20 @@ class LazyArray:
     """
 
     __slots__ = (
-        "shape", "dtype", "file", "offset", "fortran_order", "_opener", "_seekable", "source",
+        "shape", "_dt", "_dtname", "_itemsize", "_dtspec", "file", "offset", "fortran_order",
+        "_opener", "_seekable", "source",
     )  # fmt: skip
+
+    _dt: np.dtype | None  # the numpy dtype, once made
+    _dtname: str
+    _itemsize: int
+    _dtspec: str  # the name or descr given, "" when a numpy dtype was given
+
+    @property
+    def listed_as(self) -> tuple[str, str | None, str]:
+        """How leaf facts show it: (kind, type name or None for the class's, device); a
+        subclass that stands for an array held in memory says ("array", "ndarray", "host")."""
+        return ("lazy", None, "file")
 
     def __init__(
         self,
@@ -80,7 +96,7 @@ class LazyArray:
         source: Any = None,
     ) -> None:
         self.shape = tuple(int(s) for s in shape)
-        self.dtype = _as_dtype(dtype)
+        self.dtype = dtype
         self.file = str(file)
         self.offset = int(offset)
         self.fortran_order = bool(fortran_order)
@@ -89,6 +105,47 @@ class LazyArray:
         self.source = source  # a remote `treetool.io._source.Source` (None: the local `file`)
 
     # numpy-like metadata
+    @property
+    def dtype(self) -> np.dtype:
+        """The numpy dtype (numpy is imported on first use when a name or descr was given)."""
+        dt = self._dt
+        if dt is None:
+            dt = self._dt = _as_dtype(self._dtspec)
+        return dt
+
+    @dtype.setter
+    def dtype(self, dtype: Any) -> None:
+        # a name or descr of a standard dtype stays a string until numpy is needed
+        facts = spec_facts(dtype) if type(dtype) is str else None
+        if facts is not None:
+            self._dt = None
+            self._dtname, self._itemsize = facts
+            self._dtspec = dtype
+            return
+        dt = _as_dtype(dtype)
+        self._dt, self._dtname, self._itemsize, self._dtspec = dt, dt.name, dt.itemsize, ""
+
+    @property
+    def dtype_name(self) -> str:
+        """numpy's name of the dtype (`float32`, `bfloat16`), without importing numpy.
+
+        Example:
+            >>> LazyArray((2,), ">i8", "f.bin").dtype_name
+            'int64'
+        """
+        return self._dtname
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element in memory (without importing numpy)."""
+        return self._itemsize
+
+    @property
+    def dtype_arg(self) -> Any:
+        """The dtype as another `LazyArray` takes it: the name or descr it was given (numpy
+        not needed yet), else the numpy dtype."""
+        return self._dtspec or self.dtype
+
     @property
     def size(self) -> int:
         return math.prod(self.shape)
@@ -99,7 +156,7 @@ class LazyArray:
 
     @property
     def nbytes(self) -> int:
-        return _nbytes(self.shape, self.dtype)
+        return (math.prod(self.shape) * name_bits(self._dtname, self._itemsize) + 7) // 8
 
     def __len__(self) -> int:
         if not self.shape:
@@ -108,7 +165,7 @@ class LazyArray:
 
     def __repr__(self) -> str:
         dims = ",".join(map(str, self.shape))
-        return f"LazyArray({short_dtype(self.dtype)}[{dims}], file={self.file!r}, offset={self.offset})"
+        return f"LazyArray({short_dtype(self._dtname)}[{dims}], file={self.file!r}, offset={self.offset})"
 
     def _open(self) -> ByteStream:
         if self._opener is not None:
@@ -163,6 +220,8 @@ class LazyArray:
 
     def read(self) -> np.ndarray:
         """Read the whole array from the file."""
+        import numpy as np
+
         with self._open() as fh:
             data = self._read(fh, 0, self.size * self.dtype.itemsize)
         arr = np.frombuffer(data, dtype=self.dtype)
@@ -266,6 +325,8 @@ class LazyArray:
         if not self.fortran_order and self.shape:
             rows = _row_range(index, self.shape[0])
             if rows is not None:
+                import numpy as np
+
                 start, stop, squeeze = rows
                 row_bytes = math.prod(self.shape[1:]) * self.dtype.itemsize
                 with self._open() as fh:
@@ -292,6 +353,8 @@ class LazyArray:
             return None
         if self.ndim == 0:
             return self.read()
+        import numpy as np
+
         picks = [_edge_indices(n, edge) for n in self.shape]
         grid = np.meshgrid(*[np.array(p, dtype=np.int64) for p in picks], indexing="ij")
         if self.fortran_order:
@@ -321,6 +384,8 @@ class LazyArray:
 
     def iter_chunks(self, max_elems: int = _CHUNK_ELEMS) -> Iterator[np.ndarray]:
         """Yield the elements in file order as 1-D chunks of at most `max_elems`."""
+        import numpy as np
+
         itemsize = self.dtype.itemsize
         total = self.size
         with self._open() as fh:
@@ -349,7 +414,10 @@ def _skip(fh: ByteStream, n: int) -> None:
 
 
 def _row_range(index: Any, n: int) -> tuple[int, int, bool] | None:
-    if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
+    np = sys.modules.get("numpy")  # no numpy imported: no numpy integer exists
+    if (isinstance(index, int) or (np is not None and isinstance(index, np.integer))) and (
+        not isinstance(index, bool)
+    ):
         i = int(index)
         i = i + n if i < 0 else i
         if not 0 <= i < n:

@@ -1,7 +1,8 @@
 """Leaf facts from metadata only: is it an array, a PRNG key; shape, dtype, bytes, device.
 
 jax is never imported here: a jax array can only exist when jax has already been imported,
-so `sys.modules` tells whether to look for one.
+so `sys.modules` tells whether to look for one; numpy likewise (a file's `LazyArray` leaves
+give their dtype's name and itemsize without it).
 """
 
 from __future__ import annotations
@@ -11,9 +12,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from ._dtypes import dtype_bits, dtype_name, short_dtype
+from ._dtypes import dtype_bits, dtype_name, name_bits, short_dtype
 from ._lazy_array import LazyArray
 from ._prng import KeyArray
 from ._typetests import is_shape_struct
@@ -30,7 +29,10 @@ def _jax_array_type() -> type | None:
 
 def is_array(x: Any) -> bool:
     """Whether `x` is an array leaf (numpy, jax, LazyArray or a ShapeDtypeStruct)."""
-    if isinstance(x, (np.ndarray, np.generic, LazyArray, KeyArray)):
+    if isinstance(x, (LazyArray, KeyArray)):
+        return True
+    np = sys.modules.get("numpy")  # no numpy imported: no numpy array exists
+    if np is not None and isinstance(x, (np.ndarray, np.generic)):
         return True
     jarr = _jax_array_type()
     if jarr is not None and isinstance(x, jarr):
@@ -55,6 +57,8 @@ def is_key(x: Any) -> bool:
         >>> is_key(np.zeros((1000, 2), np.uint32))
         False
     """
+    if isinstance(x, LazyArray):
+        return x._dtname.startswith("key<")
     dtype = getattr(x, "dtype", None)
     return dtype is not None and _is_typed_key_dtype(dtype)
 
@@ -64,11 +68,13 @@ def may_be_raw_key(x: Any) -> bool:
 
     Such an array may as well be an edge list; nothing counts it as a key.
     """
-    dtype = getattr(x, "dtype", None)
+    if isinstance(x, LazyArray):
+        name: str | None = x._dtname
+    else:
+        dtype = getattr(x, "dtype", None)
+        name = None if dtype is None else dtype_name(dtype)
     shape: tuple[int, ...] = getattr(x, "shape", ())
-    return (
-        dtype is not None and dtype_name(dtype) == "uint32" and len(shape) >= 1 and shape[-1] == 2
-    )
+    return name == "uint32" and len(shape) >= 1 and shape[-1] == 2
 
 
 @dataclass(slots=True)
@@ -108,21 +114,22 @@ def leaf_info(x: Any) -> LeafInfo:
         ('f32[128,784]', 100352, 401408)
     """
     t = type(x)
-    if t is np.ndarray:
+    np = sys.modules.get("numpy")  # no numpy imported: no numpy array exists
+    if np is not None and t is np.ndarray:
         return _array_info("array", "ndarray", x.shape, x.dtype, device="host")
     tname = t.__name__
     if x is None:
         return LeafInfo("none", "None")
     if isinstance(x, LazyArray):
-        return _array_info("lazy", tname, x.shape, x.dtype, device="file")
+        return _lazy_info(x, tname)
     if t is KeyArray:
-        lazy = isinstance(x.data, LazyArray)
+        lazy = isinstance(x.data, LazyArray) and x.data.listed_as[0] == "lazy"
         return _array_info(
             "lazy" if lazy else "array", tname, x.shape, x.dtype, "file" if lazy else "host"
         )
-    if isinstance(x, np.ndarray):
+    if np is not None and isinstance(x, np.ndarray):
         return _array_info("array", tname, x.shape, x.dtype, device="host")
-    if isinstance(x, np.generic):
+    if np is not None and isinstance(x, np.generic):
         return _array_info("array", tname, (), x.dtype, device="host")
     jarr = _jax_array_type()
     if jarr is not None and isinstance(x, jarr):
@@ -169,6 +176,28 @@ def _array_info(kind: str, tname: str, shape: tuple, dtype: Any, device: str | N
         typed_key,
         device,
     )
+
+
+_lazy_bits: dict[str, int] = {}  # bits per element by dtype name, for plain LazyArrays
+
+
+def _lazy_info(x: LazyArray, tname: str) -> LeafInfo:
+    # the dtype's name and itemsize, without making the numpy dtype
+    shape, name = x.shape, x._dtname
+    if type(x) is LazyArray:
+        kind, device = "lazy", "file"
+    else:
+        kind, listed_type, device = x.listed_as
+        tname = listed_type or tname
+    bits = _lazy_bits.get(name)
+    if bits is None:
+        if name.startswith("key<"):
+            return _array_info(kind, tname, shape, x.dtype, device=device)
+        bits = name_bits(name, x._itemsize)
+        if len(_lazy_bits) < 1024:
+            _lazy_bits[name] = bits
+    size = math.prod(shape)
+    return LeafInfo(kind, tname, shape, name, (size * bits + 7) // 8, size, False, device)
 
 
 def _jax_info(x: Any, tname: str) -> LeafInfo:

@@ -7,12 +7,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ._lazy_array import _CHUNK_ELEMS, LazyArray
 from ._leaf_facts import _is_typed_key_dtype, is_key
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["Stats", "has_stats", "stats"]
 
@@ -58,6 +59,8 @@ def _chunks(x: Any, max_elems: int = _CHUNK_ELEMS) -> Iterator[np.ndarray]:
     if isinstance(x, LazyArray):
         yield from x.iter_chunks(max_elems)
         return
+    import numpy as np
+
     arr = np.asarray(x)
     flat = arr.reshape(-1)
     for i in range(0, max(flat.size, 1), max_elems):
@@ -67,6 +70,8 @@ def _chunks(x: Any, max_elems: int = _CHUNK_ELEMS) -> Iterator[np.ndarray]:
 
 
 def _as_float(chunk: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     if chunk.dtype.kind == "c":
         return np.abs(chunk)
     if chunk.dtype.kind in "fiub":
@@ -83,6 +88,10 @@ def has_stats(x: Any) -> bool:
         >>> has_stats(np.zeros(2, np.float32)), has_stats(np.array(["a"])), has_stats(np.zeros(1, "M8[s]"))
         (True, False, False)
     """
+    if isinstance(x, LazyArray) and x._dt is None:  # a standard dtype, known by its name
+        return not x._dtname.startswith("void")
+    import numpy as np
+
     try:
         dt: np.dtype[Any] = np.dtype(getattr(x, "dtype", None))
     except TypeError:  # typed PRNG keys and other dtypes numpy does not know
@@ -121,6 +130,8 @@ def stats(x: Any, bins: int = 20) -> Stats:
 
 
 def _stats(x: Any, bins: int) -> Stats:
+    import numpy as np
+
     size = n = nan = inf = zeros = 0
     lo, hi = math.inf, -math.inf
     mean = m2 = 0.0
@@ -152,6 +163,8 @@ def _stats(x: Any, bins: int) -> Stats:
 
 
 def _histogram(x: Any, lo: float, hi: float, bins: int) -> tuple[list[int], list[float]]:
+    import numpy as np
+
     if hi == lo:
         hi = lo + 1.0
     counts = np.zeros(bins, dtype=np.int64)

@@ -8,10 +8,9 @@ flatten raises is counted as an error in its row and listed with its path and me
 from __future__ import annotations
 
 import collections
+import sys
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from ._arrays import LazyArray, LeafInfo, leaf_info
 from ._model import IsLeaf, Unopened, no_gc, view
@@ -108,6 +107,8 @@ def summary(tree: Any, depth: int = 1, is_leaf: IsLeaf = None) -> Summary:
     tally = Tally(paths=True)  # the totals row: every array once, tied ones with their paths
     add, error = tally.add, tally.error
     facts: dict[tuple[Any, Any, Any], LeafInfo] = {}  # numpy/lazy facts by type, shape, dtype
+    np = sys.modules.get("numpy")  # no numpy imported: no numpy array exists
+    ndarray = np.ndarray if np is not None else LazyArray
     with no_gc():
         for p, x in (px for chunk in _walk(tree, is_leaf, False, True) for px in chunk):
             row = rows[str(p[:depth])] if len(p) >= depth else rows[str(p)]
@@ -116,8 +117,9 @@ def summary(tree: Any, depth: int = 1, is_leaf: IsLeaf = None) -> Summary:
                 row.errors += 1
                 error(p, x.error)
                 continue
-            if t is np.ndarray or t is LazyArray:
-                fk = (t, x.shape, x.dtype)
+            if t is ndarray or t is LazyArray:
+                # a LazyArray's dtype name: its numpy dtype is made only when needed
+                fk = (t, x.shape, x.dtype if t is not LazyArray else x.dtype_name)
                 cached = facts.get(fk)
                 info = cached if cached is not None else facts.setdefault(fk, leaf_info(x))
             else:

@@ -23,11 +23,10 @@ from __future__ import annotations
 import collections
 import itertools
 import math
+import sys
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from ._arrays import LazyArray, LeafInfo, leaf_info
 
@@ -306,7 +305,8 @@ def _fast(
     arrays: dict[int, LeafInfo] = {}
     jax_arrays: list[tuple[Any, LeafInfo]] = []
     facts: dict[tuple[Any, Any, Any], LeafInfo] = {}  # numpy/lazy leaf facts by type, shape, dtype
-    ndarray = np.ndarray
+    np = sys.modules.get("numpy")  # no numpy imported: no numpy array exists
+    ndarray = np.ndarray if np is not None else _Leave
     leaves = tied = 0
     cap = math.inf if limit is None else limit
     complete = True
@@ -321,7 +321,8 @@ def _fast(
                 open_ids.discard(x.ident)
                 continue
             if tx is ndarray or tx is LazyArray:
-                key = (tx, x.shape, x.dtype)
+                # a LazyArray's dtype name: its numpy dtype is made only when needed
+                key = (tx, x.shape, x.dtype if tx is ndarray else x._dtname)
                 info = facts.get(key)
                 if info is None:
                     info = facts[key] = leaf_info(x)

@@ -12,9 +12,8 @@ function makers (`needs_collapse`), so files of arrays pay nothing.
 from __future__ import annotations
 
 import collections
+import sys
 from typing import Any
-
-import numpy as np
 
 from .._callables import OpaqueFunction, code_key, printable_name
 from ._opaque import GlobalRef, Opaque
@@ -148,9 +147,18 @@ _IMMUTABLE = (tuple, set, frozenset)
 _WALKED = frozenset((*_MUTABLE, *_IMMUTABLE, Opaque))
 
 
+class _NoArray:
+    """Stands for numpy's array type while numpy is not imported (no value has this type)."""
+
+
+def _ndarray() -> type:
+    np = sys.modules.get("numpy")  # no numpy imported: no numpy array exists
+    return np.ndarray if np is not None else _NoArray
+
+
 def _kids(obj: Any) -> list[Any]:
     t = type(obj)
-    if t is np.ndarray:  # an object array (others are never pushed)
+    if t is _ndarray():  # an object array (others are never pushed)
         return obj.reshape(-1).tolist()
     if t is Opaque:
         return [obj.args, obj.state, obj.listitems, obj.dictitems, obj.kwargs, obj.source]
@@ -172,6 +180,7 @@ def collapse_functions(tree: Any) -> tuple[Any, list[str]]:
     blocked: set[str] = set()
     stack: list[tuple[Any, bool]] = [(tree, False)]
     pop, push = stack.pop, stack.append
+    ndarray = _ndarray()
     while stack:
         obj, leaving = pop()
         oid = id(obj)
@@ -198,13 +207,13 @@ def collapse_functions(tree: Any) -> tuple[Any, list[str]]:
                 continue
             if obj.source is None:
                 blocked.add(obj.class_path)
-        elif t not in _WALKED and not (t is np.ndarray and obj.dtype.hasobject):
+        elif t not in _WALKED and not (t is ndarray and obj.dtype.hasobject):
             done.add(oid)
             continue
         push((obj, True))
         for c in _kids(obj):
             tc = type(c)
-            if tc in _WALKED or tc is GlobalRef or (tc is np.ndarray and c.dtype.hasobject):
+            if tc in _WALKED or tc is GlobalRef or (tc is ndarray and c.dtype.hasobject):
                 push((c, False))
     return repl.get(id(tree), tree), sorted(blocked)
 
@@ -224,7 +233,7 @@ def _rebuild(obj: Any, repl: dict[int, Any]) -> Any:
             if id(v) in repl:
                 obj[k] = repl[id(v)]
         return obj
-    if t is np.ndarray:
+    if t is _ndarray():
         for i, v in enumerate(obj.flat):  # .flat writes through, whatever the layout
             if id(v) in repl:
                 obj.flat[i] = repl[id(v)]

@@ -15,11 +15,13 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
+from itertools import accumulate
+from typing import TYPE_CHECKING, Any
 
 from .._errors import LoadError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "MAX_DEPTH",
@@ -109,6 +111,8 @@ class Budget:
 
 
 _KEEP_BRACKETS_QUOTES = bytes(range(256)).translate(None, b'[]{}"')
+#: byte -> its step in depth: +1 for `[` and `{`, -1 for `]` and `}`
+_STEPS = [1 if b in b"[{" else -1 for b in range(256)]
 
 
 def check_json_text(
@@ -118,8 +122,11 @@ def check_json_text(
     warrants (one per `bytes_per_container` bytes, plus 1,000), before `json.loads` recurses
     or allocates (an empty object costs 64 bytes of memory for 2 bytes of text).
 
-    Brackets inside strings are not counted. Costs a few percent of `json.loads`: the text is
-    filtered in C down to its brackets and quotes, then measured with numpy.
+    Brackets inside strings are not counted. The text is filtered in C down to its brackets
+    and quotes, the strings between quotes are dropped, and the depth is the largest running
+    sum of +1/-1 steps (`accumulate`, in C). Costs about 15% of `json.loads` (11 MB header of
+    100,000 tensors: 0.05 s); a numpy scan took 0.02 s, but importing numpy takes 0.1 s, and
+    listing a file does not import it.
     """
     opened = raw.count(b"[") + raw.count(b"{")
     if opened <= max_depth:
@@ -133,29 +140,20 @@ def check_json_text(
     view = memoryview(text)
     for start in range(0, len(text), _JSON_CHUNK):  # a chunk at a time: memory stays small
         part = bytes(view[start : start + _JSON_CHUNK]).translate(None, _KEEP_BRACKETS_QUOTES)
-        arr = np.frombuffer(part, np.uint8)
-        quote = arr == 34
-        if quote.any():
-            # a bracket after an odd number of quotes (this chunk's and before) is in a string
-            parity = np.bitwise_xor.accumulate(quote.view(np.uint8))
-            outside = parity == in_string
-            in_string ^= int(parity[-1])
-            outside &= ~quote
-            arr = arr[outside]
-        elif in_string:
-            continue
-        opens = (arr == 91) | (arr == 123)
-        count += int(np.count_nonzero(opens))
+        # a bracket after an odd number of quotes (this chunk's and before) is in a string
+        pieces = part.split(b'"')
+        outside = b"".join(pieces[in_string::2])
+        in_string ^= (len(pieces) - 1) & 1
+        opens = outside.count(b"[") + outside.count(b"{")
+        count += opens
         if count > limit:
             raise LoadError(
                 f"{where}: more than {limit} JSON objects and arrays in {len(raw)} bytes "
                 "(a nesting bomb?)"
             )
-        if arr.size:
-            steps = opens.view(np.int8) * np.int8(2) - np.int8(1)
-            levels = np.cumsum(steps, dtype=np.int64) + depth
-            top = max(top, int(levels.max()))
-            depth = int(levels[-1])
+        if outside:
+            top = max(top, max(accumulate(map(_STEPS.__getitem__, outside), initial=depth)))
+            depth += 2 * opens - len(outside)
             if top > max_depth:
                 raise LoadError(f"{where}: JSON nested more than {max_depth} levels deep")
 

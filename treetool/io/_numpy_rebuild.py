@@ -3,21 +3,230 @@
 The unpickler never looks these up by name and calls them: it recognises the names and runs
 the functions below, which only ever build dtypes, numpy arrays or `LazyArray` leaves from
 plain data.
+
+numpy is imported only when an array is made in memory or a dtype is not a standard one: a
+standard dtype (`numpy.dtype('f4')` with its byte order, `ml_dtypes.bfloat16`) is a
+`PlainDtype` (numpy's name and itemsize, and the spec that makes it), so reading the structure
+of a pickle whose arrays stay in the file does not import numpy. Within `listing()` (the
+CLI's listing commands), an array whose bytes the pickle holds inline (a small one, or any in
+protocol 2) is a `HostArray`, which lists as the numpy array it stands for: then no array is
+made in memory either. `numpy()` imports numpy and adds its array type to the type sets the
+reader's walks keep (`ARRAY_SETS`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
 import math
 import re
-from typing import Any
-
-import numpy as np
+import sys
+import threading
+import weakref
+from collections.abc import Iterator
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from .._arrays import LazyArray
+from .._dtypes import ITEMSIZES, _as_dtype, spec_facts
 from .._errors import LoadError
 from ._budget import Budget
 
-__all__ = ["PendingArray", "PendingDtype", "array_from_state", "dtype_of", "make_dtype"]
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "ARRAY_SETS",
+    "HostArray",
+    "HostScalar",
+    "PendingArray",
+    "PendingDtype",
+    "PlainDtype",
+    "array_from_state",
+    "dtype_of",
+    "in_listing",
+    "is_object_array",
+    "listing",
+    "make_dtype",
+    "numpy",
+    "plain_dtypes",
+    "plain_escaped",
+]
+
+#: sets of types that hold numpy's ndarray once numpy is imported (the reader's shareable and
+#: walked types): a numpy array exists only after `numpy()` ran
+ARRAY_SETS: list[set[type]] = []
+
+
+_NUMPY: list[ModuleType] = []  # numpy, once `numpy()` imported it
+
+
+def numpy() -> ModuleType:
+    """numpy, imported now if it was not; the reader's type sets learn its array type."""
+    if _NUMPY:
+        return _NUMPY[0]
+    import numpy as np
+
+    for s in ARRAY_SETS:
+        s.add(np.ndarray)
+    _NUMPY.append(np)
+    return np
+
+
+def is_object_array(x: Any) -> bool:
+    """Whether `x` is a numpy array of Python objects (never true before numpy is imported)."""
+    np = sys.modules.get("numpy")
+    return np is not None and type(x) is np.ndarray and x.dtype.hasobject
+
+
+#: numpy's own names of the standard dtypes (ml_dtypes' names are not numpy dtype strings)
+_NUMPY_NAMES = frozenset(
+    n for n in ITEMSIZES if re.fullmatch(r"bool|u?int\d+|float\d+|complex\d+", n)
+)
+_LITTLE = sys.byteorder == "little"
+_DESCR = re.compile(r"[a-zA-Z?]\d{0,4}")  # a descr without its byte order: `f4`, `b1`, `V2`
+
+
+# per thread: whether the read under way may keep standard dtypes as `PlainDtype`, and the
+# ones it made (weakly: one still alive once the reader is gone is in the tree); whether
+# arrays held inline are `HostArray`s (`listing`)
+_READ = threading.local()
+
+
+@contextlib.contextmanager
+def listing() -> Iterator[None]:
+    """Within it, pickles read in this thread make a `HostArray` (no numpy) of each array
+    whose bytes they hold inline: for commands that list structure, shapes, dtypes and bytes.
+
+    Example:
+        >>> import pickle, tempfile, os, numpy as np
+        >>> from treetool.io.pickle import read_pickle
+        >>> f = os.path.join(tempfile.mkdtemp(), "small.pkl")
+        >>> with open(f, "wb") as fh:
+        ...     pickle.dump({"b": np.zeros(3, np.float32)}, fh)
+        >>> with listing():
+        ...     b = read_pickle(f).tree["b"]
+        >>> type(b).__name__, b.dtype_name, b.listed_as, np.asarray(b).tolist()
+        ('HostArray', 'float32', ('array', 'ndarray', 'host'), [0.0, 0.0, 0.0])
+    """
+    before = getattr(_READ, "listing", False)
+    _READ.listing = True
+    try:
+        yield
+    finally:
+        _READ.listing = before
+
+
+def in_listing() -> bool:
+    return getattr(_READ, "listing", False)
+
+
+class HostArray(LazyArray):
+    """An array whose bytes a pickle holds inline, made within `listing()`: its leaf facts are
+    those of the numpy array the reader makes otherwise (`ndarray`, on the host), without
+    numpy; its values are read from the bytes it keeps (`np.asarray(x)`)."""
+
+    __slots__ = ()
+
+    def __init__(self, shape: tuple[int, ...], dtype: Any, data: bytes, fortran: bool) -> None:
+        opener = functools.partial(io.BytesIO, data)
+        super().__init__(shape, dtype, "<pickle bytes>", 0, fortran_order=fortran, opener=opener)
+
+    @property
+    def listed_as(self) -> tuple[str, str | None, str]:
+        """Listed as the numpy array it stands for."""
+        return ("array", "ndarray", "host")
+
+
+class HostScalar(HostArray):
+    """A numpy scalar a file holds (a pickle's `numpy.core.multiarray.scalar`, flax msgpack's
+    scalar extension) of a standard dtype (`spec`), made within `listing()`: listed as the
+    numpy scalar (its type is named as its dtype: `float32`, `int64`), 0-d."""
+
+    __slots__ = ()
+
+    def __init__(self, spec: str, data: bytes) -> None:
+        super().__init__((), spec, data, False)
+
+    @property
+    def listed_as(self) -> tuple[str, str | None, str]:
+        """Listed as the numpy scalar it stands for."""
+        return ("array", self.dtype_name, "host")
+
+
+def plain_dtypes(allow: bool) -> None:
+    """Start a read: may it keep standard dtypes as `PlainDtype` (numpy not imported)?
+
+    A dtype object the file puts in the tree itself (not as an array's dtype) must be
+    numpy's: after the read, `plain_escaped` says whether one of them is still alive, and the
+    reader then reads the file again with `plain_dtypes(False)`.
+    """
+    _READ.allow = allow
+    _READ.made = weakref.WeakSet() if allow else None
+
+
+def plain_escaped() -> bool:
+    """Whether a `PlainDtype` of the read that `plain_dtypes` started is still alive (in the
+    tree, once the reader's memo and stack are gone); ends the read's tracking."""
+    made = getattr(_READ, "made", None)
+    _READ.allow, _READ.made = False, None
+    return bool(made)
+
+
+def _new_plain(spec: str, name: str, itemsize: int) -> PlainDtype:
+    dt = PlainDtype(spec, name, itemsize)
+    _READ.made.add(dt)
+    return dt
+
+
+class PlainDtype:
+    """A standard dtype a pickle names, kept without numpy: numpy's `name` and `itemsize`, and
+    `spec`, what makes the numpy dtype (`f4`, `>i8`, `bfloat16`); `numpy()` makes it.
+
+    Example:
+        >>> dt = PlainDtype(">i8", "int64", 8)
+        >>> dt.name, dt.itemsize, dt.numpy().str
+        ('int64', 8, '>i8')
+    """
+
+    __slots__ = ("__weakref__", "_np", "itemsize", "name", "spec")
+    hasobject = False
+
+    def __init__(self, spec: str, name: str, itemsize: int) -> None:
+        self.spec, self.name, self.itemsize = spec, name, itemsize
+        self._np: Any = None
+
+    def numpy(self) -> np.dtype:
+        """The numpy dtype (imports numpy)."""
+        if self._np is None:
+            numpy()
+            self._np = _as_dtype(self.spec)
+        return self._np
+
+    def with_order(self, order: str) -> Any:
+        """The dtype after a BUILD state's byte order, as numpy's `__setstate__` makes it."""
+        if order != ">" or self.itemsize == 1 or self.name.startswith("void"):
+            return self  # native (this is a little-endian host), or no byte order
+        if self.spec not in ITEMSIZES and self.spec[:1] not in "<>|=":  # a descr: `f4`
+            return _new_plain(">" + self.spec, self.name, self.itemsize)
+        return PendingDtype(self.numpy()).build((3, order))  # anything else: numpy's way
+
+    def __repr__(self) -> str:
+        return repr(self.numpy())
+
+
+def _plain(spec: str) -> PlainDtype | None:
+    """The `PlainDtype` of a `numpy.dtype(spec)` argument, or None (ask numpy)."""
+    if not _plain_ok() or not (spec in _NUMPY_NAMES or _DESCR.fullmatch(spec)):
+        return None
+    facts = spec_facts(spec)
+    return None if facts is None else _new_plain(spec, *facts)
+
+
+def _plain_ok() -> bool:
+    return _LITTLE and getattr(_READ, "allow", False)
+
 
 _ML_DTYPES = frozenset(
     {
@@ -55,11 +264,13 @@ class PendingDtype:
 
     __slots__ = ("dtype",)
 
-    def __init__(self, dtype: np.dtype) -> None:
+    def __init__(self, dtype: np.dtype | PlainDtype) -> None:
         self.dtype = dtype
 
-    def build(self, state: Any) -> np.dtype:
+    def build(self, state: Any) -> Any:
         if isinstance(state, tuple) and len(state) >= 2 and state[1] in ("<", ">", "|", "="):
+            if isinstance(self.dtype, PlainDtype):
+                return self.dtype.with_order(state[1])
             if state[1] in ("<", ">") and self.dtype.byteorder != "|":
                 new = self.dtype.newbyteorder(state[1])
                 return self.dtype if new == self.dtype else new
@@ -87,7 +298,7 @@ def _short(x: Any) -> str:
         r = repr(x[:60])
     elif t is int:
         r = repr(x) if x.bit_length() <= 128 else f"an int of {x.bit_length()} bits"
-    elif t in _SCALARS or isinstance(x, np.dtype | np.generic):
+    elif t in _SCALARS or t is PlainDtype or _is_numpy_dtype_or_scalar(x):
         r = repr(x)
     elif isinstance(x, tuple | list | dict | set | frozenset):
         r = f"a {t.__name__} of {len(x)} items"
@@ -98,16 +309,29 @@ def _short(x: Any) -> str:
     return r if len(r) < 80 else r[:77] + "..."
 
 
+def _is_numpy_dtype_or_scalar(x: Any) -> bool:
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(x, np.dtype | np.generic)
+
+
 def make_dtype(args: Any) -> PendingDtype:
     """`numpy.dtype(obj, align, copy)` for a type-string or an ml_dtypes type."""
     if not isinstance(args, tuple) or not args:
         raise LoadError(f"bad numpy.dtype arguments {_short(args)}")
     spec = args[0]
     if isinstance(spec, MlDtypeType):
+        size = ITEMSIZES.get(spec.name) if _plain_ok() else None
+        if size is not None:
+            return PendingDtype(_new_plain(spec.name, spec.name, size))
         import ml_dtypes
 
+        np = numpy()
         return PendingDtype(np.dtype(getattr(ml_dtypes, spec.name)))
     if isinstance(spec, str) and len(spec) <= 16 and spec.isascii():
+        plain = _plain(spec)
+        if plain is not None:
+            return PendingDtype(plain)
+        np = numpy()
         try:
             dt = np.dtype(spec)
         except Exception:  # TypeError, and SyntaxError/ValueError from numpy's shape parser
@@ -120,12 +344,16 @@ def make_dtype(args: Any) -> PendingDtype:
     raise LoadError(f"unsupported numpy.dtype argument {_short(spec)}")
 
 
-def dtype_of(x: Any) -> np.dtype:
-    """The np.dtype of a dtype argument found in a file."""
-    if isinstance(x, np.dtype):
+def dtype_of(x: Any) -> Any:
+    """The dtype of a dtype argument found in a file: a `PlainDtype` or a numpy dtype."""
+    t = type(x)
+    if t is PlainDtype:
         return x
-    if isinstance(x, PendingDtype):
+    if t is PendingDtype:
         return x.dtype
+    np = sys.modules.get("numpy")  # no numpy imported: no numpy dtype exists
+    if np is not None and isinstance(x, np.dtype):
+        return x
     raise LoadError(f"expected a dtype, found {_short(x)}")
 
 
@@ -150,7 +378,7 @@ def _latin1(s: str) -> bytes:
 
 def array_from_data(
     shape: tuple[int, ...],
-    dtype: np.dtype,
+    dtype: Any,
     data: Any,
     fortran: bool,
     lazy: bool,
@@ -158,13 +386,16 @@ def array_from_data(
 ) -> Any:
     """An array from raw data: bytes/bytearray (in memory) or a LazyArray of raw bytes.
 
-    `budget` is charged for what is copied (object arrays, payloads read with `lazy=False`).
+    `dtype` is a `PlainDtype` or a numpy dtype. `budget` is charged for what is copied (object
+    arrays, payloads read with `lazy=False`).
     """
     shape = _shape(shape)
-    if dtype.itemsize == 0:
+    plain = type(dtype) is PlainDtype
+    if not plain and dtype.itemsize == 0:
         raise LoadError(f"dtype {dtype.str!r} has no size (itemsize 0)")
     nbytes = math.prod(shape) * dtype.itemsize
-    if dtype.kind == "O":
+    if not plain and dtype.kind == "O":
+        np = numpy()
         if not isinstance(data, list) or len(data) != math.prod(shape):
             raise LoadError("object array data does not match its shape")
         if budget is not None:
@@ -179,7 +410,9 @@ def array_from_data(
                 f"array payload of {data.nbytes} bytes does not match {dtype.name}{list(shape)} "
                 f"({nbytes} bytes)"
             )
-        out = LazyArray(shape, dtype, data.file, data.offset, fortran_order=fortran)
+        out = LazyArray(
+            shape, dtype.spec if plain else dtype, data.file, data.offset, fortran_order=fortran
+        )
         if lazy:
             return out
         if budget is not None:  # one payload may be shared by many arrays
@@ -194,8 +427,10 @@ def array_from_data(
             f"array payload of {len(data)} bytes does not match {dtype.name}{list(shape)} "
             f"({nbytes} bytes)"
         )
+    if in_listing():  # listing: the bytes, and what they are
+        return HostArray(shape, dtype.spec if plain else dtype, bytes(data), fortran)
     # a read-only view of the bytes read from the file (they are not shared with anything)
-    arr = np.frombuffer(data, dtype=dtype)
+    arr = numpy().frombuffer(data, dtype=dtype.numpy() if plain else dtype)
     return arr.reshape(shape, order="F" if fortran else "C")
 
 
@@ -222,6 +457,16 @@ def scalar(args: Any) -> Any:
     if not isinstance(args, tuple) or len(args) not in (1, 2):
         raise LoadError(f"bad numpy scalar arguments {_short(args)}")
     dt = dtype_of(args[0])
+    if type(dt) is PlainDtype and in_listing() and not dt.name.startswith("void"):
+        data = args[1] if len(args) == 2 else b"\0" * dt.itemsize
+        if isinstance(data, str):
+            data = _latin1(data)
+        if not isinstance(data, bytes | bytearray) or len(data) != dt.itemsize:
+            raise LoadError(f"bad numpy scalar data for {dt.name}")
+        return HostScalar(dt.spec, bytes(data))  # listing: the bytes, and what they are
+    np = numpy()
+    if type(dt) is PlainDtype:
+        dt = dt.numpy()
     if dt.kind == "O":
         raise LoadError("numpy object scalars are not supported")
     if dt.itemsize == 0:
@@ -255,6 +500,12 @@ def _key_text(x: Any) -> str | None:
     return None
 
 
+def is_numpy_uint32(x: Any) -> bool:
+    """Whether `x` is a numpy array of native uint32 (never true before numpy is imported)."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(x, np.ndarray) and x.dtype == np.uint32
+
+
 def key_array(base: Any, impl_args: tuple) -> Any:
     """A `KeyArray` from a pickled key's data and its `PRNGImpl(...)` arguments, or None.
 
@@ -263,7 +514,10 @@ def key_array(base: Any, impl_args: tuple) -> Any:
     """
     from .._prng import KeyArray
 
-    if not isinstance(base, np.ndarray | LazyArray) or base.dtype != np.uint32:
+    if isinstance(base, LazyArray):
+        if base.dtype_name != "uint32" or str(base.dtype_arg).startswith(">"):
+            return None
+    elif not is_numpy_uint32(base):
         return None
     if len(impl_args) < 7:
         return None

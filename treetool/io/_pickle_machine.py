@@ -27,11 +27,11 @@ dispatch; a method that consumes argument bytes advances it).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
+from . import _numpy_rebuild as nr
 from ._pickle_families import _Families
 from ._pickle_ops import SHAREABLE, _appends, _setitems
 from ._pickle_salvage import offer_snapshot
@@ -80,7 +80,8 @@ class _Machine(_Families):
         memo_append, memo_extend = memo.append, memo.extend
         append = stack.append
         headers_get, header_lengths = self.headers.get, self.header_lengths
-        frombuffer = np.frombuffer
+        np = sys.modules.get("numpy")  # bound when the first array is made in memory
+        frombuffer = np.frombuffer if np is not None else None
         i32, u16, f64 = self.i32, self.u16, self.f64
         keycheck = self.keycheck
         simple_keys = _SIMPLE_KEYS
@@ -113,9 +114,11 @@ class _Machine(_Families):
                         else:
                             h = None
                         if h is not None and h[9]:
-                            nd_t0_bb, t0, new_t0, dt, shape, dims, n, fortran, _, _, shaped = h
+                            nd_t0_bb, t0, new_t0, dt, shape, dims, n, fortran, _, _, shaped, _ = h
                             at = pos + length
                             if data[at + n : at + n + 4] == b"\x94t\x94b":
+                                if frombuffer is None:  # (an eager header imported numpy)
+                                    frombuffer = nr.numpy().frombuffer
                                 idx, key, kmemo = data[pos - 1], None, False
                                 tmpl: bytes | None = None
                                 state = state_f if fortran else state_c

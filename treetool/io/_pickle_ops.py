@@ -12,9 +12,8 @@ from __future__ import annotations
 import codecs
 import collections
 import itertools
+import sys
 from typing import Any
-
-import numpy as np
 
 from .._errors import LoadError
 from . import _numpy_rebuild as nr
@@ -95,10 +94,16 @@ class WalkResult:
 
 
 _PLAIN_KEYS = frozenset((str, int))
-_NOT_LEAVES = _INNER | {np.ndarray}  # a container holding none of these holds only leaves
+_NOT_LEAVES: set[type] = set(_INNER)  # a container holding none of these holds only leaves
 #: what the reader notes when the memo (or DUP) hands it out again: walk_check remembers
 #: the sizes of these only
-SHAREABLE = _INNER - {GlobalRef} | {np.ndarray}
+SHAREABLE: set[type] = set(_INNER - {GlobalRef})
+# both hold numpy's ndarray once numpy is imported (`_numpy_rebuild.numpy`): before that, no
+# array exists
+nr.ARRAY_SETS.extend((SHAREABLE, _NOT_LEAVES))
+if nr._NUMPY:
+    for _s in nr.ARRAY_SETS:
+        _s.add(nr._NUMPY[0].ndarray)
 
 
 def _kids(obj: Any, t: type) -> Any:
@@ -108,12 +113,13 @@ def _kids(obj: Any, t: type) -> Any:
         if _PLAIN_KEYS.issuperset(map(type, obj)):
             return obj.values()
         return (*obj, *obj.values())  # keys are walked like values
-    if t is np.ndarray:
+    np = sys.modules.get("numpy")  # no numpy imported: no numpy array exists
+    if np is not None and t is np.ndarray:
         return obj.reshape(-1).tolist()
     return obj
 
 
-def _flat_tuple_keys(d: dict, not_leaves: frozenset) -> bool:
+def _flat_tuple_keys(d: dict, not_leaves: set[type] | frozenset[type]) -> bool:
     types = set(map(type, d))
     return (
         len(types) == 1
@@ -149,7 +155,8 @@ def walk_check(
     sizes: dict[int, tuple[int, int]] = {}  # id of a shared container -> (size, height)
     max_depth, max_expanded = budget.max_depth, budget.max_expanded
     on_path: set[int] = set()  # shared containers being walked
-    ndarray = np.ndarray
+    np = sys.modules.get("numpy")  # no numpy imported: no numpy array exists
+    ndarray = np.ndarray if np is not None else _NoArray
     inner, not_leaves, plain_keys = _INNER, _NOT_LEAVES if object_arrays else _INNER, _PLAIN_KEYS
     exit_mark = _EXIT
     every = shared is None
@@ -340,6 +347,12 @@ class KeyCheck:
 
 
 _EXIT = object()
+
+
+class _NoArray:
+    """Stands for numpy's array type while numpy is not imported (no value has this type)."""
+
+
 _NESTABLE = frozenset((tuple, frozenset))
 
 

@@ -12,8 +12,6 @@ import copy
 import time
 from typing import Any
 
-import numpy as np
-
 from .._errors import LoadError
 from . import _numpy_rebuild as nr
 from ._budget import Budget
@@ -51,7 +49,7 @@ def _sizes(x: Any, room: int, sizes: dict[int, int], depth: int, path: str) -> i
                     break
         else:
             total = room + 1
-    elif t in (Opaque, set, frozenset) or (t is np.ndarray and x.dtype.hasobject):
+    elif t in (Opaque, set, frozenset) or nr.is_object_array(x):
         b = Budget(path, 0)
         b.max_expanded = room
         try:

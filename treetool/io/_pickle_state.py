@@ -18,10 +18,9 @@ import collections
 import mmap
 import re
 import struct
+import sys
 import time
 from typing import Any
-
-import numpy as np
 
 from .._arrays import LazyArray
 from .._errors import LoadError
@@ -198,7 +197,7 @@ class _State:
 
     def payload(self, at: int, n: int, kind: type) -> Any:
         if self.lazy and n >= LAZY_MIN_BYTES:
-            return LazyArray((n,), np.uint8, self.path, at)
+            return LazyArray((n,), "uint8", self.path, at)
         b = self.data[at : at + n]
         return bytearray(b) if kind is bytearray else b
 
@@ -297,7 +296,7 @@ class _State:
                     out = imitate(tag, f, args, self.lazy, self.keycheck)
                 except LoadError as e:
                     raise self.fail(str(e), at) from None
-                if type(out) is np.ndarray and out.dtype.hasobject:
+                if nr.is_object_array(out):
                     self.object_arrays = True
                 return out
             return Opaque(f.class_path, args)
@@ -336,7 +335,7 @@ class _State:
         try:
             if t is nr.PendingArray:
                 arr = nr.array_from_state(state, self.lazy, self.budget)
-                if type(arr) is np.ndarray and arr.dtype.hasobject:
+                if nr.is_object_array(arr):
                     self.object_arrays = True
                 return arr
             if t is nr.PendingDtype:
@@ -361,16 +360,21 @@ class _State:
             h = self.match_header(start)
             if h is None:
                 return 0
-        nd_t0_bb, t0, new_t0, dt, shape, dims, n, fortran, length, eager, shaped = h
+        nd_t0_bb, t0, new_t0, dt, shape, dims, n, fortran, length, eager, shaped, hosted = h
         at = start + length
         if data[at + n : at + n + 4] != b"\x94t\x94b":
             return 0
-        if not eager:
-            raw: Any = LazyArray((n,), np.uint8, self.path, at)
-            arr: Any = LazyArray(shape, dt, self.path, at, fortran_order=fortran)
+        raw: Any
+        arr: Any
+        if hosted:  # listing: the bytes, and what they are (no numpy)
+            raw = data[at : at + n]
+            arr = nr.HostArray(shape, dt, raw, fortran)
+        elif not eager:
+            raw = LazyArray((n,), "uint8", self.path, at)
+            arr = LazyArray(shape, dt, self.path, at, fortran_order=fortran)
         else:
             raw = data[at : at + n]
-            arr = np.frombuffer(raw, dt)
+            arr = nr.numpy().frombuffer(raw, dt)
             if shaped:
                 arr = arr.reshape(shape, order="F" if fortran else "C")
         memo = self.memo
@@ -407,8 +411,10 @@ class _State:
             dt = dt.dtype
         if type(t0) is _Special or type(bb) is _Special:
             return None  # the opcode by opcode path makes them
-        if not isinstance(dt, np.dtype) or dt.hasobject:
-            return None
+        if type(dt) is not nr.PlainDtype:
+            np = sys.modules.get("numpy")  # no numpy imported: no numpy dtype exists
+            if np is None or not isinstance(dt, np.dtype) or dt.hasobject:
+                return None
         shape: tuple = ()
         dims = g[6]
         if dims is not None:
@@ -436,6 +442,11 @@ class _State:
             return None
         length = m.end() - start
         fortran = g[10] == b"\x88"
+        eager = not (self.lazy and n >= LAZY_MIN_BYTES)
+        hosted = eager and nr.in_listing()  # listing: a HostArray, not an array in memory
+        eager = eager and not hosted
+        if type(dt) is nr.PlainDtype:  # a name for a LazyArray, numpy's dtype for frombuffer
+            dt = dt.numpy() if eager else dt.spec
         # (ndarray, (0,), b'b') is the same tuple for every array of the header: one object
         h = (
             (nd, t0, bb),
@@ -447,8 +458,9 @@ class _State:
             n,
             fortran,
             length,
-            not (self.lazy and n >= LAZY_MIN_BYTES),
+            eager,
             len(shape) != 1 or fortran,
+            hosted,
         )
         if len(self.headers) < 1024:
             self.headers[self.data[start : start + length]] = h

@@ -11,14 +11,18 @@ from __future__ import annotations
 import io
 import math
 import struct
-from typing import IO, Any
-
-import numpy as np
+import sys
+from typing import IO, TYPE_CHECKING, Any
 
 from .._arrays import LazyArray
+from .._dtypes import ITEMSIZES
 from .._errors import LoadError
 from ._limits import MAX_DIM, MAX_ELEMENTS, MAX_NDIM, Budget, check_dtype, check_shape
+from ._numpy_rebuild import HostScalar, in_listing
 from ._source import source_for
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["looks_like_flax_msgpack", "read"]
 
@@ -231,13 +235,26 @@ class _Reader:
                 check_shape(shape, f"{self.path}: array at byte {pos}")  # raises, saying why
             if not isinstance(dname, str) or kind2 != "bin":
                 raise self.fail("bad flax array extension", pos)
-            dtype = _dtype(dname, self, pos)
+            # a standard dtype stays a name (numpy makes it when the data is read)
+            # (and a numpy scalar when listing: `HostScalar`)
+            itemsize = ITEMSIZES.get(dname) if code != _EXT_SCALAR or in_listing() else None
+            dtype: Any = dname
+            if itemsize is None:
+                dtype = _dtype(dname, self, pos)
+                itemsize = dtype.itemsize
             start, nb = blob
             if math.prod(shape) > MAX_ELEMENTS:
                 check_shape(shape, f"{self.path}: array at byte {pos}")
-            if nb != math.prod(shape) * dtype.itemsize:
+            if nb != math.prod(shape) * itemsize:
                 raise self.fail(f"array payload of {nb} bytes does not match {dname}{shape}", pos)
             if code == _EXT_SCALAR:  # a numpy scalar, packed as a 0-d array
+                if not shape and isinstance(dtype, str):  # listing: no numpy
+                    return HostScalar(dname, bytes(self.data[start : start + nb]))
+                import numpy as np
+
+                if isinstance(dtype, str):
+                    dtype = _dtype(dname, self, pos)
+
                 return np.frombuffer(bytes(self.data[start : start + nb]), dtype=dtype).reshape(
                     shape
                 )[()]
@@ -268,12 +285,13 @@ class _Reader:
             raise LoadError(f"{self.path}: bad chunked array")
         parts = [chunks[k] for k in sorted(chunks, key=int)]
         if not parts or not all(isinstance(p, LazyArray) for p in parts):
-            if parts and all(isinstance(p, np.ndarray) for p in parts):
+            np = sys.modules.get("numpy")  # lazy=False: numpy arrays (numpy is imported)
+            if np is not None and parts and all(isinstance(p, np.ndarray) for p in parts):
                 return np.concatenate([p.reshape(-1) for p in parts]).reshape(shape)
             raise LoadError(f"{self.path}: bad chunked array")
-        dtype = parts[0].dtype
+        dtype = parts[0].dtype_arg
         spans = [(p.offset, p.nbytes) for p in parts]
-        if sum(n for _, n in spans) != math.prod(shape) * dtype.itemsize:
+        if sum(n for _, n in spans) != math.prod(shape) * parts[0].itemsize:
             raise LoadError(f"{self.path}: chunked array size does not match its shape {shape}")
         path = self.path
         return LazyArray(
@@ -341,6 +359,8 @@ def _dtype(name: str, r: _Reader, pos: int) -> np.dtype:
 
 
 def _new_dtype(name: str, r: _Reader, pos: int) -> np.dtype:
+    import numpy as np
+
     if len(name) > 32:
         raise r.fail("bad dtype name", pos)
     try:

@@ -4,9 +4,10 @@ In an `.npz`, stored members point straight into the zip file; compressed member
 decompressed only when the leaf is read. Object arrays (a pickle inside the `.npy`) go through
 treetool's safe unpickler.
 
-A `.npy` header is the magic `\x93NUMPY`, a version, a length and a Python dict literal. The
-magic and version are read by `numpy.lib.format.read_magic` and the dtype description is
-turned into a dtype by `numpy.lib.format.descr_to_dtype`. The dict text itself is parsed here,
+A `.npy` header is the magic `\x93NUMPY`, a version, a length and a Python dict literal. A
+standard dtype description (`<f4`, `|b1`, `<V2`) stays a string, described without numpy
+(`_dtypes.spec_facts`: listing an `.npz` does not import numpy); any other is turned into a
+dtype by `numpy.lib.format.descr_to_dtype`. The dict text itself is parsed here,
 with `ast.literal_eval` (never evaluated), and not by `numpy.lib.format.read_array_header_1_0`
 / `_2_0`, because those are not safe on hostile headers:
 
@@ -36,21 +37,23 @@ import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable
-from typing import IO, Any
-
-import numpy as np
-from numpy.lib import format as np_format
+from typing import IO, TYPE_CHECKING, Any
 
 from .._arrays import LazyArray
+from .._dtypes import spec_facts
 from .._errors import LoadError
 from .._streams import ByteStream
 from ._keys import tree_from_keystrs
 from ._limits import MAX_NDIM, Budget, check_dtype, check_shape
 from ._source import Source, source_for
 
+if TYPE_CHECKING:
+    import numpy as np
+
 __all__ = ["NpyHeader", "is_npy_sequence", "parse_npy_header", "read"]
 
-_MAGIC = np_format.MAGIC_PREFIX
+_MAGIC = b"\x93NUMPY"  # numpy.lib.format.MAGIC_PREFIX
+_MAGIC_LEN = len(_MAGIC) + 2  # and the major and minor version bytes
 _MAX_HEADER = 1 << 20
 #: .npy major version -> the struct format and size of its header length field, and the
 #: header's text encoding (numpy.lib.format keeps this table private)
@@ -58,34 +61,50 @@ _VERSIONS = {1: ("<H", 2, "latin1"), 2: ("<I", 4, "latin1"), 3: ("<I", 4, "utf-8
 
 
 class NpyHeader:
-    """The parsed header of one `.npy` record: shape, dtype, order and where the data starts."""
+    """The parsed header of one `.npy` record: shape, dtype, order and where the data starts.
 
-    __slots__ = ("data_offset", "dtype", "fortran_order", "shape")
+    `dtype` is the descr string of a standard dtype (`"<f4"`: `LazyArray` takes it, numpy is
+    not needed to list it), else a numpy dtype; `name` and `itemsize` are numpy's.
+
+    Example:
+        >>> h = NpyHeader((2, 3), "<f4", False, 128)
+        >>> h.name, h.nbytes, h.hasobject
+        ('float32', 24, False)
+    """
+
+    __slots__ = ("data_offset", "dtype", "fortran_order", "hasobject", "itemsize", "name", "shape")
 
     def __init__(
-        self, shape: tuple[int, ...], dtype: np.dtype, fortran_order: bool, data_offset: int
+        self, shape: tuple[int, ...], dtype: str | np.dtype, fortran_order: bool, data_offset: int
     ) -> None:
         self.shape = shape
         self.dtype = dtype
         self.fortran_order = fortran_order
         self.data_offset = data_offset
+        facts = spec_facts(dtype) if isinstance(dtype, str) else None
+        if facts is not None:
+            self.name, self.itemsize = facts
+            self.hasobject = False
+        else:
+            assert not isinstance(dtype, str)  # _descr_dtype keeps only standard descrs
+            self.name, self.itemsize, self.hasobject = dtype.name, dtype.itemsize, dtype.hasobject
 
     @property
     def nbytes(self) -> int:
         """Bytes of the payload (0 for object arrays, whose size is unknown up front)."""
-        return 0 if self.dtype.hasobject else math.prod(self.shape) * self.dtype.itemsize
+        return 0 if self.hasobject else math.prod(self.shape) * self.itemsize
 
 
-_header_cache: dict[bytes, tuple[tuple[int, ...], np.dtype, bool]] = {}
+_header_cache: dict[bytes, tuple[tuple[int, ...], str | np.dtype, bool]] = {}
 _SHAPE_TEXT = re.compile(rb"""['"]shape['"]\s*:\s*\(([^)]*)\)""")
 
 
 def parse_npy_header(fh: IO[bytes], where: str) -> NpyHeader:
     """Parse the header at the current position of `fh` (data_offset is relative to it)."""
-    try:
-        major, _minor = np_format.read_magic(fh)
-    except ValueError:  # short, or not the magic
-        raise LoadError(f"{where}: not a .npy record (bad magic)") from None
+    magic = fh.read(_MAGIC_LEN)
+    if len(magic) != _MAGIC_LEN or magic[: len(_MAGIC)] != _MAGIC:  # short, or not the magic
+        raise LoadError(f"{where}: not a .npy record (bad magic)")
+    major = magic[len(_MAGIC)]
     version = _VERSIONS.get(major)
     if version is None:
         raise LoadError(f"{where}: unsupported .npy version {major}")
@@ -94,7 +113,7 @@ def parse_npy_header(fh: IO[bytes], where: str) -> NpyHeader:
     if len(raw) < length_size:
         raise LoadError(f"{where}: truncated .npy header")
     hlen = struct.unpack(length_format, raw)[0]
-    start = np_format.MAGIC_LEN + length_size
+    start = _MAGIC_LEN + length_size
     if hlen > _MAX_HEADER:
         raise LoadError(f"{where}: .npy header of {hlen} bytes is too long")
     text = fh.read(hlen)
@@ -116,7 +135,7 @@ def parse_npy_header(fh: IO[bytes], where: str) -> NpyHeader:
 
 def _parse_header_text(
     text: bytes, encoding: str, where: str
-) -> tuple[tuple[int, ...], np.dtype, bool]:
+) -> tuple[tuple[int, ...], str | np.dtype, bool]:
     try:
         header = ast.literal_eval(text.decode(encoding))
     except Exception:  # SyntaxError, ValueError (huge ints), OverflowError (complex), ...
@@ -128,7 +147,7 @@ def _parse_header_text(
         raise LoadError(f"{where}: bad shape in .npy header: not a tuple")
     shape = check_shape(shape, f"{where}: .npy header")
     dtype = _descr_dtype(header["descr"], where)
-    if not dtype.hasobject:
+    if not isinstance(dtype, str) and not dtype.hasobject:
         check_dtype(dtype, f"{where}: .npy header")
     fortran = header["fortran_order"]
     if type(fortran) is not bool:
@@ -136,7 +155,12 @@ def _parse_header_text(
     return shape, dtype, fortran
 
 
-def _descr_dtype(descr: Any, where: str) -> np.dtype:
+def _descr_dtype(descr: Any, where: str) -> str | np.dtype:
+    if isinstance(descr, str) and spec_facts(descr) is not None:
+        return descr  # a standard dtype: numpy makes it when the data is read
+    import numpy as np
+    from numpy.lib import format as np_format
+
     if isinstance(descr, str) and len(descr) <= 32:
         try:
             return np.dtype(descr)
@@ -222,13 +246,13 @@ def read_npy_at(
     size = src.size
     fh.seek(offset)
     hdr = parse_npy_header(fh, path)
-    if hdr.dtype.hasobject:
+    if hdr.hasobject:
         raise LoadError(f"{path}: object arrays inside an equinox leaf file are not supported")
     start = offset + hdr.data_offset
     stop = start + hdr.nbytes
     if stop > size:
         raise LoadError(
-            f"{path}: truncated .npy data: {hdr.dtype.name}{list(hdr.shape)} needs {hdr.nbytes} bytes at offset {start}, {size - start} left"
+            f"{path}: truncated .npy data: {hdr.name}{list(hdr.shape)} needs {hdr.nbytes} bytes at offset {start}, {size - start} left"
         )
     arr = LazyArray(
         hdr.shape, hdr.dtype, path, start, fortran_order=hdr.fortran_order, source=_remote(src)
@@ -269,9 +293,11 @@ def read(
     if head == _MAGIC:
         with src.open() as fh:
             hdr = parse_npy_header(fh, path)
-            if hdr.dtype.hasobject:
+            if hdr.hasobject:
                 if trust:
                     fh.seek(0)
+                    import numpy as np
+
                     return Loaded(np.load(fh, allow_pickle=True), format)
                 limit = object_copy_limit(src.size)
                 tree, blocked = _object_array(fh, hdr, path, lazy, partial, limit)
@@ -377,7 +403,7 @@ def _member(
         start = _stored_data_offset(raw, info, where)
         raw.seek(start)
         hdr = parse_npy_header(raw, where)
-        if hdr.dtype.hasobject:
+        if hdr.hasobject:
             return _object_member(zf, info, where, size, trust, lazy, partial, blocked)
         _check_member_size(info, hdr, where)
         offset = start + hdr.data_offset
@@ -394,7 +420,7 @@ def _member(
         return leaf if lazy else leaf.read().copy()
     with zf.open(info) as member:
         hdr = parse_npy_header(member, where)
-    if hdr.dtype.hasobject:
+    if hdr.hasobject:
         return _object_member(zf, info, where, size, trust, lazy, partial, blocked)
     _check_member_size(info, hdr, where)
     leaf = LazyArray(
@@ -445,11 +471,13 @@ def _check_member_size(info: zipfile.ZipInfo, hdr: NpyHeader, where: str) -> Non
     if info.file_size != expected:
         raise LoadError(
             f"{where}: member is {info.file_size} bytes but its header says {expected} "
-            f"({hdr.dtype.name}{list(hdr.shape)})"
+            f"({hdr.name}{list(hdr.shape)})"
         )
 
 
 def _trusted_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> Any:
+    import numpy as np
+
     with zf.open(info) as member:
         return np.load(member, allow_pickle=True)
 

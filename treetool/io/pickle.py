@@ -89,20 +89,30 @@ def read_pickle(
                 return ParseResult(_stdlib_pickle.load(fh), [])
         except Exception as e:  # the file's own code ran: anything can come out of it
             raise LoadError(f"{path}: {type(e).__name__}: {e}") from None
-    try:
-        src = source_for(path)
-        size = src.size
-        if size == 0:
-            raise LoadError(f"{path}: empty file")
-        mm = src.buffer()  # a memory map; remotely, block-cached ranged reads
-    except OSError as e:
-        raise LoadError(f"{path}: {e.strerror or e}") from None
-    budget = Budget(path, size)
-    shared: set[int] = set()  # ids of the containers the memo or DUP handed out again
-    try:
-        tree, error, object_arrays = _walk(mm, path, lazy, partial, budget, shared, watch)
-    finally:
-        mm.close()
+    # standard dtypes stay numpy-free (`PlainDtype`) unless a dtype object is itself in the
+    # tree: then the file is read again with numpy's dtypes (snapshots a `watch` shows during
+    # the read would show them: none then)
+    plain = watch is None
+    while True:
+        try:
+            src = source_for(path)
+            size = src.size
+            if size == 0:
+                raise LoadError(f"{path}: empty file")
+            mm = src.buffer()  # a memory map; remotely, block-cached ranged reads
+        except OSError as e:
+            raise LoadError(f"{path}: {e.strerror or e}") from None
+        budget = Budget(path, size)
+        shared: set[int] = set()  # ids of the containers the memo or DUP handed out again
+        nr.plain_dtypes(plain)
+        try:
+            tree, error, object_arrays = _walk(mm, path, lazy, partial, budget, shared, watch)
+        finally:
+            mm.close()
+            escaped = nr.plain_escaped()
+        if not escaped:
+            break
+        plain, tree = False, None  # (the tree goes before the file is read again)
     try:
         # after an error (partial), salvage may have shared anything: no shortcut then
         checked = walk_check(tree, budget, None if error else shared, object_arrays)

@@ -12,9 +12,8 @@ import math
 import struct
 from typing import Any
 
-import numpy as np
-
 from .._arrays import LazyArray
+from .._dtypes import ITEMSIZES
 from .._errors import LoadError, SaveError
 from ._keys import tree_from_keystrs
 from ._limits import check_json_text, check_shape
@@ -44,15 +43,6 @@ DTYPES: dict[str, str] = {
     "F8_E5M2": "float8_e5m2",
 }
 _NAMES = {v: k for k, v in DTYPES.items()}
-
-
-def _np_dtype(name: str) -> np.dtype:
-    try:
-        return np.dtype(name)
-    except TypeError:
-        import ml_dtypes
-
-        return np.dtype(getattr(ml_dtypes, name))
 
 
 def looks_like_safetensors(path: str, head: bytes) -> bool:
@@ -162,8 +152,8 @@ def _leaf(src: Source, name: str, entry: Any, base: int, size: int, lazy: bool) 
     shape = check_shape(shape, where)
     if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int for o in offs)):
         raise LoadError(f"{where}: bad data_offsets {offs!r:.80}")
-    dtype = _np_dtype(DTYPES[dt])
-    nbytes = math.prod(shape) * dtype.itemsize
+    dtype = DTYPES[dt]  # a name: numpy makes the dtype when the data is read
+    nbytes = math.prod(shape) * ITEMSIZES[dtype]
     start, stop = offs
     if stop - start != nbytes or start < 0:
         raise LoadError(
@@ -183,6 +173,8 @@ def write(flat: dict[str, Any], path: str, metadata: dict[str, str] | None = Non
     header: dict[str, Any] = {}
     arrays = []
     offset = 0
+    import numpy as np
+
     for name, leaf in flat.items():
         arr = np.asarray(leaf, order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
         dt = _NAMES.get(arr.dtype.name)
