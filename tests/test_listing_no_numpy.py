@@ -393,3 +393,19 @@ def test_listing_without_numpy_prints_what_the_loaded_tree_gives(
         out = run_guarded(*args, str(files[fmt]), cwd=files[fmt].parent)
         assert (out.returncode, out.stderr) == (0, "")
         assert out.stdout == want
+
+
+def test_ls_of_an_orbax_checkpoint_imports_no_numpy(tmp_path: Path) -> None:
+    """An orbax checkpoint (its OCDBT database decoded by treetool, dtypes passed by name)
+    lists every dtype orbax writes without numpy, tensorstore or jax in the process."""
+    import orbax.checkpoint as ocp
+
+    tree = {"layer": _arrays()}
+    with ocp.StandardCheckpointer() as ckptr:
+        ckptr.save(tmp_path / "ckpt", tree)
+    ls = run_guarded("ls", str(tmp_path / "ckpt"), cwd=tmp_path)
+    assert (ls.returncode, ls.stderr) == (0, "")
+    assert ls.stdout.splitlines() == [f"['layer']['{k}']\t{v}" for k, v in LS.items()]
+    for args in (("ls", "--json"), ("summary",)):
+        out = run_guarded(*args, str(tmp_path / "ckpt"), cwd=tmp_path)
+        assert (out.returncode, out.stderr) == (0, ""), args

@@ -26,7 +26,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from .._dtypes import _as_dtype
+from .._dtypes import ITEMSIZES
 from .._errors import LoadError
 from ._limits import MAX_DEPTH, check_dtype, check_json_text, check_shape
 from ._opaque import GlobalRef
@@ -292,7 +292,8 @@ def _array(
         if type(shape) is not list:
             raise LoadError(f"{item}: bad shape for {param!r}")
         shape = check_shape(shape, f"{item}: array {param!r}")
-        dtype = _as_dtype(_dtype(zmeta.get("dtype", zmeta.get("data_type")), item, param))
+        # numpy's name: a standard one stays a name in the leaf (listing imports no numpy)
+        dtype = _dtype(zmeta.get("dtype", zmeta.get("data_type")), item, param)
         driver = "zarr3" if zmeta.get("zarr_format") == 3 else "zarr"
         known = facts[id(zmeta)] = (tuple(shape), dtype, driver, zmeta)
     shape, dtype, driver, _ = known
@@ -321,6 +322,8 @@ def _dtype(name: Any, item: str, param: str) -> str:
     known = _DTYPE_NAMES.get(name) if isinstance(name, str) else None
     if known is not None:
         return known
+    if isinstance(name, str) and name in ITEMSIZES:  # ml_dtypes' float8/float4/int4 by name
+        return name
     import numpy as np
 
     dt: np.dtype | None = None
