@@ -409,3 +409,37 @@ def test_ls_of_an_orbax_checkpoint_imports_no_numpy(tmp_path: Path) -> None:
     for args in (("ls", "--json"), ("summary",)):
         out = run_guarded(*args, str(tmp_path / "ckpt"), cwd=tmp_path)
         assert (out.returncode, out.stderr) == (0, ""), args
+
+
+_HALF_IMPORTED = """
+import sys, threading
+from treetool._dtypes import loaded_numpy
+half, whole, done = [0], [0], threading.Event()
+def watch():
+    while not done.is_set():
+        np = loaded_numpy()
+        if np is None and "numpy" in sys.modules:
+            half[0] += 1  # numpy half-built by the other thread: not offered
+        elif np is not None:
+            np.frombuffer, np.ndarray  # what a reader takes from it: must be there
+            whole[0] += 1
+t = threading.Thread(target=watch)
+t.start()
+import numpy
+done.set()
+t.join()
+print(half[0] > 0, whole[0] >= 0)
+"""
+
+
+def test_numpy_half_imported_by_another_thread_is_not_offered() -> None:
+    """While one thread imports numpy, another thread asking `loaded_numpy()` gets None, not
+    the half-built module (a reader took `np.frombuffer` from it and failed, when a remote
+    diff read both sides at once)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _HALF_IMPORTED], capture_output=True, text=True, timeout=60
+    )
+    assert (out.returncode, out.stderr, out.stdout.split()) == (0, "", ["True", "True"])

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _cli_files as _files
 from . import _cli_targets as _targets
+from ._dtypes import loaded_numpy
 
 if TYPE_CHECKING:
     from ._arrays import LeafInfo
@@ -35,7 +36,7 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
             chunks = leaf_text_chunks(tree, errors=True)  # a broken node: an "error" entry
         from json.encoder import encode_basestring as q
 
-        np = sys.modules.get("numpy")  # no numpy imported: no numpy array exists
+        np = loaded_numpy()  # no numpy imported: no numpy array exists
 
         records, tally = _Records(), Tally()
         append, count = records.append, tally.add_sized  # tied arrays count once

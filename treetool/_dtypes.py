@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -20,12 +21,32 @@ if TYPE_CHECKING:
 __all__ = [
     "dtype_bits",
     "dtype_name",
+    "loaded_numpy",
     "name_bits",
     "scalar_value",
     "short_dtype",
     "spec_facts",
     "values_list",
 ]
+
+
+def loaded_numpy() -> Any:
+    """numpy's module when it is imported and initialised, else None: no numpy array,
+    dtype or scalar can exist yet, so a check against numpy's types needs no import.
+
+    A module another thread is still importing is in `sys.modules` half-built (reading
+    `np.ndarray` from it raises "partially initialized module"): it counts as not imported.
+
+    Example:
+        >>> import numpy
+        >>> loaded_numpy() is numpy
+        True
+    """
+    np = sys.modules.get("numpy")
+    if np is None or getattr(getattr(np, "__spec__", None), "_initializing", False):
+        return None
+    return np
+
 
 #: numpy's name -> itemsize of the dtypes described without numpy (ml_dtypes' sub-byte types
 #: take one byte per element in memory; `name_bits` gives their real width)

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ._dtypes import _as_dtype, name_bits, short_dtype, spec_facts
+from ._dtypes import _as_dtype, loaded_numpy, name_bits, short_dtype, spec_facts
 from ._errors import LoadError
 from ._streams import ByteStream
 
@@ -414,7 +414,7 @@ def _skip(fh: ByteStream, n: int) -> None:
 
 
 def _row_range(index: Any, n: int) -> tuple[int, int, bool] | None:
-    np = sys.modules.get("numpy")  # no numpy imported: no numpy integer exists
+    np = loaded_numpy()  # no numpy imported: no numpy integer exists
     if (isinstance(index, int) or (np is not None and isinstance(index, np.integer))) and (
         not isinstance(index, bool)
     ):

@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ._dtypes import dtype_bits, dtype_name, name_bits, short_dtype
+from ._dtypes import dtype_bits, dtype_name, loaded_numpy, name_bits, short_dtype
 from ._lazy_array import LazyArray
 from ._prng import KeyArray
 from ._typetests import is_shape_struct
@@ -31,7 +31,7 @@ def is_array(x: Any) -> bool:
     """Whether `x` is an array leaf (numpy, jax, LazyArray or a ShapeDtypeStruct)."""
     if isinstance(x, (LazyArray, KeyArray)):
         return True
-    np = sys.modules.get("numpy")  # no numpy imported: no numpy array exists
+    np = loaded_numpy()  # no numpy imported: no numpy array exists
     if np is not None and isinstance(x, (np.ndarray, np.generic)):
         return True
     jarr = _jax_array_type()
@@ -114,7 +114,7 @@ def leaf_info(x: Any) -> LeafInfo:
         ('f32[128,784]', 100352, 401408)
     """
     t = type(x)
-    np = sys.modules.get("numpy")  # no numpy imported: no numpy array exists
+    np = loaded_numpy()  # no numpy imported: no numpy array exists
     if np is not None and t is np.ndarray:
         return _array_info("array", "ndarray", x.shape, x.dtype, device="host")
     tname = t.__name__

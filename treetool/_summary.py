@@ -8,11 +8,11 @@ flatten raises is counted as an error in its row and listed with its path and me
 from __future__ import annotations
 
 import collections
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._arrays import LazyArray, LeafInfo, leaf_info
+from ._dtypes import loaded_numpy
 from ._model import IsLeaf, Unopened, no_gc, view
 from ._repr import RichMixin, lower
 from ._totals import Tally
@@ -107,7 +107,7 @@ def summary(tree: Any, depth: int = 1, is_leaf: IsLeaf = None) -> Summary:
     tally = Tally(paths=True)  # the totals row: every array once, tied ones with their paths
     add, error = tally.add, tally.error
     facts: dict[tuple[Any, Any, Any], LeafInfo] = {}  # numpy/lazy facts by type, shape, dtype
-    np = sys.modules.get("numpy")  # no numpy imported: no numpy array exists
+    np = loaded_numpy()  # no numpy imported: no numpy array exists
     ndarray = np.ndarray if np is not None else LazyArray
     with no_gc():
         for p, x in (px for chunk in _walk(tree, is_leaf, False, True) for px in chunk):

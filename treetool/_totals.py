@@ -23,12 +23,12 @@ from __future__ import annotations
 import collections
 import itertools
 import math
-import sys
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._arrays import LazyArray, LeafInfo, leaf_info
+from ._dtypes import loaded_numpy
 
 __all__ = ["Aggregates", "Tally", "totals"]
 
@@ -305,7 +305,7 @@ def _fast(
     arrays: dict[int, LeafInfo] = {}
     jax_arrays: list[tuple[Any, LeafInfo]] = []
     facts: dict[tuple[Any, Any, Any], LeafInfo] = {}  # numpy/lazy leaf facts by type, shape, dtype
-    np = sys.modules.get("numpy")  # no numpy imported: no numpy array exists
+    np = loaded_numpy()  # no numpy imported: no numpy array exists
     ndarray = np.ndarray if np is not None else _Leave
     leaves = tied = 0
     cap = math.inf if limit is None else limit

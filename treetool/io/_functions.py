@@ -12,10 +12,10 @@ function makers (`needs_collapse`), so files of arrays pay nothing.
 from __future__ import annotations
 
 import collections
-import sys
 from typing import Any
 
 from .._callables import OpaqueFunction, code_key, printable_name
+from .._dtypes import loaded_numpy
 from ._opaque import GlobalRef, Opaque
 
 __all__ = ["collapse_functions", "needs_collapse"]
@@ -152,7 +152,7 @@ class _NoArray:
 
 
 def _ndarray() -> type:
-    np = sys.modules.get("numpy")  # no numpy imported: no numpy array exists
+    np = loaded_numpy()  # no numpy imported: no numpy array exists
     return np.ndarray if np is not None else _NoArray
 
 

@@ -29,7 +29,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from .._arrays import LazyArray
-from .._dtypes import ITEMSIZES, _as_dtype, spec_facts
+from .._dtypes import ITEMSIZES, _as_dtype, loaded_numpy, spec_facts
 from .._errors import LoadError
 from ._budget import Budget
 
@@ -76,7 +76,7 @@ def numpy() -> ModuleType:
 
 def is_object_array(x: Any) -> bool:
     """Whether `x` is a numpy array of Python objects (never true before numpy is imported)."""
-    np = sys.modules.get("numpy")
+    np = loaded_numpy()
     return np is not None and type(x) is np.ndarray and x.dtype.hasobject
 
 
@@ -310,7 +310,7 @@ def _short(x: Any) -> str:
 
 
 def _is_numpy_dtype_or_scalar(x: Any) -> bool:
-    np = sys.modules.get("numpy")
+    np = loaded_numpy()
     return np is not None and isinstance(x, np.dtype | np.generic)
 
 
@@ -351,7 +351,7 @@ def dtype_of(x: Any) -> Any:
         return x
     if t is PendingDtype:
         return x.dtype
-    np = sys.modules.get("numpy")  # no numpy imported: no numpy dtype exists
+    np = loaded_numpy()  # no numpy imported: no numpy dtype exists
     if np is not None and isinstance(x, np.dtype):
         return x
     raise LoadError(f"expected a dtype, found {_short(x)}")
@@ -502,7 +502,7 @@ def _key_text(x: Any) -> str | None:
 
 def is_numpy_uint32(x: Any) -> bool:
     """Whether `x` is a numpy array of native uint32 (never true before numpy is imported)."""
-    np = sys.modules.get("numpy")
+    np = loaded_numpy()
     return np is not None and isinstance(x, np.ndarray) and x.dtype == np.uint32
 
 

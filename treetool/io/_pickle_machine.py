@@ -27,10 +27,10 @@ dispatch; a method that consumes argument bytes advances it).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
+from .._dtypes import loaded_numpy
 from . import _numpy_rebuild as nr
 from ._pickle_families import _Families
 from ._pickle_ops import SHAREABLE, _appends, _setitems
@@ -80,7 +80,7 @@ class _Machine(_Families):
         memo_append, memo_extend = memo.append, memo.extend
         append = stack.append
         headers_get, header_lengths = self.headers.get, self.header_lengths
-        np = sys.modules.get("numpy")  # bound when the first array is made in memory
+        np = loaded_numpy()  # bound when the first array is made in memory
         frombuffer = np.frombuffer if np is not None else None
         i32, u16, f64 = self.i32, self.u16, self.f64
         keycheck = self.keycheck

@@ -12,9 +12,9 @@ from __future__ import annotations
 import codecs
 import collections
 import itertools
-import sys
 from typing import Any
 
+from .._dtypes import loaded_numpy
 from .._errors import LoadError
 from . import _numpy_rebuild as nr
 from ._budget import MAX_DEPTH, MAX_KEY_DEPTH, Budget
@@ -113,7 +113,7 @@ def _kids(obj: Any, t: type) -> Any:
         if _PLAIN_KEYS.issuperset(map(type, obj)):
             return obj.values()
         return (*obj, *obj.values())  # keys are walked like values
-    np = sys.modules.get("numpy")  # no numpy imported: no numpy array exists
+    np = loaded_numpy()  # no numpy imported: no numpy array exists
     if np is not None and t is np.ndarray:
         return obj.reshape(-1).tolist()
     return obj
@@ -155,7 +155,7 @@ def walk_check(
     sizes: dict[int, tuple[int, int]] = {}  # id of a shared container -> (size, height)
     max_depth, max_expanded = budget.max_depth, budget.max_expanded
     on_path: set[int] = set()  # shared containers being walked
-    np = sys.modules.get("numpy")  # no numpy imported: no numpy array exists
+    np = loaded_numpy()  # no numpy imported: no numpy array exists
     ndarray = np.ndarray if np is not None else _NoArray
     inner, not_leaves, plain_keys = _INNER, _NOT_LEAVES if object_arrays else _INNER, _PLAIN_KEYS
     exit_mark = _EXIT

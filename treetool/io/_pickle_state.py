@@ -18,11 +18,11 @@ import collections
 import mmap
 import re
 import struct
-import sys
 import time
 from typing import Any
 
 from .._arrays import LazyArray
+from .._dtypes import loaded_numpy
 from .._errors import LoadError
 from . import _numpy_rebuild as nr
 from ._budget import Budget
@@ -412,7 +412,7 @@ class _State:
         if type(t0) is _Special or type(bb) is _Special:
             return None  # the opcode by opcode path makes them
         if type(dt) is not nr.PlainDtype:
-            np = sys.modules.get("numpy")  # no numpy imported: no numpy dtype exists
+            np = loaded_numpy()  # no numpy imported: no numpy dtype exists
             if np is None or not isinstance(dt, np.dtype) or dt.hasobject:
                 return None
         shape: tuple = ()

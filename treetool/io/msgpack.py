@@ -11,11 +11,10 @@ from __future__ import annotations
 import io
 import math
 import struct
-import sys
 from typing import IO, TYPE_CHECKING, Any
 
 from .._arrays import LazyArray
-from .._dtypes import ITEMSIZES
+from .._dtypes import ITEMSIZES, loaded_numpy
 from .._errors import LoadError
 from ._limits import MAX_DIM, MAX_ELEMENTS, MAX_NDIM, Budget, check_dtype, check_shape
 from ._numpy_rebuild import HostScalar, in_listing
@@ -285,7 +284,7 @@ class _Reader:
             raise LoadError(f"{self.path}: bad chunked array")
         parts = [chunks[k] for k in sorted(chunks, key=int)]
         if not parts or not all(isinstance(p, LazyArray) for p in parts):
-            np = sys.modules.get("numpy")  # lazy=False: numpy arrays (numpy is imported)
+            np = loaded_numpy()  # lazy=False: numpy arrays (numpy is imported)
             if np is not None and parts and all(isinstance(p, np.ndarray) for p in parts):
                 return np.concatenate([p.reshape(-1) for p in parts]).reshape(shape)
             raise LoadError(f"{self.path}: bad chunked array")
