@@ -16,6 +16,7 @@ import contextlib
 import contextvars
 import math
 import os
+import threading
 from collections.abc import Iterator
 
 from .._errors import LoadError
@@ -127,6 +128,7 @@ def stored_bytes(item: str, param: str, ocdbt: bool) -> int:
 #: (item directory, its and its data directory's mtimes) -> bytes of its OCDBT data files,
 #: checked once for all the arrays that share them
 _ocdbt_bytes: dict[tuple, int] = {}
+_ocdbt_lock = threading.Lock()
 
 
 def _remote_stored_bytes(item: str, param: str, ocdbt: bool) -> int:
@@ -138,13 +140,15 @@ def _remote_stored_bytes(item: str, param: str, ocdbt: bool) -> int:
     key = (item, 0, 0)
     known = _ocdbt_bytes.get(key)
     if known is None:
-        known = _ocdbt_bytes[key] = sum(
+        known = sum(
             size
             for name, size in sizes_under(item).items()
             if name.startswith(("d/", "ocdbt.process_"))
         )
-        while len(_ocdbt_bytes) > 256:
-            del _ocdbt_bytes[next(iter(_ocdbt_bytes))]
+        with _ocdbt_lock:  # a diff reads both sides in threads of their own
+            _ocdbt_bytes[key] = known
+            while len(_ocdbt_bytes) > 256:
+                del _ocdbt_bytes[next(iter(_ocdbt_bytes))]
     return known
 
 
