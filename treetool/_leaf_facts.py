@@ -1,8 +1,8 @@
 """Leaf facts from metadata only: is it an array, a PRNG key; shape, dtype, bytes, device.
 
 jax is never imported here: a jax array can only exist when jax has already been imported,
-so `sys.modules` tells whether to look for one; numpy likewise (a file's `LazyArray` leaves
-give their dtype's name and itemsize without it).
+so `sys.modules` tells whether to look for one; numpy likewise, through `loaded_numpy()` (a
+file's `LazyArray` leaves give their dtype's name and itemsize without it).
 """
 
 from __future__ import annotations
