@@ -436,7 +436,7 @@ READ_REQUEST = 8 << 20
 #: the most bytes of requests a `ReadAhead` holds (sent, and not yet wholly taken)
 READ_WINDOW = 32 << 20
 #: requests in flight at once
-READ_WORKERS = 3
+READ_WORKERS = 6
 #: parts of arrays at most this far apart in one file share a request (the gap is not read)
 _READ_GAP = 64 << 10
 _URL_SCHEMES = ("s3://", "gs://", "gcs://", "http://", "https://")
