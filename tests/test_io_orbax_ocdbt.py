@@ -315,10 +315,11 @@ def test_ranges_that_share_bytes_are_refused(tmp_path: Path) -> None:
      "<U10", "<M8[ns]"],
 )  # fmt: skip
 def test_zarr_dtype_spellings_resolve_as_numpy_reads_them(zarr: str) -> None:
-    """Common spellings come from a table (no numpy import); every other one from numpy or
-    ml_dtypes as before, spelled so that `_as_dtype` gives back the very same dtype."""
-    from treetool._dtypes import _as_dtype
-    from treetool.io.orbax import _DTYPE_NAMES, _dtype
+    """Standard spellings become numpy's names without numpy (`ITEMSIZES`, `spec_facts`);
+    every other one comes from numpy or ml_dtypes as before, spelled so that `_as_dtype`
+    gives back the very same dtype."""
+    from treetool._dtypes import ITEMSIZES, _as_dtype
+    from treetool.io.orbax import _dtype
 
     try:
         want = np.dtype(zarr)
@@ -326,6 +327,6 @@ def test_zarr_dtype_spellings_resolve_as_numpy_reads_them(zarr: str) -> None:
         want = np.dtype(getattr(ml_dtypes, zarr))
     got = _as_dtype(_dtype(zarr, "item", "p"))
     assert (got, got.str) == (want, want.str)
-    assert (zarr in _DTYPE_NAMES) == (
-        zarr in {"<f4", "|b1", "<i8", "=i2", "<c16", "bfloat16", "float32"}
+    assert (_dtype(zarr, "item", "p") in ITEMSIZES) == (
+        zarr in {"<f4", "|b1", "<i8", "=i2", "<c16", "bfloat16", "float32", "float8_e4m3fn", "int4"}
     )

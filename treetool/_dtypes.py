@@ -48,6 +48,28 @@ def loaded_numpy() -> Any:
     return np
 
 
+#: ml_dtypes' types numpy knows by name only once ml_dtypes is imported
+ML_DTYPE_NAMES = frozenset(
+    {
+        "bfloat16",
+        "float8_e4m3fn",
+        "float8_e4m3fnuz",
+        "float8_e4m3b11fnuz",
+        "float8_e5m2",
+        "float8_e5m2fnuz",
+        "float8_e3m4",
+        "float8_e4m3",
+        "float8_e8m0fnu",
+        "float4_e2m1fn",
+        "float6_e2m3fn",
+        "float6_e3m2fn",
+        "int2",
+        "int4",
+        "uint2",
+        "uint4",
+    }
+)
+
 #: numpy's name -> itemsize of the dtypes described without numpy (ml_dtypes' sub-byte types
 #: take one byte per element in memory; `name_bits` gives their real width)
 ITEMSIZES: dict[str, int] = {
@@ -60,26 +82,7 @@ ITEMSIZES: dict[str, int] = {
     "complex64": 8,
     "complex128": 16,
     "bfloat16": 2,
-    **dict.fromkeys(
-        (
-            "float8_e4m3fn",
-            "float8_e4m3fnuz",
-            "float8_e4m3b11fnuz",
-            "float8_e5m2",
-            "float8_e5m2fnuz",
-            "float8_e3m4",
-            "float8_e4m3",
-            "float8_e8m0fnu",
-            "float4_e2m1fn",
-            "float6_e2m3fn",
-            "float6_e3m2fn",
-            "int2",
-            "int4",
-            "uint2",
-            "uint4",
-        ),
-        1,
-    ),
+    **dict.fromkeys(sorted(ML_DTYPE_NAMES - {"bfloat16"}), 1),  # one byte each in memory
 }
 
 # numpy `descr` kind + itemsize -> name (the byte order changes neither the name nor the size)

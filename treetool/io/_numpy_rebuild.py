@@ -29,7 +29,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from .._arrays import LazyArray
-from .._dtypes import ITEMSIZES, _as_dtype, loaded_numpy, spec_facts
+from .._dtypes import ITEMSIZES, ML_DTYPE_NAMES, _as_dtype, loaded_numpy, spec_facts
 from .._errors import LoadError
 from ._budget import Budget
 
@@ -226,28 +226,6 @@ def _plain(spec: str) -> PlainDtype | None:
 
 def _plain_ok() -> bool:
     return _LITTLE and getattr(_READ, "allow", False)
-
-
-_ML_DTYPES = frozenset(
-    {
-        "bfloat16",
-        "float8_e4m3fn",
-        "float8_e4m3fnuz",
-        "float8_e4m3b11fnuz",
-        "float8_e5m2",
-        "float8_e5m2fnuz",
-        "float8_e3m4",
-        "float8_e4m3",
-        "float8_e8m0fnu",
-        "float4_e2m1fn",
-        "float6_e2m3fn",
-        "float6_e3m2fn",
-        "int2",
-        "int4",
-        "uint2",
-        "uint4",
-    }
-)
 
 
 class MlDtypeType:
@@ -481,7 +459,7 @@ def scalar(args: Any) -> Any:
 
 def is_ml_dtype(name: str) -> bool:
     """Whether `ml_dtypes.<name>` is a dtype type the unpickler may name."""
-    return name in _ML_DTYPES
+    return name in ML_DTYPE_NAMES
 
 
 # --- typed PRNG keys ------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from .._dtypes import ITEMSIZES
+from .._dtypes import ITEMSIZES, spec_facts
 from .._errors import LoadError
 from ._limits import MAX_DEPTH, check_dtype, check_json_text, check_shape
 from ._opaque import GlobalRef
@@ -301,29 +301,15 @@ def _array(
     return leaf if lazy else leaf.read().copy()
 
 
-#: the dtypes orbax writes, by their zarr spelling, as numpy names (no numpy import)
-_DTYPE_NAMES = {
-    **{f"{e}{code}": name for e in "<|=" for code, name in (
-        ("b1", "bool"), ("i1", "int8"), ("u1", "uint8"), ("i2", "int16"), ("u2", "uint16"),
-        ("i4", "int32"), ("u4", "uint32"), ("i8", "int64"), ("u8", "uint64"),
-        ("f2", "float16"), ("f4", "float32"), ("f8", "float64"),
-        ("c8", "complex64"), ("c16", "complex128"),
-    )},
-    **{name: name for name in (
-        "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
-        "float16", "float32", "float64", "complex64", "complex128", "bfloat16",
-    )},
-}  # fmt: skip
-
-
 def _dtype(name: Any, item: str, param: str) -> str:
     """The numpy name of a zarr dtype (`<f4` -> `float32`); other spellings (ml_dtypes'
     float8 and int4 types...) are checked by numpy, imported for them only."""
-    known = _DTYPE_NAMES.get(name) if isinstance(name, str) else None
-    if known is not None:
-        return known
-    if isinstance(name, str) and name in ITEMSIZES:  # ml_dtypes' float8/float4/int4 by name
-        return name
+    if isinstance(name, str):  # what orbax writes, as numpy names (no numpy import)
+        if name in ITEMSIZES:  # numpy's and ml_dtypes' names
+            return name
+        facts = spec_facts(name) if name[:1] in "<|=" else None  # `<f4`, `|b1`: not `>f4`
+        if facts is not None and not facts[0].startswith("void"):
+            return facts[0]
     import numpy as np
 
     dt: np.dtype | None = None
