@@ -287,6 +287,35 @@ def s3_env(server: Any) -> dict[str, str]:
     }
 
 
+def cli_on_terminal(*args: str, env: dict[str, str], cwd: str) -> tuple[int, bytes, bytes]:
+    """`treetool ARGS` in a subprocess whose stderr is a terminal (a pty), stdout a pipe:
+    (exit code, stdout, everything written to the terminal)."""
+    import pty
+    import subprocess
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "treetool.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env=env,
+        cwd=cwd,
+    )
+    os.close(slave)
+    stdout, _ = proc.communicate(timeout=60)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 1 << 16)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    return proc.returncode, stdout, b"".join(chunks)
+
+
 @pytest.fixture
 def gcs(gcs_server: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The GCS emulator, named by `STORAGE_EMULATOR_HOST`; log cleared."""

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from typing import Any
 
-from conftest import s3_env
+from conftest import cli_on_terminal, s3_env
 from storage_servers import BUCKET
 
 
@@ -89,32 +89,13 @@ def test_cli_errors_are_one_line(s3: Any, http: Any, tmp_path: Any) -> None:
 
 
 def test_progress_line_on_a_terminal_only(http: Any, tmp_path: Any) -> None:
-    import pty
-
     url = f"{http.url}/big.pkl"
     env = {**os.environ, "TREETOOL_PROGRESS_AFTER": "0", "HOME": str(tmp_path), "TERM": "xterm"}
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "treetool.cli", "get", url, "['c']", "--stats"],
-        stdout=subprocess.PIPE,
-        stderr=slave,
-        env=env,
-        cwd=str(tmp_path),
+    code, stdout, terminal = cli_on_terminal(
+        "get", url, "['c']", "--stats", env=env, cwd=str(tmp_path)
     )
-    os.close(slave)
-    stdout, _ = proc.communicate(timeout=60)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 1 << 16)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
-    assert proc.returncode == 0
-    assert b"reading remote bytes" in b"".join(chunks)  # on the terminal (stderr)
+    assert code == 0
+    assert b"reading remote bytes" in terminal  # on the terminal (stderr)
     assert b"reading remote bytes" not in stdout and b"mean" in stdout  # stdout stays clean
     piped = _cli("get", url, "['c']", env={"TREETOOL_PROGRESS_AFTER": "0"}, cwd=str(tmp_path))
     assert piped.returncode == 0 and piped.stderr == ""  # not a terminal: nothing on stderr

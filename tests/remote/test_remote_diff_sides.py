@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import cli_on_terminal
 from storage_servers import HttpServer
 
 import treetool.cli
@@ -194,33 +195,12 @@ def test_ctrl_c_while_a_side_hangs_exits_130(
 def test_one_progress_line_for_both_sides_on_a_terminal(sides: Any, tmp_path: Any) -> None:
     """On a terminal, the two sides read at once share one progress line (never two lines
     redrawn over each other); the notes come after it, A's first."""
-    import pty
-
     _, slow, fast = sides
     a, b = f"{slow.url}/a.pkl", f"{fast.url}/b.pkl"
-    master, slave = pty.openpty()
     env = {**os.environ, "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "treetool.cli", "diff", a, b],
-        stdout=subprocess.PIPE,
-        stderr=slave,
-        env=env,
-        cwd=str(tmp_path),
-    )
-    os.close(slave)
-    proc.communicate(timeout=60)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 1 << 16)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
-    assert proc.returncode == 1
-    err = b"".join(chunks).decode()
+    code, _, terminal = cli_on_terminal("diff", a, b, env=env, cwd=str(tmp_path))
+    assert code == 1
+    err = terminal.decode()
     plain = err.replace("\x1b[2K", "")  # the progress line's erase-line code
     drawn = [part for part in plain.split("\r") if part.startswith("reading")]
     assert drawn and all(part.startswith("reading a.pkl + b.pkl · ") for part in drawn)
