@@ -136,8 +136,9 @@ def test_orbax_modules_import_no_numpy_tensorstore_or_jax_at_top_level() -> None
 
 
 def test_interior_nodes_and_indirect_values(tmp_path: Path) -> None:
-    """A B+tree several levels deep with metadata stored out of line: the decoder reads the
-    same bytes as tensorstore's key-by-key reads, for every array and nothing else."""
+    """A B+tree several levels deep with metadata stored out of line: the decoder and the
+    tensorstore walk (its fallback) read the same bytes as tensorstore's key-by-key reads,
+    for every array and nothing else."""
     spec = {
         "driver": "ocdbt",
         "base": f"file://{tmp_path}/",
@@ -158,6 +159,7 @@ def test_interior_nodes_and_indirect_values(tmp_path: Path) -> None:
 
     got = decoded_metadata(str(tmp_path))
     assert got == _ocdbt_read_metadata(ts, str(tmp_path))
+    assert got == _OcdbtWalk.start(str(tmp_path)).metadata()
     assert sorted(got) == sorted(names)
     assert got["layer07.w"] == b'{"shape": [7], "dtype": "<f4"}'
     assert got["layer03.w"].endswith(b'"' + b"x" * 80 + b'"}')

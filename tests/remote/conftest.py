@@ -287,6 +287,18 @@ def s3_env(server: Any) -> dict[str, str]:
     }
 
 
+def period_two_stops(size: int) -> list[int]:
+    """Offsets a walk jumps to in a file of `size` bytes, in a period of two jumps (70,000
+    and 30,000 bytes, each past a 16 KiB block), from 100,000 to 16 KB before the end."""
+    pattern = [70_000, 30_000]
+    stops: list[int] = []
+    at = 100_000
+    while at + 4 < size - 16_000:
+        stops.append(at)
+        at += pattern[len(stops) % 2]
+    return stops
+
+
 def cli_on_terminal(*args: str, env: dict[str, str], cwd: str) -> tuple[int, bytes, bytes]:
     """`treetool ARGS` in a subprocess whose stderr is a terminal (a pty), stdout a pipe:
     (exit code, stdout, everything written to the terminal)."""

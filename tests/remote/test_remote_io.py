@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import period_two_stops
 from storage_servers import BUCKET
 
 import treetool as tt
@@ -142,11 +143,7 @@ def test_repeating_jumps_are_read_ahead_in_parallel(
     monkeypatch.setattr(_source, "_SLOW_REQUEST", 0.0)  # as on a network: always read ahead
     src = _source.source_for(f"{http.url}/big.pkl")
     size = src.size
-    pattern = [70_000, 30_000]  # a period of two jumps, each past a 16 KiB block
-    stops, at = [], 100_000
-    while at + 4 < size - 16_000:
-        stops.append(at)
-        at += pattern[len(stops) % 2]
+    stops = period_two_stops(size)
     reader = _source.BlockReader(src)
     http.log.clear()
     got = [reader[p : p + 4] for p in stops]

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import s3_env
+from conftest import period_two_stops, s3_env
 from storage_servers import BUCKET
 
 import treetool as tt
@@ -172,11 +172,7 @@ def test_s3_walks_read_ahead_even_on_loopback(s3: Any, files: dict) -> None:
 
     src = S3Source(f"s3://{BUCKET}/run/big.pkl")
     size = src.size
-    pattern = [70_000, 30_000]
-    stops, at = [], 100_000
-    while at + 4 < size - 16_000:
-        stops.append(at)
-        at += pattern[len(stops) % 2]
+    stops = period_two_stops(size)
     reader = _source.BlockReader(src)
     s3.log.clear()
     got = [reader[p : p + 4] for p in stops]
