@@ -241,6 +241,10 @@ class RemoteSource(Source):
             data = bytes(buf) if got == n else bytes(buf[:got])
         if _progress is not None:
             _progress(len(data))
+        return self._exactly(data, n, offset)
+
+    def _exactly(self, data: bytes, n: int, offset: int) -> bytes:
+        """`data`, the answer to a range of `n` bytes at `offset`: more or fewer is one line."""
         if len(data) > n:
             raise LoadError(f"{self.name}: the server sent more than the {n} bytes asked for")
         if len(data) != n:
@@ -276,14 +280,7 @@ class SizedByFirstGet(RemoteSource):
             _progress(0)
         size, body = self._first_get()
         self._size = size
-        want = min(_FIRST, size)
-        if len(body) > want:
-            raise LoadError(f"{self.name}: the server sent more than the {want} bytes asked for")
-        if len(body) != want:
-            raise LoadError(
-                f"{self.name}: truncated range: expected {want} bytes at offset 0, "
-                f"the server sent {len(body)}"
-            )
+        body = self._exactly(body, min(_FIRST, size), 0)
         if _progress is not None:
             _progress(len(body))
         return body
