@@ -42,10 +42,17 @@ def loaded_numpy() -> Any:
         >>> loaded_numpy() is numpy
         True
     """
+    global _numpy
+    if _numpy is not None:
+        return _numpy
     np = sys.modules.get("numpy")
     if np is None or getattr(getattr(np, "__spec__", None), "_initializing", False):
         return None
+    _numpy = np  # once whole, for good (asked once per leaf by leaf facts)
     return np
+
+
+_numpy: Any = None
 
 
 #: ml_dtypes' types numpy knows by name only once ml_dtypes is imported
