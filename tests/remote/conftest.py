@@ -199,29 +199,41 @@ def orbax_local(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="session")
-def s3_orbax(s3_server: Any, orbax_local: str) -> str:
-    """The orbax run on the S3 server, uploaded byte for byte from the local run.
+def s3_orbax(s3_server: Any) -> str:
+    """The orbax run written by orbax's CheckpointManager straight to the S3 server: its
+    metadata files and its commit (the rename of `N.orbax-checkpoint-tmp` to `N`: copies,
+    then deletes) through etils' s3fs backend, its arrays through tensorstore's `s3` kvstore,
+    all pointed at the server by the standard AWS environment (`AWS_ENDPOINT_URL`...).
 
-    orbax (0.12.8) cannot write to `s3://` itself: it builds its tensorstore kvstore with the
-    `file` driver for every path that is not `gs://`, after `os.path.normpath`, which turns
-    `s3://ckpts/run` into `s3:/ckpts/run` and fails with "ValueError: Checkpoint path should
-    be absolute. Got s3:/ckpts/orbax_run/1.orbax-checkpoint-tmp/default.orbax-checkpoint-tmp"
-    (`orbax/checkpoint/_src/serialization/tensorstore_utils.py`, `_build_ocdbt_kvstore_tspec`),
-    after it has written `_CHECKPOINT_METADATA` through etils' s3fs backend. An
-    `etils.epath.Path` fails the same way; with `use_ocdbt=False` tensorstore's `file` driver
-    writes the arrays to a local directory named `s3:` and the commit's rename through s3fs
-    fails (`_src/path/atomicity.py`). Every release from 0.5.23 to 0.12.8 has the same
-    gs-only path handling, and tensorstore's S3 settings (`AWS_ENDPOINT_URL`...) never come
-    into play. So the run is saved locally by orbax's CheckpointManager and its files
-    uploaded unchanged with boto3; the reader then sees exactly the objects orbax would have
-    written.
+    orbax 0.12.8 cannot do it alone, so the save runs inside `_orbax_s3.orbax_s3_writes()`,
+    which replaces four orbax functions for its duration (its docstring has the detail):
+    `tensorstore_utils._normalize_path` (`orbax/checkpoint/_src/serialization/
+    tensorstore_utils.py:218`, its `os.path.normpath` turns `s3://ckpts/run` into
+    `s3:/ckpts/run`), `tensorstore_utils._use_gcs_driver` (:211) and
+    `gcs_utils.get_kvstore_for_gcs` (`_src/path/gcs_utils.py:111`): with them
+    `_build_ocdbt_kvstore_tspec` (:352-370) gives an `s3://` path tensorstore's `s3` kvstore
+    instead of the `file` driver; and `async_path.rename` (`_src/path/async_path.py:116`):
+    etils' rename is fsspec's `mv(recursive=True)`, which also copies the directories S3 only
+    infers and fails on the first (NoSuchKey, fsspec/s3fs#394). Upstream fix in one sentence:
+    keep `s3://` in `_normalize_path` and give it an `s3` base kvstore as `gs://` gets its
+    `gcs` one (and have fsspec's `mv` skip inferred directories).
     """
-    client = s3_server.client()
-    for dirpath, _, names in os.walk(orbax_local):
-        for name in names:
-            full = os.path.join(dirpath, name)
-            key = "orbax_run/" + os.path.relpath(full, orbax_local)
-            client.upload_file(full, BUCKET, key)
+    from _orbax_s3 import orbax_s3_writes
+    from etils import epath
+
+    env = s3_env(s3_server)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        with orbax_s3_writes():
+            _save_run(epath.Path(f"s3://{BUCKET}/orbax_run"))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        _fresh_clients()
     return f"s3://{BUCKET}/orbax_run"
 
 

@@ -125,15 +125,11 @@ def test_array_read_from_a_server_that_never_answers_is_bounded(
     assert silent.accepted >= 1
 
 
-def test_inspecting_an_s3_checkpoint_reads_what_the_tree_needs(
-    s3: Any, s3_orbax: str, orbax_local: str
-) -> None:
+def test_inspecting_an_s3_checkpoint_reads_what_the_tree_needs(s3: Any, s3_orbax: str) -> None:
     """`io.read` of one step: a GET of the URL (is it an object? 404), one flat listing of the
     prefix (files, sizes, steps), `_METADATA` (the tree), `_sharding`, the OCDBT manifest and
     B+tree node(s) (the arrays' shapes and dtypes: `_METADATA` has none); no array byte, no
     `array_metadatas`."""
-    import os
-
     loaded = tt.io.read(f"{s3_orbax}@2")
     assert loaded.step == 2
     step = f"/{BUCKET}/orbax_run/2/default"
@@ -147,9 +143,11 @@ def test_inspecting_an_s3_checkpoint_reads_what_the_tree_needs(
         f"{step}/_sharding",
         f"{step}/manifest.ocdbt",
     ]
-    local_nodes = os.listdir(os.path.join(orbax_local, "2", "default", "d"))
-    assert 1 <= len(nodes) <= len(local_nodes)
-    assert {p.rsplit("/", 1)[1] for p in nodes} <= set(local_nodes)
+    # the nodes' names are random (tensorstore's): those the server holds, not the local run's
+    listed = s3.client().list_objects_v2(Bucket=BUCKET, Prefix="orbax_run/2/default/d/")
+    held = [o["Key"].rsplit("/", 1)[1] for o in listed["Contents"]]
+    assert 1 <= len(nodes) <= len(held)
+    assert {p.rsplit("/", 1)[1] for p in nodes} <= set(held)
 
 
 def test_remote_structure_is_read_without_tensorstore(
@@ -176,3 +174,87 @@ def test_remote_structure_is_read_without_tensorstore(
         "False",
         "46.0 True",
     ]
+
+
+def _relative_files(root: str) -> list[str]:
+    import os
+
+    return sorted(
+        os.path.relpath(os.path.join(d, n), root).replace(os.sep, "/")
+        for d, _, names in os.walk(root)
+        for n in names
+    )
+
+
+def test_orbax_wrote_the_s3_run_as_it_writes_a_local_one(
+    s3_server: Any, s3_orbax: str, orbax_local: str
+) -> None:
+    """The objects orbax + tensorstore wrote to the bucket are the local run's files, key for
+    path, apart from the OCDBT data files' names (random, tensorstore's) and how many of them
+    each database has (one per flush of tensorstore's writes); no temporary directory is left
+    after the commits' renames; the files orbax writes the same way hold the same bytes."""
+    import re
+
+    client = s3_server.client()
+    listed = client.list_objects_v2(Bucket=BUCKET, Prefix="orbax_run/")
+    assert not listed["IsTruncated"]
+    keys = sorted(o["Key"][len("orbax_run/") :] for o in listed["Contents"])
+    local = _relative_files(orbax_local)
+    assert [k for k in keys if "orbax-checkpoint-tmp" in k] == []
+
+    data = re.compile(r"(?<=/d/)[0-9a-f]{32}$")
+    assert {data.sub("*", k) for k in keys} == {data.sub("*", p) for p in local}
+    assert [k for k in keys if not data.search(k)] == [p for p in local if not data.search(p)]
+    assert [k for k in keys if not data.search(k)] == [
+        f"{step}/{name}"
+        for step in (1, 2)
+        for name in (
+            "_CHECKPOINT_METADATA",
+            "commit_success.txt",
+            "default/_METADATA",
+            "default/_sharding",
+            "default/array_metadatas/process_0",
+            "default/commit_success.txt",
+            "default/manifest.ocdbt",
+            "default/ocdbt.process_0/manifest.ocdbt",
+        )
+    ]
+    for step in (1, 2):
+        for name in ("_METADATA", "_sharding", "array_metadatas/process_0"):
+            key = f"orbax_run/{step}/default/{name}"
+            body = client.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+            with open(f"{orbax_local}/{step}/default/{name}", "rb") as fh:
+                assert body == fh.read(), key
+    # the step's commit marker names where orbax committed it: the bucket, not a local folder
+    marker = client.get_object(Bucket=BUCKET, Key="orbax_run/2/commit_success.txt")
+    assert marker["Body"].read().decode() == f"Checkpoint commit was successful to {s3_orbax}/2"
+
+
+@pytest.mark.parametrize("step", [1, 2])
+def test_treetool_reads_the_orbax_written_s3_run_as_the_local_one(
+    s3: Any, s3_orbax: str, orbax_local: str, step: int
+) -> None:
+    loaded = tt.io.read(f"{s3_orbax}@{step}")
+    local = tt.io.read(f"{orbax_local}@{step}")
+    assert (loaded.step, loaded.steps) == (local.step, local.steps) == (step, [1, 2])
+    assert (
+        _facts(loaded.tree)
+        == _facts(local.tree)
+        == [
+            ("['params']['b']", (6,), "bfloat16"),
+            ("['params']['layers'][0]", (3,), "int32"),
+            ("['params']['layers'][1]", (2, 2), "float16"),
+            ("['params']['w']", (4, 6), "float32"),
+            ("['step']", (), "int32"),
+        ]
+    )
+    want = orbax_tree(step)
+    for (path, leaf), (_, mine) in zip(
+        tt.leaves_with_paths(loaded.tree), tt.leaves_with_paths(local.tree), strict=True
+    ):
+        assert leaf.file.startswith(f"{s3_orbax}/{step}/default/"), path
+        np.testing.assert_array_equal(np.asarray(leaf), np.asarray(mine), err_msg=str(path))
+    np.testing.assert_array_equal(
+        np.asarray(loaded.tree["params"]["w"]), np.asarray(want["params"]["w"])
+    )
+    assert int(np.asarray(loaded.tree["step"])) == step
