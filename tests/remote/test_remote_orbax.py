@@ -1,8 +1,9 @@
 """orbax CheckpointManager runs in object storage read as one lazy tree, like the local run.
 
-The GCS run is written by orbax itself straight to the emulator's bucket; the S3 run is
-written by orbax locally and uploaded unchanged (see `s3_orbax` in conftest for why orbax
-cannot write to `s3://`). Arrays are read by tensorstore's own `s3` / `gcs` kvstores.
+Both runs are written by orbax's CheckpointManager itself straight to the bucket: the GCS
+emulator's, and moto's S3 server's (with orbax's missing `s3://` branch applied for the save,
+see `s3_orbax` in conftest and `_orbax_s3.py`). Arrays are read by tensorstore's own `s3` /
+`gcs` kvstores.
 """
 
 from __future__ import annotations
@@ -258,3 +259,32 @@ def test_treetool_reads_the_orbax_written_s3_run_as_the_local_one(
         np.asarray(loaded.tree["params"]["w"]), np.asarray(want["params"]["w"])
     )
     assert int(np.asarray(loaded.tree["step"])) == step
+
+
+def test_the_s3_branch_refuses_an_orbax_it_does_not_know(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`orbax_s3_writes()` checks orbax's functions before it replaces any: one that is not
+    the function it expects stops the save with an AssertionError naming it, and nothing of
+    orbax is left replaced; after a normal exit orbax's own functions are back."""
+    from _orbax_s3 import orbax_s3_writes
+    from orbax.checkpoint._src.path import async_path, gcs_utils
+    from orbax.checkpoint._src.serialization import tensorstore_utils as tsu
+
+    own = (tsu._normalize_path, tsu._use_gcs_driver, gcs_utils.get_kvstore_for_gcs)
+    with orbax_s3_writes():
+        assert tsu._normalize_path("s3://ckpts/run/1/") == "s3://ckpts/run/1"
+        assert tsu._normalize_path("gs://ckpts/run/1/") == "gs://ckpts/run/1"
+        assert tsu._use_gcs_driver("s3://ckpts/run") and not tsu._use_gcs_driver("/tmp/run")
+        assert gcs_utils.get_kvstore_for_gcs("s3://ckpts/run/1")["driver"] == "s3"
+        assert gcs_utils.get_kvstore_for_gcs("gs://ckpts/run/1")["driver"] == "gcs"
+    assert (tsu._normalize_path, tsu._use_gcs_driver, gcs_utils.get_kvstore_for_gcs) == own
+
+    def upstream_fixed(path: str) -> str:  # an orbax whose function changed
+        return path
+
+    monkeypatch.setattr(tsu, "_normalize_path", upstream_fixed)
+    rename = async_path.rename
+    refused = r"orbax's tensorstore_utils\._normalize_path is not the 0\.12\.8 function"
+    with pytest.raises(AssertionError, match=refused), orbax_s3_writes():
+        pytest.fail("the body ran")
+    assert (tsu._normalize_path, tsu._use_gcs_driver) == (upstream_fixed, own[1])
+    assert (gcs_utils.get_kvstore_for_gcs, async_path.rename) == (own[2], rename)
