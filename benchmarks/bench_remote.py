@@ -23,11 +23,12 @@ every other request (listings, HEAD, uploads) is moto's. The S3 rows run at `--s
 seconds per request (a network's round trip, where reading ahead in parallel matters).
 
 The S3 run adds an orbax checkpoint of 10,000 arrays of 100 KiB (~1 GB, as the other rows)
-saved by orbax and uploaded unchanged (orbax 0.12 cannot write to `s3://`: see
-`tests/remote/conftest.py`): `treetool ls` of it, and its metadata read on the same `s3://`
-path by `treetool.io.read` and by orbax's `StandardCheckpointer().metadata()` (time of the
-call in a fresh process, imports excluded). The GCS run makes that comparison on the GCS
-emulator (arrays of 16 KiB there: the row is about metadata).
+written by orbax's `StandardCheckpointer` straight to the bucket (orbax 0.12.8's missing
+`s3://` branch applied for the save: `tests/remote/_orbax_s3.py`): `treetool ls` of it, and
+its metadata read on the same `s3://` path by `treetool.io.read` and by orbax's
+`StandardCheckpointer().metadata()` (time of the call in a fresh process, imports excluded).
+The GCS run makes that comparison on the GCS emulator (arrays of 16 KiB there: the row is
+about metadata; saved locally by orbax and uploaded unchanged).
 
 Inspect rows: requests and bytes of one run; wall times are the best of `REPEAT` fresh runs,
 for treetool and for download + local alike. The children run with compiled bytecode cached
@@ -181,7 +182,8 @@ def write_pickles(root: str, total: int, arrays: int = 128) -> None:
 def write_orbax(root: str, arrays: int = 10_000, side: int = 160) -> str:
     """An orbax checkpoint of `arrays` arrays of `side` x `side` float32 (160: 100 KiB each,
     ~1 GB in all, the size of the other rows; random, so zstd cannot shrink it), in layers of
-    10, saved by orbax."""
+    10, saved by orbax at `root`/orbax_ckpt: a local folder or an `s3://` prefix (orbax's own
+    save, with its missing `s3://` branch applied: `tests/remote/_orbax_s3.py`)."""
     import orbax.checkpoint as ocp
 
     rng = np.random.default_rng(0)
@@ -190,6 +192,14 @@ def write_orbax(root: str, arrays: int = 10_000, side: int = 160) -> str:
         tree.setdefault(f"layer_{i // 10}", {})[f"p{i % 10}"] = rng.standard_normal(
             (side, side), dtype=np.float32
         )
+    if root.startswith("s3://"):
+        from _orbax_s3 import orbax_s3_writes
+        from etils import epath
+
+        out = f"{root}/orbax_ckpt"
+        with orbax_s3_writes(), ocp.StandardCheckpointer() as ckptr:
+            ckptr.save(epath.Path(out), tree)
+        return out
     out = os.path.join(root, "orbax_ckpt")
     with ocp.StandardCheckpointer() as ckptr:
         ckptr.save(out, tree)
@@ -219,12 +229,11 @@ print(time.perf_counter() - t0, n)
 
 
 def _orbax_rows(
-    label: str, url: str, log: Any, local: str, dl: str, env: dict[str, str]
+    label: str, url: str, log: Any, sizes: dict[str, int], dl: str, env: dict[str, str]
 ) -> list[tuple[str, ...]]:
-    """inspect of an orbax checkpoint, and its metadata read by treetool and by orbax."""
-    total = sum(
-        os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(local) for f in names
-    )
+    """inspect of an orbax checkpoint (`sizes`: its files' sizes by relative path), and its
+    metadata read by treetool and by orbax."""
+    total = sum(sizes.values())
     rows = []
     log.clear()
     run([*TREETOOL, "ls", url], env)
@@ -233,7 +242,7 @@ def _orbax_rows(
     t_dl, _ = download_then(
         [url + "/"], [*TREETOOL, "ls", os.path.join(dl, os.path.basename(url))], dl, env, REPEAT
     )
-    meta = os.path.getsize(os.path.join(local, "_METADATA"))
+    meta = sizes["_METADATA"]
     rows.append(
         (
             label,
@@ -384,20 +393,12 @@ def _store_s3(total: int, tmp: str, env: dict[str, str], big: bool = True) -> li
     shard_names = write_shards(src, total) if big else []
     if big:
         write_pickles(src, total)
-    orbax_src = os.path.join(tmp, "orbaxsrc")
-    os.makedirs(orbax_src)
-    orbax_dir = write_orbax(orbax_src)
     server = S3Server(fast_ranges=True)
     try:
         client = server.client()
         client.create_bucket(Bucket=BUCKET)
         for name in sorted(os.listdir(src)):
             client.upload_file(os.path.join(src, name), BUCKET, f"a/{name}")
-        for dirpath, _, names in os.walk(orbax_dir):  # the directory orbax wrote, unchanged
-            for name in names:
-                full = os.path.join(dirpath, name)
-                key = "a/orbax_ckpt/" + os.path.relpath(full, orbax_dir)
-                client.upload_file(full, BUCKET, key)
         env = {
             **env,
             "AWS_ENDPOINT_URL": server.endpoint,
@@ -406,17 +407,42 @@ def _store_s3(total: int, tmp: str, env: dict[str, str], big: bool = True) -> li
             "AWS_DEFAULT_REGION": "us-east-1",
             "AWS_EC2_METADATA_DISABLED": "true",
         }
+        url = _write_orbax_s3(f"s3://{BUCKET}/a", env)
         size = {n: os.path.getsize(os.path.join(src, n)) for n in os.listdir(src)}
         dl = os.path.join(tmp, "dl")
         rows = []
         if big:
             rows = _tasks("s3 (moto)", f"s3://{BUCKET}/a", server.log, size, shard_names, dl, env)
-        url = f"s3://{BUCKET}/a/orbax_ckpt"
-        return rows + _orbax_rows("s3 (moto)", url, server.log, orbax_dir, dl, env)
+        sizes = _listed_sizes(client, "a/orbax_ckpt/")
+        return rows + _orbax_rows("s3 (moto)", url, server.log, sizes, dl, env)
     finally:
         server.stop()
         shutil.rmtree(src, ignore_errors=True)
-        shutil.rmtree(orbax_src, ignore_errors=True)
+
+
+def _write_orbax_s3(root: str, env: dict[str, str]) -> str:
+    """`write_orbax` straight to the S3 server, with the `AWS_*` settings of `env` (the
+    server's) set in this process while it runs."""
+    aws = {k: v for k, v in env.items() if k.startswith("AWS_")}
+    saved = {k: os.environ.get(k) for k in aws}
+    os.environ.update(aws)
+    try:
+        return write_orbax(root)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _listed_sizes(client: Any, prefix: str) -> dict[str, int]:
+    """The size of each object under `prefix`, by its key relative to it."""
+    sizes = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            sizes[obj["Key"][len(prefix) :]] = obj["Size"]
+    return sizes
 
 
 def _store_gcs(total: int, tmp: str, env: dict[str, str]) -> list[tuple[str, ...]]:

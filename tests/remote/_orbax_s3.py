@@ -77,13 +77,16 @@ def _rename_s3(src: str, dst: str) -> None:
 
     Only the objects are copied: fsspec's `mv(recursive=True)` (etils' `rename`) also copies
     the "directories" its listing infers (`.../d`), which are no objects, and stops at the
-    first with NoSuchKey (fsspec/s3fs#394).
+    first with NoSuchKey (fsspec/s3fs#394). As etils' rename, an existing `dst` is refused.
     """
     import fsspec
 
     fs, src_key = fsspec.core.url_to_fs(src)
     dst_key = fs._strip_protocol(dst)
     fs.invalidate_cache(src_key)  # tensorstore wrote objects s3fs has not listed
+    fs.invalidate_cache(dst_key)
+    if fs.exists(dst_key):  # as etils' rename
+        raise FileExistsError(f"{dst} already exists. Cannot rename {src}.")
     objects = sorted(fs.find(src_key))
     assert objects, f"orbax's commit: nothing to rename under {src}"
     fs.copy(objects, [dst_key + o[len(src_key) :] for o in objects], on_error="raise")
@@ -124,11 +127,8 @@ def orbax_s3_writes() -> Iterator[None]:
     from orbax.checkpoint._src.path import async_path, atomicity, gcs_utils
     from orbax.checkpoint._src.serialization import tensorstore_utils as tsu
 
-    normalize, use_gcs, gcs_kvstore = (
-        tsu._normalize_path,
-        tsu._use_gcs_driver,
-        (gcs_utils.get_kvstore_for_gcs),
-    )
+    normalize, use_gcs = tsu._normalize_path, tsu._use_gcs_driver
+    gcs_kvstore = gcs_utils.get_kvstore_for_gcs
     _check("tensorstore_utils._normalize_path", normalize)
     _check("tensorstore_utils._use_gcs_driver", use_gcs)
     _check("gcs_utils.get_kvstore_for_gcs", gcs_kvstore)
