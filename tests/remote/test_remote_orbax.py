@@ -288,3 +288,28 @@ def test_the_s3_branch_refuses_an_orbax_it_does_not_know(monkeypatch: pytest.Mon
         pytest.fail("the body ran")
     assert (tsu._normalize_path, tsu._use_gcs_driver) == (upstream_fixed, own[1])
     assert (gcs_utils.get_kvstore_for_gcs, async_path.rename) == (own[2], rename)
+
+
+def test_the_s3_server_enforces_the_conditional_writes_ocdbt_commits_with(s3: Any) -> None:
+    """An OCDBT manifest is committed by conditional writes (tensorstore's `s3` kvstore sends
+    `If-None-Match: *` for a new one, `If-Match: ETAG` for the next): the S3 server refuses a
+    stale one, through tensorstore and on the PUT itself, so the run is committed as on S3."""
+    import botocore.exceptions
+    import tensorstore as ts
+    from _orbax_s3 import s3_kvstore
+
+    kv = ts.KvStore.open(s3_kvstore(f"s3://{BUCKET}/conditional/")).result()
+    first = kv.write("manifest.ocdbt", b"1").result().generation
+    second = kv.write("manifest.ocdbt", b"2", if_equal=first).result().generation
+    assert second not in (b"", first)
+    assert kv.write("manifest.ocdbt", b"3", if_equal=first).result().generation == b""
+    assert kv.read("manifest.ocdbt").result().value == b"2"
+
+    client = s3.client()
+    key = "conditional/manifest.ocdbt"
+    for condition in ({"IfNoneMatch": "*"}, {"IfMatch": '"0123456789abcdef"'}):
+        with pytest.raises(botocore.exceptions.ClientError) as info:
+            client.put_object(Bucket=BUCKET, Key=key, Body=b"4", **condition)
+        assert info.value.response["Error"]["Code"] == "PreconditionFailed", condition
+    assert client.get_object(Bucket=BUCKET, Key=key)["Body"].read() == b"2"
+    client.delete_object(Bucket=BUCKET, Key=key)
