@@ -19,8 +19,8 @@ import numpy as np
 from ._arrays import LazyArray, dtype_name, is_key, scalar_value, short_dtype
 from ._callables import NOT_CALLABLE, callable_identity, same_callable
 from ._errors import LoadError, TreetoolError
-from ._lazy_array import ReadAhead, is_remote
 from ._prng import KeyArray
+from ._read_ahead import ReadAhead, is_remote
 from ._typetests import is_named_sharding, is_shape_struct, is_single_device_sharding
 
 __all__ = ["LeafComparer", "leaf_label", "sharding_text"]

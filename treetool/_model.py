@@ -179,6 +179,7 @@ class Node(ReprMixin):
         "kind",
         "obj",
         "parent",
+        "__weakref__",  # a cache may hold a node weakly (the TUI's key maps of wide dicts)
     )
 
     def __init__(

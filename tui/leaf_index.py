@@ -9,6 +9,7 @@ per leaf. Nothing here imports Textual, so it is tested and benchmarked on its o
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -440,19 +441,31 @@ def node_chain(root: Node, path: str) -> list[tuple[Node, int]]:
     return out
 
 
-#: node -> {key text: child index}, for the wide dicts the cursor and search walk through
-_KEY_MAPS: dict[int, tuple[Node, dict[str, int]]] = {}
+#: id(node) -> (a weak reference to the node, {key text: child index}), for the wide dicts
+#: the cursor and search walk through (the last 64). The node is held weakly: a strong
+#: reference kept its whole tree alive after the app had let it go (a snapshot of a file
+#: being read, replaced by the next one; the tree of an app that has exited); an entry
+#: leaves with its node.
+_KEY_MAPS: dict[int, tuple[weakref.ref[Node], dict[str, int]]] = {}
 
 
 def _key_map(node: Node) -> dict[str, int]:
-    hit = _KEY_MAPS.get(id(node))
-    if hit is not None and hit[0] is node:
+    key = id(node)
+    hit = _KEY_MAPS.get(key)
+    if hit is not None and hit[0]() is node:
         return hit[1]
     keys = {str(k): i for i, (k, _) in enumerate(node._open())}
     if len(_KEY_MAPS) >= 64:
-        _KEY_MAPS.pop(next(iter(_KEY_MAPS)))
-    _KEY_MAPS[id(node)] = (node, keys)
+        _KEY_MAPS.pop(next(iter(_KEY_MAPS)), None)
+    _KEY_MAPS[key] = (weakref.ref(node, lambda ref: _forget(key, ref)), keys)
     return keys
+
+
+def _forget(key: int, ref: weakref.ref[Node]) -> None:
+    """A node has gone: drop its key map (unless a newer node's took the place)."""
+    hit = _KEY_MAPS.get(key)
+    if hit is not None and hit[0] is ref:
+        _KEY_MAPS.pop(key, None)
 
 
 def _child_index(node: Node, rest: str) -> int | None:

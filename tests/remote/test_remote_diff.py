@@ -25,9 +25,10 @@ from storage_servers import BUCKET, HttpServer
 
 import treetool as tt
 import treetool._compare as compare_mod
-import treetool._lazy_array as lazy_mod
+import treetool._read_ahead as read_ahead_mod
 from treetool._errors import LoadError
-from treetool._lazy_array import LazyArray, ReadAhead, is_remote
+from treetool._lazy_array import LazyArray
+from treetool._read_ahead import ReadAhead, is_remote
 from treetool.io._remote import _FIRST
 
 _N = 4096  # float32 elements of each small array: 16 KiB
@@ -85,8 +86,8 @@ def pickles(tmp_path: Any) -> tuple[str, str, HttpServer]:
 @pytest.fixture
 def small_requests(monkeypatch: pytest.MonkeyPatch) -> None:
     """Requests of 16 KiB: arrays in several parts, small ones sharing a request."""
-    monkeypatch.setattr(lazy_mod, "READ_REQUEST", 16 << 10)
-    monkeypatch.setattr(lazy_mod, "READ_WINDOW", 48 << 10)
+    monkeypatch.setattr(read_ahead_mod, "READ_REQUEST", 16 << 10)
+    monkeypatch.setattr(read_ahead_mod, "READ_WINDOW", 48 << 10)
 
 
 def test_remote_value_diff_equals_local_diff(pickles: Any, small_requests: None) -> None:

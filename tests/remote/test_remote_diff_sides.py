@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import cli_on_terminal
-from storage_servers import HttpServer
+from conftest import cli_on_terminal, s3_env
+from storage_servers import BUCKET, HttpServer
 
 import treetool.cli
 
@@ -206,3 +206,93 @@ def test_one_progress_line_for_both_sides_on_a_terminal(sides: Any, tmp_path: An
     assert drawn and all(part.startswith("reading a.pkl + b.pkl · ") for part in drawn)
     notes = [line.strip("\r") for line in plain.splitlines() if "note:" in line]
     assert notes == [_note(a), _note(b)]
+
+
+# --- a failing side stops the other one: local reads check the stop flag too -----------------
+
+#: B's structure: this many small arrays (11 MB of pickle, about half a second to read)
+_MANY = 200_000
+
+
+@pytest.fixture(scope="module")
+def stopping(tmp_path_factory: pytest.TempPathFactory, s3_server: Any) -> Any:
+    """A pickle of `_MANY` arrays, a one-array pickle, a pickle of a list (a side that reads,
+    and differs at the root), one of 12 layers of arrays (served by a slow HTTP server), and
+    a cut pickle."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "hostile"))
+    import harness
+
+    root = str(tmp_path_factory.mktemp("stopping"))
+    trees = {
+        "big.pkl": {f"k{i}": np.full(4, i, np.float32) for i in range(_MANY)},
+        "small.pkl": {"k0": np.full(4, 0, np.float32)},
+        "list.pkl": [1, 2],
+        # remotely, a walk that jumps past 12 payloads: a request each
+        "layers.pkl": {
+            f"layer_{i}": {"w": np.full(16384, i, np.float32), "b": np.full(8, i, np.float32)}
+            for i in range(12)
+        },
+    }
+    for name, tree in trees.items():
+        with open(os.path.join(root, name), "wb") as fh:
+            pickle.dump(tree, fh, protocol=4)
+    # a pickle cut in half: known as a pickle, it fails in its read (in its thread)
+    cut = pickle.dumps({"k0": np.full(4, 0, np.float32), "k1": [1, 2, 3]}, protocol=2)
+    with open(os.path.join(root, "cut.pkl"), "wb") as fh:
+        fh.write(cut[: len(cut) // 2])
+    s3_server.client().upload_file(os.path.join(root, "list.pkl"), BUCKET, "stopping/list.pkl")
+    slow = HttpServer(root, latency=0.05)
+    yield root, slow, harness
+    slow.stop()
+
+
+def test_a_failing_remote_side_stops_the_local_side(
+    stopping: Any, s3_server: Any, tmp_path: Any
+) -> None:
+    """`diff s3://…/missing.pkl big.pkl`: A's one line and exit 2, and B's walk stopped at its
+    next batch of items: the command took in (built and mapped) a small share of what reading
+    B's structure takes, measured by its peak memory against the same command on a one-array
+    B (nothing to read) and on a readable A (B read to its end)."""
+    root, _, harness = stopping
+    env = s3_env(s3_server)
+    missing = f"s3://{BUCKET}/stopping/missing.pkl"
+    big = os.path.join(root, "big.pkl")
+
+    def run(a: str, b: str) -> Any:
+        return harness.run_cli("diff", a, b, cwd=tmp_path, env=env, timeout=60)
+
+    stopped = run(missing, big)
+    harness.assert_contained(stopped, rc=2)
+    assert stopped.stderr == (
+        f"treetool: error: {missing}: no such object (bucket '{BUCKET}' or its key does not "
+        "exist)\n"
+    )
+    assert stopped.stdout == ""
+    nothing = run(missing, os.path.join(root, "small.pkl"))  # the same line, no B to read
+    assert (nothing.rc, nothing.stderr) == (2, stopped.stderr)
+    whole = run(f"s3://{BUCKET}/stopping/list.pkl", big)  # B read to its end
+    assert whole.rc == 1, whole
+    assert whole.stdout.splitlines()[-1] == "~ node_type  list[2] → dict[200000]", whole
+    read_b = whole.peak_rss - nothing.peak_rss  # B's structure: tens of MB
+    assert read_b > 30 << 20, (whole, nothing)
+    # before B stopped at its next read, it was read whole: `stopped` took as much as `whole`
+    assert stopped.peak_rss - nothing.peak_rss < read_b / 2, (stopped, whole, nothing)
+
+
+def test_a_failing_local_side_stops_the_remote_side(stopping: Any, tmp_path: Any) -> None:
+    """The symmetric case: local A is a cut pickle (its line at once), B a remote pickle of
+    12 layers on a slow server, which stops at its next request (counted by the server)."""
+    root, slow, harness = stopping
+    cut, big = os.path.join(root, "cut.pkl"), f"{slow.url}/layers.pkl"
+    slow.log.clear()
+    whole = harness.run_cli("ls", big, "**.b", cwd=tmp_path, timeout=60)  # B read to its end
+    assert (whole.rc, len(whole.stdout.splitlines())) == (0, 12), whole
+    requests_b = slow.log.count
+    slow.log.clear()
+    stopped = harness.run_cli("diff", cut, big, cwd=tmp_path, timeout=60)
+    harness.assert_contained(stopped, rc=2)
+    assert stopped.stderr == (
+        f"treetool: error: {cut}: truncated pickle: the data ends before STOP (at byte 128)\n"
+    ), stopped
+    assert requests_b >= 4, requests_b
+    assert slow.log.count < requests_b / 2, (slow.log.requests, requests_b)

@@ -36,6 +36,7 @@ from ._pickle_families import _Families
 from ._pickle_ops import SHAREABLE, _appends, _setitems
 from ._pickle_salvage import offer_snapshot
 from ._pickle_state import _SIMPLE_KEYS, _STATE_C, _STATE_F, _UNDEF, _Fail, _Special
+from ._source import check_stop, stop_event
 
 __all__ = ["_Fail", "_Machine"]
 
@@ -93,6 +94,7 @@ class _Machine(_Families):
         reconstruct = self.reconstruct
         end = self.end
         watch = self.watch
+        stop = stop_event()  # set when a read beside this one failed (a diff's other side)
         undef, special, state_c, state_f = _UNDEF, _Special, _STATE_C, _STATE_F
         try:
             while True:
@@ -270,6 +272,8 @@ class _Machine(_Families):
                             _setitems(top, items, pos - 1, fail, keycheck)  # names the bad key
                     else:
                         _setitems(top, items, pos - 1, fail, keycheck)
+                    if stop is not None and stop.is_set():  # every batch of 1000 items
+                        check_stop(self.path)
                     if watch is not None and watch._wanted():
                         self.pos = pos
                         offer_snapshot(self)
@@ -312,6 +316,8 @@ class _Machine(_Families):
                     if not stack:
                         raise fail("stack underflow in APPENDS", pos - 1)
                     _appends(stack[-1], items, pos - 1, fail)
+                    if stop is not None and stop.is_set():
+                        check_stop(self.path)
                     if watch is not None and watch._wanted():
                         self.pos = pos
                         offer_snapshot(self)

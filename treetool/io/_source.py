@@ -149,6 +149,7 @@ class LocalSource(Source):
             raise LoadError(f"{self.name}: {e.strerror or e}") from None
 
     def read(self, offset: int, n: int) -> bytes:
+        check_stop(self.name)
         with open(self.name, "rb") as fh:
             fh.seek(offset)
             data = fh.read(n)
@@ -159,6 +160,7 @@ class LocalSource(Source):
         return data
 
     def open(self) -> IO[bytes]:
+        check_stop(self.name)
         return open(self.name, "rb")
 
     def join(self, name: str) -> Source:
@@ -180,6 +182,7 @@ class LocalSource(Source):
     def buffer(self) -> Any:
         import mmap
 
+        check_stop(self.name)
         with open(self.name, "rb") as fh:
             return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
 
@@ -230,9 +233,10 @@ _stop: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
 
 @contextlib.contextmanager
 def stop_on(event: threading.Event) -> Iterator[None]:
-    """Remote reads made in this context (this thread) fail with one `LoadError` line once
-    `event` is set: a read running beside another that failed, or that was interrupted,
-    stops at its next request instead of reading on for nothing.
+    """Reads made in this context (this thread) fail with one `LoadError` line once `event`
+    is set: a read running beside another that failed, or that was interrupted, stops at its
+    next request (remote), its next open or ranged read of a local file, or its pickle walk's
+    next batch of items (`stop_event`), instead of reading on for nothing.
 
     Example:
         >>> import threading
@@ -244,6 +248,12 @@ def stop_on(event: threading.Event) -> Iterator[None]:
         yield
     finally:
         _stop.reset(token)
+
+
+def stop_event() -> threading.Event | None:
+    """This context's stop event (`stop_on`), or None: a long walk over a memory map takes
+    it once and checks `is_set()` now and then (`check_stop` raises the line)."""
+    return _stop.get()
 
 
 def check_stop(name: str) -> None:

@@ -269,7 +269,7 @@ class DiffView:
         obj = self._resolve(g.keys)
         if obj is _MISSING:
             return ""
-        from .._diff import _node_label
+        from .._diff_nodes import _node_label
 
         try:
             kind, kids = children(obj, self.diff.is_leaf)
