@@ -165,6 +165,36 @@ def test_interior_nodes_and_indirect_values(tmp_path: Path) -> None:
     assert got["layer03.w"].endswith(b'"' + b"x" * 80 + b'"}')
 
 
+def test_array_names_with_odd_keys_are_tensorstores(tmp_path: Path) -> None:
+    """Names are decoded all at once, each key's `/.zarray` or `/zarr.json` dropped: a name
+    that itself ends in one of them, an empty name, UTF-8, a NUL (decoded one by one), and
+    equal metadata texts in a row (handed out as one bytes object), as tensorstore reads."""
+    kv = ts.KvStore.open({"driver": "ocdbt", "base": f"file://{tmp_path}/"}).result()
+    txn = ts.Transaction()
+    same = b'{"shape": [2], "dtype": "<f4"}'
+    keys = {
+        b"q/zarr.json/.zarray": same,
+        b"a/.zarray/zarr.json": b'{"shape": [3], "data_type": "int8"}',
+        b"/.zarray": same,
+        b"b/.zarray": same,
+        "\u00e9t\u00e9/.zarray".encode(): same,
+        b"w/.zarray": b'{"shape": [2], "dtype": "<f4"} ',
+        b"x/0": b"\0" * 8,
+        b"y/.zarrayy": same,
+    }
+    for key, value in keys.items():
+        kv.with_transaction(txn)[key] = value
+    txn.commit_async().result()
+    got = decoded_metadata(str(tmp_path))
+    assert got == _ocdbt_read_metadata(ts, str(tmp_path))
+    assert sorted(got) == ["", "a/.zarray", "b", "q/zarr.json", "w", "\u00e9t\u00e9"]
+    assert got["q/zarr.json"] == same and got["w"] == same + b" "
+    assert got["q/zarr.json"] is got["b"]  # equal texts in a row: one object
+    kv[b"n\0ul/.zarray"] = same
+    got = decoded_metadata(str(tmp_path))
+    assert got == _ocdbt_read_metadata(ts, str(tmp_path)) and got["n\0ul"] == same
+
+
 def test_empty_database(tmp_path: Path) -> None:
     kv = ts.KvStore.open({"driver": "ocdbt", "base": f"file://{tmp_path}/"}).result()
     kv[b"a"] = b"1"

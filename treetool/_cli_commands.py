@@ -225,19 +225,30 @@ class _LsRows:
         parts: list[str] = []
         append = parts.append
         errors = 0
+        # the last array's shape and dtype name, and its line ending: a reader that shares
+        # them between arrays (orbax) gets the next one by two identity checks
+        last_shape: Any = None
+        last_name: Any = None
+        last_end = ""
         for path, x in pairs:
             # one line per leaf, whatever the file named it: `safe` escapes newlines and tabs
             if not path.isprintable():  # the common case costs one C-level scan, no call
                 path = safe(path)
             end = None
             if isinstance(x, lazy):
-                shape = x.shape
-                if type(shape) is tuple:
-                    end = ends.get((shape, x._dtname))
+                shape, name = x.shape, x._dtname
+                if shape is last_shape and name is last_name:
+                    end = last_end
+                elif type(shape) is tuple:
+                    end = ends.get((shape, name))
                     if end is None:
                         end = self._end(x)
-                        if not x._dtname.startswith("key<"):
-                            ends[(shape, x._dtname)] = end
+                        if name.startswith("key<"):  # a key's dtype: not by its name alone
+                            append(path)
+                            append(end)
+                            continue
+                        ends[(shape, name)] = end
+                    last_shape, last_name, last_end = shape, name, end
             if end is None:
                 if type(x) is unopened:  # an error line, not a leaf
                     errors += 1

@@ -49,6 +49,8 @@ _MAX_DECODED_TOTAL = 1 << 30
 #: nodes read at most in one walk
 _MAX_NODES = 1 << 20
 _HIGH_BYTE = re.compile(rb"[\x80-\xff]")
+#: the end of a zarr metadata key in NUL-separated keys
+_META_END = re.compile("/(?:\\.zarray|zarr\\.json)\0")
 
 #: read_range(path relative to the item, offset, length) -> exactly those bytes
 ReadRange = Callable[[str, int, int], bytes]
@@ -267,17 +269,8 @@ class _Walk:
         if not hits:
             return
         inline = [i for i in hits if not kinds[i]] if n_indirect else hits
-        try:
-            self.found.update(
-                {
-                    (k := prefix + keys[i])[: k.rindex(b"/")].decode(): body[
-                        starts[i] : starts[i + 1]
-                    ]
-                    for i in inline
-                }
-            )
-        except UnicodeDecodeError:
-            raise _Bad("a key that is not UTF-8") from None
+        names = _names([keys[i] for i in inline], prefix)
+        self.found.update(zip(names, _values(body, starts, inline)))
         if len(inline) < len(hits):
             rank = list(accumulate(kinds))  # indirect entries up to each entry
             for i in hits:
@@ -306,6 +299,40 @@ def _prefixed_keys(
     if sum(map(len, keys)) != sum(keep) + total:
         raise _Bad("bad key prefix")  # a prefix longer than the key before it
     return keys, end
+
+
+def _values(body: bytes, starts: list[int], picked: list[int]) -> list[bytes]:
+    """The inline values `picked` (`body[starts[i]:starts[i + 1]]`), a value equal to the one
+    before it given as that same object (arrays of one shape and dtype have one metadata
+    text: later its hash is computed once, and its copies are not made)."""
+    out: list[bytes] = []
+    append = out.append
+    last = b""
+    size = 0
+    for i in picked:
+        start = starts[i]
+        if starts[i + 1] - start == size and body.startswith(last, start):
+            append(last)
+            continue
+        last = body[start : starts[i + 1]]
+        size = len(last)
+        append(last)
+    return out
+
+
+def _names(keys: list[bytes], prefix: bytes) -> list[str]:
+    """The array names of zarr metadata keys (`prefix + key` less its `/.zarray` or
+    `/zarr.json`), decoded as one text: keys joined by NUL, the suffix dropped before each
+    NUL in one left-to-right pass (keys holding a NUL are decoded one by one)."""
+    sep = b"\0" + prefix
+    joined = prefix + sep.join(keys) + b"\0"
+    if joined.count(b"\0") != len(keys):
+        return [_name(prefix + key) for key in keys]
+    try:
+        text = joined.decode()
+    except UnicodeDecodeError:
+        raise _Bad("a key that is not UTF-8") from None
+    return _META_END.sub("\0", text).split("\0")[:-1]
 
 
 def _name(key: bytes) -> str:
