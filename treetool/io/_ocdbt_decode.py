@@ -492,7 +492,9 @@ def zarr_metadata(
             kind, pos = 0, 16  # after the database's uuid
         else:
             body = _body(blob, _MANIFEST_MAGIC, "manifest", zstd, _MAX_DECODED)
-            kind, pos = (body[16] if len(body) > 16 else -1), 17  # one byte, after the uuid
+            if len(body) <= 16:
+                raise _Bad("truncated")
+            kind, pos = body[16], 17  # one byte, after the database's uuid
         if kind == 1:
             raise _Unsupported("numbered manifests")  # the versions are in other files
         if kind != 0:
