@@ -208,3 +208,21 @@ def test_two_key_entries_go_into_their_dict_until_a_leaf_replaces_it(standard, t
     root = (_entry("g", "a"), _entry(value_type="x"), _entry("g", "c"))
     with pytest.raises(LoadError, match=r"_METADATA: 'g' conflicts with a leaf$"):
         tio.load(_rewritten(standard, tmp_path / "r", _with_entries(*root)))
+
+
+def test_an_array_without_zarr_metadata_is_one_line_first_or_later(standard, tmp_path):
+    """An entry naming an array the checkpoint does not hold, read before any other array
+    and after arrays of one shape and dtype in a row."""
+    ghost = _entry("ghost", "w", value_type="np.ndarray")
+
+    def first(tm):
+        rest = list(tm.items())
+        tm.clear()
+        tm["ghost"] = ghost
+        tm.update(rest)
+
+    message = r"no zarr metadata for array 'ghost\.w'$"
+    with pytest.raises(LoadError, match=message):
+        tio.load(_rewritten(standard, tmp_path / "a", first))
+    with pytest.raises(LoadError, match=message):
+        tio.load(_rewritten(standard, tmp_path / "b", _with_entries(ghost)))

@@ -233,10 +233,15 @@ def _read_item(item: str, lazy: bool) -> Any:
     # straight into their dict; any other entry, or an outer key seen first elsewhere, takes
     # the builder's checked way (and a dict it replaced is forgotten here)
     pairs: dict[str, dict] = {}
-    arrays, alike = _ARRAY_TYPES, OrbaxArray._alike
+    arrays, alike, sharding_of = _ARRAY_TYPES, OrbaxArray._alike, shardings.get
+    # the last array's metadata dict (none yet: a fresh object), the first array made of it
+    last_meta: Any = object()
+    last_first: Any = None
     for key, entry in tm.items():
-        km = entry.get("key_metadata") if type(entry) is dict else None
-        vm = entry.get("value_metadata") if type(entry) is dict else None
+        if type(entry) is dict:
+            km, vm = entry.get("key_metadata"), entry.get("value_metadata")
+        else:
+            km = vm = None
         if type(km) is not list or type(vm) is not dict:
             raise LoadError(f"{item}/_METADATA: bad entry {key!r:.80}")
         depth = len(km)
@@ -263,11 +268,17 @@ def _read_item(item: str, lazy: bool) -> Any:
         vt = vm.get("value_type")
         if vt in arrays:
             zmeta = zarr_of(param)
-            known = facts.get(id(zmeta))  # arrays of one shape and dtype share their facts
-            if known is not None and lazy:
-                leaf: Any = alike(known[4], param, shardings.get(param))
+            sharding = sharding_of(param) if shardings else None
+            if zmeta is last_meta and lazy:  # arrays in a row of one shape and dtype
+                leaf: Any = alike(last_first, param, sharding)
             else:
-                leaf = _array(item_abs, ocdbt, param, zmeta, shardings.get(param), lazy, facts)
+                known = facts.get(id(zmeta))  # arrays of one shape and dtype share their facts
+                if known is not None and lazy:
+                    leaf = alike(known[4], param, sharding)
+                else:
+                    leaf = _array(item_abs, ocdbt, param, zmeta, sharding, lazy, facts)
+                if lazy and zmeta is not None:
+                    last_meta, last_first = zmeta, facts[id(zmeta)][4]
         elif vt == "None" or vm.get("skip_deserialize"):
             leaf = None
         elif vt == "string" and param in strings:
