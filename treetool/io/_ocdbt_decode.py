@@ -298,8 +298,11 @@ class _Walk:
         n_indirect = sum(kinds)
         ids, pos = _varints(body, pos, n_indirect)
         offsets, pos = _varints(body, pos, n_indirect)
-        paths = [_locate(files, i, transitive)[0] for i in ids]
-        self._keep(body, pos, prefix, keys, lengths, kinds, (paths, offsets))
+
+        def where(j: int) -> str:  # the data file of indirect value j (asked for hits only)
+            return _locate(files, ids[j], transitive)[0]
+
+        self._keep(body, pos, prefix, keys, lengths, kinds, (where, offsets))
 
     def _keep(
         self,
@@ -309,11 +312,11 @@ class _Walk:
         keys: list[bytes],
         lengths: list[int],
         kinds: list[int],
-        indirect: tuple[list[str], list[int]],
+        indirect: tuple[Callable[[int], str], list[int]],
     ) -> None:
         """Keep the zarr metadata entries of a leaf node: inline values (stored from `pos`
-        on) in `found`, values stored elsewhere (`indirect`: the data file path and offset
-        of each, in order) in `indirect`, to be read next."""
+        on) in `found`, values stored elsewhere (`indirect`: the data file path of the j-th
+        of them, and their offsets) in `indirect`, to be read next."""
         # where each inline value starts (indirect entries take no bytes here)
         starts = list(accumulate([0 if k else v for k, v in zip(kinds, lengths)], initial=pos))
         if starts[-1] > len(body):
@@ -328,8 +331,8 @@ class _Walk:
             hits = [i for i, key in enumerate(keys) if key.endswith(_ZARR_META)]
         if not hits:
             return
-        paths, offsets = indirect
-        inline = [i for i in hits if not kinds[i]] if paths else hits
+        where, offsets = indirect
+        inline = [i for i in hits if not kinds[i]] if offsets else hits
         names = _names([keys[i] for i in inline], prefix)
         self.found.update(zip(names, _values(body, starts, inline)))
         if len(inline) < len(hits):
@@ -338,7 +341,7 @@ class _Walk:
                 if kinds[i]:
                     j = rank[i] - 1
                     self.indirect.append(
-                        (_name(prefix + keys[i]), (paths[j], offsets[j], lengths[i]))
+                        (_name(prefix + keys[i]), (where(j), offsets[j], lengths[i]))
                     )
 
 
@@ -383,16 +386,25 @@ class _LegacyWalk(_Walk):
         encoded, pos = _varints(body, pos, n)
         kinds = [e & 1 for e in encoded]
         n_indirect = sum(kinds)
-        paths, pos = _file_ids(body, pos, n_indirect)
+        ids, pos = _take(body, pos, 16 * n_indirect)
         offsets, pos = _varints(body, pos, n_indirect)
         lengths = [e >> 1 for e in encoded]
-        self._keep(body, pos, prefix, keys, lengths, kinds, (paths, offsets))
+
+        def where(j: int) -> str:  # the data file of indirect value j (asked for hits only)
+            return _file_path(ids, j)
+
+        self._keep(body, pos, prefix, keys, lengths, kinds, (where, offsets))
 
 
 def _file_ids(body: bytes, pos: int, n: int) -> tuple[list[str], int]:
     """`n` data file ids of the old layout (16 bytes each) as their paths in the database."""
     raw, pos = _take(body, pos, 16 * n)
-    return [f"d/{raw[i : i + 16].hex()}" for i in range(0, 16 * n, 16)], pos
+    return [_file_path(raw, j) for j in range(n)], pos
+
+
+def _file_path(ids: bytes, j: int) -> str:
+    """The path of the `j`-th data file id of the old layout in `ids` (16 bytes each)."""
+    return f"d/{ids[16 * j : 16 * j + 16].hex()}"
 
 
 def _prefixed_keys(
