@@ -224,6 +224,27 @@ def test_a_leaf_whose_keys_share_their_directory(tmp_path: Path) -> None:
     assert got == {f"p{i}.w": _zarray(i) for i in range(6)}
 
 
+def test_manifest_kinds(tmp_path: Path) -> None:
+    """The manifest kind is the byte after the uuid: 1 (numbered manifests, the versions in
+    other files) is left to tensorstore's walk, a kind the format does not define is one
+    line."""
+    spec = {
+        "driver": "ocdbt",
+        "base": f"file://{tmp_path}/",
+        "config": {"manifest_kind": "numbered", "compression": None},
+    }
+    kv = ts.KvStore.open(spec).result()
+    kv[b"a/.zarray"] = _zarray(0)
+    manifest = tmp_path / "manifest.ocdbt"
+    blob = manifest.read_bytes()
+    assert blob[13] == 0 and blob[30] == 1  # uncompressed; after the uuid, kind 1
+    assert decoded_metadata(str(tmp_path)) is None
+    assert _OcdbtWalk.start(str(tmp_path)).metadata() == {"a": _zarray(0)}
+    manifest.write_bytes(blob[:30] + b"\x02" + blob[31:])
+    with pytest.raises(LoadError, match=r": the OCDBT database: manifest kind 2, expected 0 or 1$"):
+        decoded_metadata(str(tmp_path))
+
+
 #: OCDBT databases written by tensorstore 0.1.35, the last release before the layout of
 #: 0.1.36 (a length and a CRC-32C around every manifest and node, `manifest_kind` in the
 #: configuration, data file tables): the six arrays of `_six_arrays`, in one transaction,
