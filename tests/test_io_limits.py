@@ -127,3 +127,18 @@ def test_a_lazy_array_never_allocates_more_than_its_file_holds(tmp_path):
     with pytest.raises(LoadError, match="the file has 64"):
         leaf[2**39]
     assert LazyArray((4, 4), "float32", str(f), 0)[3].tolist() == [0.0] * 4
+
+
+def test_json_depth_at_and_past_the_limit_and_unbalanced_text():
+    """The depth comes from passes that drop innermost pairs when the text is balanced, and
+    from the exact running sum otherwise: the same answers either way."""
+    at = b"[" * 64 + b'"[[[{{{"' + b"]" * 64
+    check_json_text(b"{" + b'"k": [], ' * 100 + b'"x": ' + at + b"}", "f", max_depth=65)
+    check_json_text(at, "f")
+    with pytest.raises(LoadError, match=r"JSON nested more than 64 levels deep$"):
+        check_json_text(b"[" + at + b"]", "f")
+    check_json_text(b"]" * 100 + b"[" * 100, "f")  # never deeper than 0: json.loads refuses it
+    with pytest.raises(LoadError, match=r"JSON nested more than 64 levels deep$"):
+        check_json_text(b"[]" * 100 + b"[" * 65, "f")
+    assert not _limits._shallow(b"[" * 65 + b"]" * 65, 64)
+    assert _limits._shallow(b"[" * 64 + b"]" * 64 + b"{}" * 50, 64)

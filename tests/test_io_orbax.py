@@ -162,3 +162,67 @@ def test_ocdbt_checkpoint_without_tensorstore_is_a_clear_error(standard):
         f"{standard}: reading an orbax OCDBT checkpoint needs tensorstore "
         "(pip install 'treetool[orbax]')",
     ]
+
+
+def _entry(*keys, value_type="None", key_type=2):
+    return {
+        "key_metadata": [{"key": k, "key_type": key_type} for k in keys],
+        "value_metadata": {"value_type": value_type, "skip_deserialize": value_type == "None"},
+    }
+
+
+def _with_entries(*entries):
+    def edit(tm):
+        for i, e in enumerate(entries):
+            tm[f"extra{i}"] = e
+
+    return edit
+
+
+def test_two_key_entries_go_into_their_dict_until_a_leaf_replaces_it(standard, tmp_path):
+    """Most entries are two dict keys deep and go straight into the dict made for their first
+    key; a later entry that puts a leaf there makes the next two-key entry under it an
+    error, as it is when the leaf comes first, and a key path of no keys is the whole tree."""
+    t = tio.load(
+        _rewritten(standard, tmp_path / "a", _with_entries(_entry("g", "a"), _entry("g", "b")))
+    )
+    assert t["g"] == {"a": None, "b": None} and t["np"].shape == (4,)
+    t = tio.load(_rewritten(standard, tmp_path / "s", _with_entries(_entry("g", "0", key_type=1))))
+    assert t["g"] == [None]
+    t = tio.load(
+        _rewritten(
+            standard, tmp_path / "n", _with_entries(_entry("g", "a"), _entry("g"), _entry("g", "c"))
+        )
+    )
+    assert t["g"] == {"c": None}
+    conflict = r"_METADATA: g\.c conflicts with a leaf$"
+    for i, entries in enumerate(
+        [
+            (_entry("g", "a"), _entry("g", value_type="x"), _entry("g", "c")),
+            (_entry("g", value_type="x"), _entry("g", "c")),
+            (_entry("g", "a"), _entry("g", "b"), _entry("g", value_type="x"), _entry("g", "c")),
+        ]
+    ):
+        with pytest.raises(LoadError, match=conflict):
+            tio.load(_rewritten(standard, tmp_path / f"c{i}", _with_entries(*entries)))
+    root = (_entry("g", "a"), _entry(value_type="x"), _entry("g", "c"))
+    with pytest.raises(LoadError, match=r"_METADATA: 'g' conflicts with a leaf$"):
+        tio.load(_rewritten(standard, tmp_path / "r", _with_entries(*root)))
+
+
+def test_an_array_without_zarr_metadata_is_one_line_first_or_later(standard, tmp_path):
+    """An entry naming an array the checkpoint does not hold, read before any other array
+    and after arrays of one shape and dtype in a row."""
+    ghost = _entry("ghost", "w", value_type="np.ndarray")
+
+    def first(tm):
+        rest = list(tm.items())
+        tm.clear()
+        tm["ghost"] = ghost
+        tm.update(rest)
+
+    message = r"no zarr metadata for array 'ghost\.w'$"
+    with pytest.raises(LoadError, match=message):
+        tio.load(_rewritten(standard, tmp_path / "a", first))
+    with pytest.raises(LoadError, match=message):
+        tio.load(_rewritten(standard, tmp_path / "b", _with_entries(ghost)))

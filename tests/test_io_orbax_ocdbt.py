@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -163,6 +164,153 @@ def test_interior_nodes_and_indirect_values(tmp_path: Path) -> None:
     assert sorted(got) == sorted(names)
     assert got["layer07.w"] == b'{"shape": [7], "dtype": "<f4"}'
     assert got["layer03.w"].endswith(b'"' + b"x" * 80 + b'"}')
+
+
+def test_array_names_with_odd_keys_are_tensorstores(tmp_path: Path) -> None:
+    """Names are decoded all at once, each key's `/.zarray` or `/zarr.json` dropped: a name
+    that itself ends in one of them, an empty name, UTF-8, a NUL (decoded one by one), and
+    equal metadata texts in a row (handed out as one bytes object), as tensorstore reads."""
+    kv = ts.KvStore.open({"driver": "ocdbt", "base": f"file://{tmp_path}/"}).result()
+    txn = ts.Transaction()
+    same = b'{"shape": [2], "dtype": "<f4"}'
+    keys = {
+        b"q/zarr.json/.zarray": same,
+        b"a/.zarray/zarr.json": b'{"shape": [3], "data_type": "int8"}',
+        b"/.zarray": same,
+        b"b/.zarray": same,
+        "\u00e9t\u00e9/.zarray".encode(): same,
+        b"w/.zarray": b'{"shape": [2], "dtype": "<f4"} ',
+        b"x/0": b"\0" * 8,
+        b"y/.zarrayy": same,
+    }
+    for key, value in keys.items():
+        kv.with_transaction(txn)[key] = value
+    txn.commit_async().result()
+    got = decoded_metadata(str(tmp_path))
+    assert got == _ocdbt_read_metadata(ts, str(tmp_path))
+    assert sorted(got) == ["", "a/.zarray", "b", "q/zarr.json", "w", "\u00e9t\u00e9"]
+    assert got["q/zarr.json"] == same and got["w"] == same + b" "
+    assert got["q/zarr.json"] is got["b"]  # equal texts in a row: one object
+    kv[b"n\0ul/.zarray"] = same
+    got = decoded_metadata(str(tmp_path))
+    assert got == _ocdbt_read_metadata(ts, str(tmp_path)) and got["n\0ul"] == same
+
+
+def _zarray(i: int) -> bytes:
+    meta = {"shape": [i + 1, 2], "dtype": "<f4" if i % 2 else "|i1", "zarr_format": 2}
+    return json.dumps(meta, separators=(",", ":")).encode()
+
+
+def _six_arrays(kv: Any, txn: Any) -> None:
+    for i in range(6):
+        kv.with_transaction(txn)[f"p{i}.w/.zarray".encode()] = _zarray(i)
+        kv.with_transaction(txn)[f"p{i}.w/0.0".encode()] = bytes(8)
+
+
+def test_a_leaf_whose_keys_share_their_directory(tmp_path: Path) -> None:
+    """Nodes of two keys each (`p3.w/.zarray`, `p3.w/0.0`): the leaf's keys are `.zarray`
+    and `0.0`, the `p3.w/` is the prefix its parents give it; every array is still found."""
+    spec = {
+        "driver": "ocdbt",
+        "base": f"file://{tmp_path}/",
+        "config": {"max_inline_value_bytes": 0, "max_decoded_node_bytes": 160},
+    }
+    kv = ts.KvStore.open(spec).result()
+    txn = ts.Transaction()
+    _six_arrays(kv, txn)
+    txn.commit_async().result()
+    got = decoded_metadata(str(tmp_path))
+    assert got == _ocdbt_read_metadata(ts, str(tmp_path))
+    assert got == {f"p{i}.w": _zarray(i) for i in range(6)}
+
+
+def test_manifest_kinds(tmp_path: Path) -> None:
+    """The manifest kind is the byte after the uuid: 1 (numbered manifests, the versions in
+    other files) is left to tensorstore's walk, a kind the format does not define is one
+    line."""
+    spec = {
+        "driver": "ocdbt",
+        "base": f"file://{tmp_path}/",
+        "config": {"manifest_kind": "numbered", "compression": None},
+    }
+    kv = ts.KvStore.open(spec).result()
+    kv[b"a/.zarray"] = _zarray(0)
+    manifest = tmp_path / "manifest.ocdbt"
+    blob = manifest.read_bytes()
+    assert blob[13] == 0 and blob[30] == 1  # uncompressed; after the uuid, kind 1
+    assert decoded_metadata(str(tmp_path)) is None
+    assert _OcdbtWalk.start(str(tmp_path)).metadata() == {"a": _zarray(0)}
+    manifest.write_bytes(blob[:30] + b"\x02" + blob[31:])
+    with pytest.raises(LoadError, match=r": the OCDBT database: manifest kind 2, expected 0 or 1$"):
+        decoded_metadata(str(tmp_path))
+
+
+#: OCDBT databases written by tensorstore 0.1.35, the last release before the layout of
+#: 0.1.36 (a length and a CRC-32C around every manifest and node, `manifest_kind` in the
+#: configuration, data file tables): the six arrays of `_six_arrays`, in one transaction,
+#: with `max_decoded_node_bytes` 160 (a B+tree four levels high) and `max_inline_value_bytes`
+#: 0 (every value stored out of line) or 100 (the metadata inline). The files, packed as
+#: (name length, name, size, bytes), zlib-compressed, base85.
+_TENSORSTORE_0_1_35 = {
+    0: (
+        "c-mu7O3^nmNHR~fut+jYNi(-FN=-CMHn1=;NHsA^OHDRRHZx&hU~#EdD$YnONL8|mHq<eS)lo_*sRZ$qYBCL#bd;"
+        "(Ri;CjY@{4j4OO&jPY8jvap~(nElTDflF`A6YvB`uSn@q{E$&7fLcy24)V_?+Ss{dEPIF^yYgo%NPft^_oq&l(EK"
+        "+hmrP+|LuZrSfmuXH#Zp6I`kNny}sWROg;V<cUtX%dD`lT=0q7s5KTrZZw_HO*yY2qCO>KI0j(^<H6YWFl8@C(|}"
+        "ey`E<o8NM(vGO@5QaB~~zmFq)IFhtkAkLd@Kl@${Zo0>8)q%FD{&B=_*93zA|#^~m3Vt&hPZNtQ5Z9~``6NEXY=;"
+        "o|sdCFn~G{*+JIo@{}8AO<wn1Bfi#a~9~<}74=$?D<3!m@{PKVw!F7L(Kr85w}#hU^%0Gd8k$upD5_Lek{>7MT8+"
+        "nVA?F8F{!1knA@>*ZY(0FuRv22g_0BuZ&k1!45bYoyf$%mz$WEnU-2yqL-hXl2iipM+VPrD=nz`d1sjzzOc-$*wa"
+        ">6_&BKR{12_O$qnTU3m91#L3s!mfDFtG=vMt_{K5X8(T9PDp^c4UACp==58oo7a&;)pz%0PfqH=AnFaWGqdT0"
+    ),
+    100: (
+        "c-mu7O3^nrw=^_ONlY^|HZwF$OfpS2O*J<+wKOtMvrJ7%Hcnz-V4lZwTj3r9qsCVKzY1=KObiT64D8H$Rf$DKiIo"
+        "O=22ldlO2rw81*u9_(S|xku{ugAC6yqaQcb3zl8zEcVSHMCQEp<1l9f>{0~8Q%s1b^xHfbi*Fw~e9E;XTrOHFCvQ"
+        "Zuq#>b{qe;R+KY6AKFiH@AUaxjxiz!}5u->xC1ewjO<6I;no%9czZr&`>6(&`^*Q(iUBf=43`P#q%s9!xxw-MhH`"
+        "k(M?&!_@9wjb4(ECn4+6=g=r--9&^0!GBSuTGXcX3)mKL7=KNzm!s6z^!t#Of6C+lW)C?IJm>3z59fNL0532_YP&"
+        "bk$pQnrrD$LAGjEsyt+yzMXn_&2Zbsn3SDF@3MmgP(k`;SH^GBNPwCgx?Pr52ay<tL{kl>ohw&U4#J3u=7sQ6`2b"
+        "ELLA%K2m7yf4U{1U-Y7q{;re-j4X_x*ae0k12Y4<P5&7$v;AlEX5e9%$Iig;w~L2w5m5C%D9ykuz|f*{ZLTl?$qz"
+        "(?"
+    ),
+}
+
+
+def _unpack(packed: str, dest: Path) -> Path:
+    import base64
+    import zlib
+
+    raw = zlib.decompress(base64.b85decode(packed))
+    pos = 0
+    while pos < len(raw):
+        n = int.from_bytes(raw[pos : pos + 2], "big")
+        name = raw[pos + 2 : pos + 2 + n].decode()
+        size = int.from_bytes(raw[pos + 2 + n : pos + 6 + n], "big")
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        (dest / name).write_bytes(raw[pos + 6 + n : pos + 6 + n + size])
+        pos += 6 + n + size
+    return dest
+
+
+@pytest.mark.parametrize("inline", [0, 100])
+def test_databases_of_tensorstore_0_1_35_are_read(tmp_path: Path, inline: int) -> None:
+    """The old layout is told by its header (magic, then version and compression bytes: no
+    length), and read as it was written; with `max_inline_value_bytes` 0, read as the new
+    layout, its first byte would pass for manifest kind 0. Current tensorstore no longer
+    reads these databases; their structure still lists."""
+    item = _unpack(_TENSORSTORE_0_1_35[inline], tmp_path / "ck")
+    assert (item / "manifest.ocdbt").read_bytes()[4:6] in (b"\0\0", b"\0\1")
+    assert decoded_metadata(str(item)) == {f"p{i}.w": _zarray(i) for i in range(6)}
+    entries = {
+        f"('p{i}', 'w')": {
+            "key_metadata": [{"key": f"p{i}", "key_type": 2}, {"key": "w", "key_type": 2}],
+            "value_metadata": {"value_type": "np.ndarray", "skip_deserialize": False},
+        }
+        for i in range(6)
+    }
+    (item / "_METADATA").write_text(json.dumps({"tree_metadata": entries, "use_ocdbt": True}))
+    run = run_cli("ls", str(item), cwd=tmp_path)
+    assert run.rc == 0, run.stderr
+    assert run.stdout.splitlines() == [
+        f"['p{i}']['w']\t[{i + 1}, 2]\t{'float32' if i % 2 else 'int8'}" for i in range(6)
+    ]
 
 
 def test_empty_database(tmp_path: Path) -> None:

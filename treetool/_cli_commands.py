@@ -184,43 +184,99 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(_json_listing(tree, fmt, args.glob))
         return EXIT_OK
-    from ._views import _walk, find
-
-    if args.glob:
-        pairs: Any = find(tree, args.glob, leaves_only=True)
-    else:  # a node whose flatten raised is one line: its path and its error
-        pairs = (px for chunk in _walk(tree, None, False, True) for px in chunk)
-    from ._arrays import leaf_info
-    from ._model import Node, Unopened
-    from .render.labels import leaf_text
+    from ._model import no_gc
+    from ._views import find, leaf_text_chunks
 
     out = sys.stdout
-    count = 0
-    dtypes: dict[Any, str] = {}  # a file's dtype names, escaped once each
-    for p, x in pairs:
-        if type(x) is Unopened:
-            out.write(f"{safe(str(p))}\t!\t{safe('error: ' + x.error)}\n")
-            continue
-        info = leaf_info(x)
-        # one line per leaf, whatever the file named it: `safe` escapes newlines and tabs
-        path = str(p)
-        if not path.isprintable():  # the common case costs one C-level scan, no call
-            path = safe(path)
-        if info.shape is not None:
-            dtype = dtypes.get(info.dtype)
-            if dtype is None:
-                dtype = dtypes[info.dtype] = safe(str(info.dtype))
-            out.write(f"{path}\t{list(info.shape)}\t{dtype}\n")
-        else:
-            node = Node(x)
-            if node.is_leaf and node.error is not None:  # a broken node matched by a glob
-                out.write(f"{path}\t!\t{safe('error: ' + node.error)}\n")
-            else:
-                out.write(f"{path}\t-\t{leaf_text(node)}\n")
-        count += 1
-    if args.glob and count == 0:
+    rows = _LsRows()
+    with no_gc():  # rows make small objects by the thousand: no GC passes meanwhile
+        if args.glob:
+            pairs = [(str(p), x) for p, x in find(tree, args.glob, leaves_only=True)]
+            out.write(rows.text(pairs))
+        else:  # a node whose flatten raised is one line: its path and its error
+            for chunk in leaf_text_chunks(tree, None, errors=True):
+                out.write(rows.text(chunk))
+    if args.glob and rows.count == 0:
         raise CliError(f"{args.target}: no leaf matches {args.glob!r}")
     return EXIT_OK
+
+
+class _LsRows:
+    """The lines of `treetool ls`, a chunk of `(path text, leaf)` pairs at a time.
+
+    A file-backed array's line ends in its shape and dtype, the same for every array of that
+    shape and dtype: that ending is made once and reused (a checkpoint of 10,000 arrays has a
+    handful). Other leaves go through `leaf_info` one by one.
+    """
+
+    __slots__ = ("_dtypes", "_ends", "count")
+
+    def __init__(self) -> None:
+        self._ends: dict[tuple[Any, str], str] = {}  # (shape, dtype name) -> line ending
+        self._dtypes: dict[Any, str] = {}  # a file's dtype names, escaped once each
+        self.count = 0  # lines of leaves (not of errors)
+
+    def text(self, pairs: list[tuple[str, Any]]) -> str:
+        """The lines of `pairs`, joined."""
+        from ._lazy_array import LazyArray
+        from ._model import Unopened
+
+        ends, lazy, unopened = self._ends, LazyArray, Unopened
+        parts: list[str] = []
+        append = parts.append
+        errors = 0
+        # the last array's shape and dtype name, and its line ending: a reader that shares
+        # them between arrays (orbax) gets the next one by two identity checks
+        last_shape: Any = None
+        last_name: Any = None
+        last_end = ""
+        for path, x in pairs:
+            # one line per leaf, whatever the file named it: `safe` escapes newlines and tabs
+            if not path.isprintable():  # the common case costs one C-level scan, no call
+                path = safe(path)
+            end = None
+            if isinstance(x, lazy):
+                shape, name = x.shape, x._dtname
+                if shape is last_shape and name is last_name:
+                    end = last_end
+                elif type(shape) is tuple:
+                    end = ends.get((shape, name))
+                    if end is None:
+                        end = self._end(x)
+                        if name.startswith("key<"):  # a key's dtype: not by its name alone
+                            append(path)
+                            append(end)
+                            continue
+                        ends[(shape, name)] = end
+                    last_shape, last_name, last_end = shape, name, end
+            if end is None:
+                if type(x) is unopened:  # an error line, not a leaf
+                    errors += 1
+                end = self._end(x)
+            append(path)
+            append(end)
+        self.count += len(pairs) - errors
+        return "".join(parts)
+
+    def _end(self, x: Any) -> str:
+        """What follows the path on the line of leaf `x` (from its tab to its newline)."""
+        from ._arrays import leaf_info
+        from ._model import Node, Unopened
+
+        if type(x) is Unopened:
+            return f"\t!\t{safe('error: ' + x.error)}\n"
+        info = leaf_info(x)
+        if info.shape is not None:
+            dtype = self._dtypes.get(info.dtype)
+            if dtype is None:
+                dtype = self._dtypes[info.dtype] = safe(str(info.dtype))
+            return f"\t{list(info.shape)}\t{dtype}\n"
+        node = Node(x)
+        if node.is_leaf and node.error is not None:  # a broken node matched by a glob
+            return f"\t!\t{safe('error: ' + node.error)}\n"
+        from .render.labels import leaf_text
+
+        return f"\t-\t{leaf_text(node)}\n"
 
 
 def cmd_get(args: argparse.Namespace) -> int:

@@ -5,7 +5,9 @@ shape and dtype) inside the item's OCDBT database. Reading structure needs only 
 values, so this module decodes the database's manifest and B+tree nodes itself, as
 tensorstore's format documents them (`kvstore/ocdbt/index.rst`: varint columns, prefix-
 compressed keys, zstd-compressed bodies): no `import tensorstore` (~50 ms) and no asyncio on
-the `ls` path. Array data is still read by tensorstore.
+the `ls` path. Array data is still read by tensorstore. Databases written by tensorstore
+0.1.35 and before (an older layout, told by its manifest's header: `_legacy_header`) are
+read too, by `_LegacyWalk`; current tensorstore no longer reads them.
 
 `zarr_metadata(item, read_range, size, read_many)` returns `{array name: metadata bytes}`, or
 None when this decoder does not apply (no zstd decoder installed, a format version it does not
@@ -37,6 +39,7 @@ __all__ = ["zarr_metadata"]
 _MANIFEST_MAGIC = 0x0CDB3A2A
 _BTREE_MAGIC = 0x0CDB20DE
 _ZARR_META = (b"/.zarray", b"/zarr.json")
+_ZARR_NAMES = (b".zarray", b"zarr.json")
 #: B+tree levels walked at most (a database of 1e12 keys is ~10 levels deep)
 _MAX_HEIGHT = 32
 #: bytes of one encoded manifest or node read at most
@@ -49,6 +52,8 @@ _MAX_DECODED_TOTAL = 1 << 30
 #: nodes read at most in one walk
 _MAX_NODES = 1 << 20
 _HIGH_BYTE = re.compile(rb"[\x80-\xff]")
+#: the end of a zarr metadata key in NUL-separated keys
+_META_END = re.compile("/(?:\\.zarray|zarr\\.json)\0")
 
 #: read_range(path relative to the item, offset, length) -> exactly those bytes
 ReadRange = Callable[[str, int, int], bytes]
@@ -166,6 +171,33 @@ def _body(blob: bytes, magic: int, what: str, zstd: _Zstd | None, limit: int) ->
     return zstd.decompress(body, limit)
 
 
+def _legacy_header(blob: bytes, magic: int) -> bool:
+    """Whether an encoded manifest has the header of tensorstore 0.1.35 and before: magic,
+    then version (0) and compression (0 or 1) as one byte each. From 0.1.36 on (the release
+    that also added `manifest_kind` to the configuration), the magic is followed by the
+    length of the whole encoding (uint64le) and the encoding ends in a CRC-32C; the format
+    version stayed 0. A length that is the blob's own tells the new header from the old one
+    (an old manifest whose next 8 bytes spelled its own length would need its zstd frame
+    magic, or its uuid, to be zeros)."""
+    if len(blob) < 6 or struct.unpack_from(">I", blob)[0] != magic:
+        return False
+    if len(blob) >= 12 and struct.unpack_from("<Q", blob, 4)[0] == len(blob):
+        return False
+    return blob[4] == 0 and blob[5] in (0, 1)
+
+
+def _legacy_body(blob: bytes, magic: int, what: str, zstd: _Zstd | None, limit: int) -> bytes:
+    """The decoded body of an old manifest or node (`_legacy_header`: no length, no footer)."""
+    if not _legacy_header(blob, magic):
+        raise _Bad(f"{what} of tensorstore 0.1.35 or before expected, a newer one there")
+    body = blob[6:]
+    if blob[5] == 0:
+        return body
+    if zstd is None:
+        raise _Unsupported("zstd")
+    return zstd.decompress(body, limit)
+
+
 def _file_table(buf: bytes, pos: int) -> tuple[list[tuple[bytes, bytes]], int]:
     """The data file table: [(base_path, relative_path)]."""
     n, pos = _varint(buf, pos)
@@ -211,12 +243,12 @@ class _Walk:
             for (transitive, _, prefix), blob in zip(level, blobs):
                 self._encoded += len(blob)
                 left = max(_MAX_DECODED_TOTAL, 1024 * self._encoded) - self._decoded
-                body = _body(blob, _BTREE_MAGIC, "B+tree node", self._zstd, min(self._limit, left))
+                body = self._body(blob, min(self._limit, left))
                 self._decoded += len(body)
                 if not body or body[0] != expect:
                     raise _Bad(f"a B+tree node of height {body[0] if body else '?'}, "
                                f"expected {expect}")  # fmt: skip
-                files, pos = _file_table(body, 1)
+                files, pos = self._files(body)
                 n, pos = _varint(body, pos)
                 if n > len(body):
                     raise _Bad(f"a B+tree node of {n} entries")
@@ -227,6 +259,13 @@ class _Walk:
             level = below
             if not level:
                 break
+
+    def _body(self, blob: bytes, limit: int) -> bytes:
+        return _body(blob, _BTREE_MAGIC, "B+tree node", self._zstd, limit)
+
+    def _files(self, body: bytes) -> tuple[list[tuple[bytes, bytes]], int]:
+        """The node's data file table, after its height byte."""
+        return _file_table(body, 1)
 
     def _interior(
         self, body: bytes, pos: int, n: int, files: list, transitive: str, prefix: bytes
@@ -259,32 +298,113 @@ class _Walk:
         n_indirect = sum(kinds)
         ids, pos = _varints(body, pos, n_indirect)
         offsets, pos = _varints(body, pos, n_indirect)
+
+        def where(j: int) -> str:  # the data file of indirect value j (asked for hits only)
+            return _locate(files, ids[j], transitive)[0]
+
+        self._keep(body, pos, prefix, keys, lengths, kinds, (where, offsets))
+
+    def _keep(
+        self,
+        body: bytes,
+        pos: int,
+        prefix: bytes,
+        keys: list[bytes],
+        lengths: list[int],
+        kinds: list[int],
+        indirect: tuple[Callable[[int], str], list[int]],
+    ) -> None:
+        """Keep the zarr metadata entries of a leaf node: inline values (stored from `pos`
+        on) in `found`, values stored elsewhere (`indirect`: the data file path of the j-th
+        of them, and their offsets) in `indirect`, to be read next."""
         # where each inline value starts (indirect entries take no bytes here)
         starts = list(accumulate([0 if k else v for k, v in zip(kinds, lengths)], initial=pos))
         if starts[-1] > len(body):
             raise _Bad("values past the end of their node")
-        hits = [i for i, key in enumerate(keys) if key.endswith(_ZARR_META)]
+        if prefix:  # the key's slash may be in the prefix (`layer0.w/` + `.zarray`)
+            hits = [
+                i
+                for i, key in enumerate(keys)
+                if key.endswith(_ZARR_NAMES) and (prefix + key).endswith(_ZARR_META)
+            ]
+        else:
+            hits = [i for i, key in enumerate(keys) if key.endswith(_ZARR_META)]
         if not hits:
             return
-        inline = [i for i in hits if not kinds[i]] if n_indirect else hits
-        try:
-            self.found.update(
-                {
-                    (k := prefix + keys[i])[: k.rindex(b"/")].decode(): body[
-                        starts[i] : starts[i + 1]
-                    ]
-                    for i in inline
-                }
-            )
-        except UnicodeDecodeError:
-            raise _Bad("a key that is not UTF-8") from None
+        where, offsets = indirect
+        inline = [i for i in hits if not kinds[i]] if offsets else hits
+        names = _names([keys[i] for i in inline], prefix)
+        self.found.update(zip(names, _values(body, starts, inline)))
         if len(inline) < len(hits):
             rank = list(accumulate(kinds))  # indirect entries up to each entry
             for i in hits:
                 if kinds[i]:
                     j = rank[i] - 1
-                    path, _ = _locate(files, ids[j], transitive)
-                    self.indirect.append((_name(prefix + keys[i]), (path, offsets[j], lengths[i])))
+                    self.indirect.append(
+                        (_name(prefix + keys[i]), (where(j), offsets[j], lengths[i]))
+                    )
+
+
+class _LegacyWalk(_Walk):
+    """The walk of a database written by tensorstore 0.1.35 or older (`_legacy_header`).
+
+    Its nodes have the old header (no length, no CRC-32C footer) and no data file table: a
+    data file is named by 16 raw bytes, `d/` and their hex in the database's directory. A
+    leaf stores each value's kind as the low bit of its length (1: stored elsewhere), an
+    interior node its subtree common prefix lengths first.
+    """
+
+    def _body(self, blob: bytes, limit: int) -> bytes:
+        return _legacy_body(blob, _BTREE_MAGIC, "B+tree node", self._zstd, limit)
+
+    def _files(self, body: bytes) -> tuple[list[tuple[bytes, bytes]], int]:
+        return [], 1
+
+    def _interior(
+        self, body: bytes, pos: int, n: int, files: list, transitive: str, prefix: bytes
+    ) -> list[tuple[str, tuple[str, int, int], bytes]]:
+        common, pos = _varints(body, pos, n)
+        keep, pos = _varints(body, pos, max(n - 1, 0))
+        suffix, pos = _varints(body, pos, n)
+        keys, pos = _prefixed_keys(body, pos, keep, suffix)
+        paths, pos = _file_ids(body, pos, n)
+        offsets, pos = _varints(body, pos, n)
+        lengths, pos = _varints(body, pos, n)
+        out = []
+        for i in range(n):
+            if common[i] > len(keys[i]):
+                raise _Bad("bad subtree common prefix")
+            out.append(("", (paths[i], offsets[i], lengths[i]), prefix + keys[i][: common[i]]))
+        return out
+
+    def _leaf(
+        self, body: bytes, pos: int, n: int, files: list, transitive: str, prefix: bytes
+    ) -> None:
+        keep, pos = _varints(body, pos, max(n - 1, 0))
+        suffix, pos = _varints(body, pos, n)
+        keys, pos = _prefixed_keys(body, pos, keep, suffix)
+        encoded, pos = _varints(body, pos, n)
+        kinds = [e & 1 for e in encoded]
+        n_indirect = sum(kinds)
+        ids, pos = _take(body, pos, 16 * n_indirect)
+        offsets, pos = _varints(body, pos, n_indirect)
+        lengths = [e >> 1 for e in encoded]
+
+        def where(j: int) -> str:  # the data file of indirect value j (asked for hits only)
+            return _file_path(ids, j)
+
+        self._keep(body, pos, prefix, keys, lengths, kinds, (where, offsets))
+
+
+def _file_ids(body: bytes, pos: int, n: int) -> tuple[list[str], int]:
+    """`n` data file ids of the old layout (16 bytes each) as their paths in the database."""
+    raw, pos = _take(body, pos, 16 * n)
+    return [_file_path(raw, j) for j in range(n)], pos
+
+
+def _file_path(ids: bytes, j: int) -> str:
+    """The path of the `j`-th data file id of the old layout in `ids` (16 bytes each)."""
+    return f"d/{ids[16 * j : 16 * j + 16].hex()}"
 
 
 def _prefixed_keys(
@@ -306,6 +426,40 @@ def _prefixed_keys(
     if sum(map(len, keys)) != sum(keep) + total:
         raise _Bad("bad key prefix")  # a prefix longer than the key before it
     return keys, end
+
+
+def _values(body: bytes, starts: list[int], picked: list[int]) -> list[bytes]:
+    """The inline values `picked` (`body[starts[i]:starts[i + 1]]`), a value equal to the one
+    before it given as that same object (arrays of one shape and dtype have one metadata
+    text: later its hash is computed once, and its copies are not made)."""
+    out: list[bytes] = []
+    append = out.append
+    last = b""
+    size = 0
+    for i in picked:
+        start = starts[i]
+        if starts[i + 1] - start == size and body.startswith(last, start):
+            append(last)
+            continue
+        last = body[start : starts[i + 1]]
+        size = len(last)
+        append(last)
+    return out
+
+
+def _names(keys: list[bytes], prefix: bytes) -> list[str]:
+    """The array names of zarr metadata keys (`prefix + key` less its `/.zarray` or
+    `/zarr.json`), decoded as one text: keys joined by NUL, the suffix dropped before each
+    NUL in one left-to-right pass (keys holding a NUL are decoded one by one)."""
+    sep = b"\0" + prefix
+    joined = prefix + sep.join(keys) + b"\0"
+    if joined.count(b"\0") != len(keys):
+        return [_name(prefix + key) for key in keys]
+    try:
+        text = joined.decode()
+    except UnicodeDecodeError:
+        raise _Bad("a key that is not UTF-8") from None
+    return _META_END.sub("\0", text).split("\0")[:-1]
 
 
 def _name(key: bytes) -> str:
@@ -344,11 +498,20 @@ def zarr_metadata(
         if size > _MAX_ENCODED:
             raise _Bad(f"a manifest of {size} bytes")
         blob = read_range("manifest.ocdbt", 0, size)
-        body = _body(blob, _MANIFEST_MAGIC, "manifest", zstd, _MAX_DECODED)
-        pos = 16  # the database's uuid
-        (kind, _, max_node), pos = _varints(body, pos, 3)  # manifest kind, inline limit
+        legacy = _legacy_header(blob, _MANIFEST_MAGIC)
+        if legacy:  # tensorstore 0.1.35 or before: no manifest kind, no data file table
+            body = _legacy_body(blob, _MANIFEST_MAGIC, "manifest", zstd, _MAX_DECODED)
+            kind, pos = 0, 16  # after the database's uuid
+        else:
+            body = _body(blob, _MANIFEST_MAGIC, "manifest", zstd, _MAX_DECODED)
+            if len(body) <= 16:
+                raise _Bad("truncated")
+            kind, pos = body[16], 17  # one byte, after the database's uuid
+        if kind == 1:
+            raise _Unsupported("numbered manifests")  # the versions are in other files
         if kind != 0:
-            raise _Unsupported(f"manifest kind {kind}")  # numbered manifests
+            raise _Bad(f"manifest kind {kind}, expected 0 or 1")
+        (_, max_node), pos = _varints(body, pos, 2)  # the inline value limit, the node limit
         if pos + 1 > len(body):
             raise _Bad("truncated")
         method, pos = _varint(body, pos + 1)  # after version_tree_arity_log2
@@ -356,13 +519,16 @@ def zarr_metadata(
             pos += 4  # the zstd level
         elif method != 0:
             raise _Unsupported(f"compression method {method}")
-        files, pos = _file_table(body, pos)
+        files, pos = ([], pos) if legacy else _file_table(body, pos)
         n, pos = _varint(body, pos)
         if n == 0 or n > len(body):
             raise _Unsupported("no inline versions")
         _, pos = _varints(body, pos, n)  # generation numbers, increasing: the last is newest
         heights, pos = _take(body, pos, n)
-        ids, pos = _varints(body, pos, n)
+        if legacy:
+            paths, pos = _file_ids(body, pos, n)
+        else:
+            ids, pos = _varints(body, pos, n)
         offsets, pos = _varints(body, pos, n)
         lengths, pos = _varints(body, pos, n)
         num_keys, pos = _varints(body, pos, n)
@@ -371,9 +537,10 @@ def zarr_metadata(
         height = heights[-1]
         if height > _MAX_HEIGHT:
             raise _Bad(f"a B+tree {height} levels high")
-        path, transitive = _locate(files, ids[-1], "")
+        path, transitive = (paths[-1], "") if legacy else _locate(files, ids[-1], "")
         checked = _checked(read_many, item)
-        walk = _Walk(checked, zstd, min(max_node or _MAX_DECODED, _MAX_DECODED))
+        limit = min(max_node or _MAX_DECODED, _MAX_DECODED)
+        walk = (_LegacyWalk if legacy else _Walk)(checked, zstd, limit)
         walk.run((transitive, path, offsets[-1], lengths[-1]), height)
         found = walk.found
         if walk.indirect:

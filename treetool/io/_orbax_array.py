@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 __all__ = ["OrbaxArray", "_dtype_label", "_tensorstore", "_ts_error"]
 
+_new = object.__new__
+
 
 class OrbaxArray(LazyArray):
     """An array of an orbax checkpoint: shape and dtype from metadata, data read on demand.
@@ -50,6 +52,29 @@ class OrbaxArray(LazyArray):
         self._ocdbt = ocdbt
         self.param = param
         self.sharding = sharding
+
+    @classmethod
+    def _alike(cls, first: OrbaxArray, param: str, sharding: Any) -> OrbaxArray:
+        """An array of `first`'s item, shape, dtype and layout, named `param`: nothing is
+        checked or converted again (a checkpoint's arrays share a few shapes and dtypes).
+
+        Example:
+            >>> a = OrbaxArray((2, 3), "float32", "/ckpt/0/default", "w", "zarr", True, None)
+            >>> b = OrbaxArray._alike(a, "b", None)
+            >>> b.shape, b.dtype_name, b.file
+            ((2, 3), 'float32', '/ckpt/0/default/b')
+        """
+        a = _new(cls)
+        a.shape, a._dt, a._dtname, a._itemsize, a._dtspec = (
+            first.shape, first._dt, first._dtname, first._itemsize, first._dtspec,
+        )  # fmt: skip
+        a.file, a.offset, a.fortran_order, a._opener, a._seekable = (
+            f"{first._item}/{param}", 0, False, None, False,
+        )  # fmt: skip
+        a._item, a._driver, a._ocdbt, a.param, a.sharding = (
+            first._item, first._driver, first._ocdbt, param, sharding,
+        )  # fmt: skip
+        return a
 
     def __repr__(self) -> str:
         return super().__repr__().replace("LazyArray(", "OrbaxArray(", 1)

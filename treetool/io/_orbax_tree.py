@@ -44,6 +44,10 @@ class _Builder:
         self._made.add(id(node))
         return node
 
+    def made(self, node: Any) -> bool:
+        """Whether `node` is a dict or sequence made here (not a leaf that is a dict)."""
+        return id(node) in self._made
+
     def flat(self, key: str, leaf: Any) -> bool:
         """`root[key] = leaf` when the root is a dict made here (False: use `insert`)."""
         root = self.root

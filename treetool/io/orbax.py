@@ -21,7 +21,6 @@ safety checks of array reads).
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 from typing import TYPE_CHECKING, Any
@@ -230,9 +229,19 @@ def _read_item(item: str, lazy: bool) -> Any:
     shardings = _shardings(item)
     strings = _strings(item)
     built = _Builder(item)
+    # {outer key: the dict `pair` made for it}: most entries are two dict keys deep, and go
+    # straight into their dict; any other entry, or an outer key seen first elsewhere, takes
+    # the builder's checked way (and a dict it replaced is forgotten here)
+    pairs: dict[str, dict] = {}
+    arrays, alike, sharding_of = _ARRAY_TYPES, OrbaxArray._alike, shardings.get
+    # the last array's metadata dict (none yet: a fresh object), the first array made of it
+    last_meta: Any = object()
+    last_first: Any = None
     for key, entry in tm.items():
-        km = entry.get("key_metadata") if type(entry) is dict else None
-        vm = entry.get("value_metadata") if type(entry) is dict else None
+        if type(entry) is dict:
+            km, vm = entry.get("key_metadata"), entry.get("value_metadata")
+        else:
+            km = vm = None
         if type(km) is not list or type(vm) is not dict:
             raise LoadError(f"{item}/_METADATA: bad entry {key!r:.80}")
         depth = len(km)
@@ -241,40 +250,61 @@ def _read_item(item: str, lazy: bool) -> Any:
                 raise LoadError(
                     f"{item}/_METADATA: {key!r:.80} is {depth} keys deep, more than {MAX_DEPTH}"
                 )
-            if depth == 1:  # most entries: no list to build
-                param = str(km[0]["key"])
-            elif depth == 2:  # a dict of dicts: the rest of most entries
-                outer, inner = str(km[0]["key"]), str(km[1]["key"])
+            if depth == 2:  # a dict of dicts: most entries
+                k0, k1 = km
+                outer, inner = k0["key"], k1["key"]
+                if type(outer) is not str:
+                    outer = str(outer)
+                if type(inner) is not str:
+                    inner = str(inner)
                 param = f"{outer}.{inner}"
+            elif depth == 1:  # no list to build
+                param = str(km[0]["key"])
             else:
                 keys = [(str(k["key"]), k.get("key_type")) for k in km]
                 param = ".".join([k for k, _ in keys])
         except (TypeError, KeyError, AttributeError):
             raise LoadError(f"{item}/_METADATA: bad key metadata in {key!r:.80}") from None
         vt = vm.get("value_type")
-        if vt in _ARRAY_TYPES:
+        if vt in arrays:
             zmeta = zarr_of(param)
-            known = facts.get(id(zmeta))  # arrays of one shape and dtype share their facts
-            sharding = shardings.get(param)
-            if known is not None and lazy:
-                shape, dtype, driver, _ = known
-                leaf: Any = OrbaxArray(shape, dtype, item_abs, param, driver, ocdbt, sharding)
+            sharding = sharding_of(param) if shardings else None
+            if zmeta is last_meta and lazy:  # arrays in a row of one shape and dtype
+                leaf: Any = alike(last_first, param, sharding)
             else:
-                leaf = _array(item_abs, ocdbt, param, zmeta, sharding, lazy, facts)
+                known = facts.get(id(zmeta))  # arrays of one shape and dtype share their facts
+                if known is not None and lazy:
+                    leaf = alike(known[4], param, sharding)
+                else:
+                    leaf = _array(item_abs, ocdbt, param, zmeta, sharding, lazy, facts)
+                if lazy and zmeta is not None:
+                    last_meta, last_first = zmeta, facts[id(zmeta)][4]
         elif vt == "None" or vm.get("skip_deserialize"):
             leaf = None
         elif vt == "string" and param in strings:
             leaf = strings[param]
         else:
             leaf = GlobalRef("orbax", str(vt), tag="orbax")
-        if depth == 1:
+        if depth == 2:
+            node = pairs.get(outer)
+            if node is not None and k1.get("key_type") != 1:
+                node[inner] = leaf
+                continue
+            if k0.get("key_type") != 1:
+                built.pair(outer, inner, k1.get("key_type"), leaf)
+                made = built.root.get(outer) if type(built.root) is dict else None
+                if type(made) is dict and built.made(made):
+                    pairs[outer] = made
+                continue
+            keys = [(outer, k0.get("key_type")), (inner, k1.get("key_type"))]
+            built.insert(keys, leaf)
+        elif depth == 1:
+            pairs.pop(param, None)  # its dict, if any, is replaced
             if not built.flat(param, leaf):  # a flat entry of a dict: most of them
                 built.insert([(param, km[0].get("key_type"))], leaf)
-        elif depth == 2 and km[0].get("key_type") != 1:
-            built.pair(outer, inner, km[1].get("key_type"), leaf)
         else:
-            if depth == 2:
-                keys = [(outer, km[0].get("key_type")), (inner, km[1].get("key_type"))]
+            if not keys:  # the root itself: the dicts made so far are no longer in the tree
+                pairs.clear()
             built.insert(keys, leaf)
     return built.tree()
 
@@ -295,9 +325,11 @@ def _array(
         # numpy's name: a standard one stays a name in the leaf (listing imports no numpy)
         dtype = _dtype(zmeta.get("dtype", zmeta.get("data_type")), item, param)
         driver = "zarr3" if zmeta.get("zarr_format") == 3 else "zarr"
-        known = facts[id(zmeta)] = (tuple(shape), dtype, driver, zmeta)
-    shape, dtype, driver, _ = known
-    leaf = OrbaxArray(shape, dtype, item, param, driver, ocdbt, sharding)
+        leaf = OrbaxArray(tuple(shape), dtype, item, param, driver, ocdbt, sharding)
+        # the first array of these facts: the others are made alike (`OrbaxArray._alike`)
+        facts[id(zmeta)] = (leaf.shape, dtype, driver, zmeta, leaf)
+    else:
+        leaf = OrbaxArray._alike(known[4], param, sharding)
     return leaf if lazy else leaf.read().copy()
 
 
@@ -383,15 +415,18 @@ def _ocdbt_metadata(item: str, early: Future | None = None) -> dict[str, Any]:
                 found = _ocdbt_read_metadata(ts, item)
         except (ValueError, RuntimeError, KeyError, TypeError) as e:
             raise LoadError(f"{item}: cannot read the OCDBT metadata: {_ts_error(e)}") from None
-    # arrays of one shape and dtype share their metadata text: each text is parsed once
+    # arrays of one shape and dtype share their metadata text: each text is parsed once (the
+    # decoder hands out one bytes object for equal texts in a row: their hash is made once)
     parsed = {value: _parse_json(value, f"{item}: zarr metadata") for value in set(found.values())}
-    return {name: parsed[value] for name, value in found.items()}
+    return dict(zip(found, map(parsed.__getitem__, found.values())))
 
 
 def _shardings(item: str) -> dict[str, Any]:
     f = join(item, "_sharding")
     if not isfile(f):
         return {}
+    import base64  # only for checkpoints with shardings (1.5 ms of start-up otherwise)
+
     raw = _load_json(f, item)
     out = {}
     parsed: dict[str, Any] = {}  # most arrays share one sharding: its text is parsed once
