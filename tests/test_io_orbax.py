@@ -226,3 +226,18 @@ def test_an_array_without_zarr_metadata_is_one_line_first_or_later(standard, tmp
         tio.load(_rewritten(standard, tmp_path / "a", first))
     with pytest.raises(LoadError, match=message):
         tio.load(_rewritten(standard, tmp_path / "b", _with_entries(ghost)))
+
+
+def test_every_slot_of_an_orbax_array_is_set_by_both_constructors() -> None:
+    """`OrbaxArray.__init__` and `_alike` fill `LazyArray`'s slots themselves (no super call,
+    for speed): a slot either leaves unset would be an AttributeError on first use."""
+    a = OrbaxArray((2, 3), "float32", "/ckpt/0/default", "w", "zarr", True, None)
+    b = OrbaxArray._alike(a, "b", None)
+    slots = [s for k in OrbaxArray.__mro__ for s in getattr(k, "__slots__", ())]
+    assert {"source", "_dtname", "param"} <= set(slots)
+    for x in (a, b):
+        unset = [s for s in slots if not hasattr(x, s)]
+        assert unset == [], unset
+    assert (b.shape, b.dtype_name, b.file, b.param, b.source) == (
+        (2, 3), "float32", "/ckpt/0/default/b", "b", None,
+    )  # fmt: skip

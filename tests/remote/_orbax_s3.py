@@ -120,9 +120,10 @@ def s3_kvstore(path: str) -> dict[str, Any]:
 def orbax_s3_writes() -> Iterator[None]:
     """orbax saves to `s3://` through tensorstore's `s3` kvstore while this is open.
 
-    Example:
-        >>> with orbax_s3_writes():  # doctest: +SKIP
-        ...     ocp.CheckpointManager(epath.Path("s3://ckpts/run")).save(1, args=...)
+    Example (as the `s3_orbax` fixture uses it, with the AWS environment pointing at a server)::
+
+        with orbax_s3_writes():
+            ocp.CheckpointManager(epath.Path("s3://ckpts/run")).save(1, args=...)
     """
     from orbax.checkpoint._src.path import async_path, atomicity, gcs_utils
     from orbax.checkpoint._src.serialization import tensorstore_utils as tsu
