@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from . import _cli_files as _files
@@ -369,3 +370,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     args.width = 20
     _show(tree, args, title="treetool demo: an equinox transformer and its adamw state")
     return EXIT_OK
+
+
+#: subcommand name -> the function that runs it (`cli.main` imports this table after parsing)
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "inspect": cmd_inspect,
+    "ls": cmd_ls,
+    "get": cmd_get,
+    "summary": cmd_summary,
+    "diff": cmd_diff,
+    "demo": cmd_demo,
+}
