@@ -136,10 +136,10 @@ def _tui_wanted(args: argparse.Namespace) -> bool:
 
 def _listing(on: bool = True) -> Any:
     """Reads for a command that lists structure, shapes, dtypes and bytes: pickled arrays held
-    inline stay bytes (`treetool.io._numpy_rebuild.listing`), so numpy is not imported."""
+    inline stay bytes (`treetool.io._listing.listing`), so numpy is not imported."""
     if not on:
         return contextlib.nullcontext()
-    from .io._numpy_rebuild import listing
+    from .io._listing import listing  # not the pickle machinery: the file may be of any format
 
     return listing()
 
