@@ -23,7 +23,6 @@ from ._errors import StatsError as StatsError
 from ._errors import StructureMismatch as StructureMismatch
 from ._errors import TreetoolError as TreetoolError
 from ._errors import UnsafeError as UnsafeError
-from ._paths import Path as Path
 
 if TYPE_CHECKING:
     # The names `__getattr__` loads on first use, imported for type checkers and editors only
@@ -54,6 +53,7 @@ if TYPE_CHECKING:
     from ._nodes import register_node as register_node
     from ._nodes import registered_nodes as registered_nodes
     from ._nodes import static as static
+    from ._paths import Path as Path
     from ._prng import KeyArray as KeyArray
     from ._summary import Summary as Summary
     from ._summary import summary as summary
@@ -87,7 +87,8 @@ __version__ = "0.1.0"
 
 # name -> module that defines it; resolved on first use (PEP 562).
 _LAZY: dict[str, str] = {
-    # views
+    # paths, views
+    "Path": "treetool._paths",
     "leaves_with_paths": "treetool._views",
     "flatten": "treetool._views",
     "unflatten": "treetool._views",
@@ -153,7 +154,6 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "LoadError",
-    "Path",
     "PathError",
     "SaveError",
     "SelectionError",

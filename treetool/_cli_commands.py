@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from . import _cli_files as _files
@@ -135,10 +136,10 @@ def _tui_wanted(args: argparse.Namespace) -> bool:
 
 def _listing(on: bool = True) -> Any:
     """Reads for a command that lists structure, shapes, dtypes and bytes: pickled arrays held
-    inline stay bytes (`treetool.io._numpy_rebuild.listing`), so numpy is not imported."""
+    inline stay bytes (`treetool.io._listing.listing`), so numpy is not imported."""
     if not on:
         return contextlib.nullcontext()
-    from .io._numpy_rebuild import listing
+    from .io._listing import listing  # not the pickle machinery: the file may be of any format
 
     return listing()
 
@@ -369,3 +370,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     args.width = 20
     _show(tree, args, title="treetool demo: an equinox transformer and its adamw state")
     return EXIT_OK
+
+
+#: subcommand name -> the function that runs it (`cli.main` imports this table after parsing)
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "inspect": cmd_inspect,
+    "ls": cmd_ls,
+    "get": cmd_get,
+    "summary": cmd_summary,
+    "diff": cmd_diff,
+    "demo": cmd_demo,
+}

@@ -1,8 +1,10 @@
 """Path key entries: one step of a path, mirroring jax's key entries, and the pattern steps.
 
-Every key is a frozen, slotted dataclass: immutable, hashable and equal by value, so keys and
-the paths built of them can be dict keys and set members. This module never imports jax
-(`to_jax` imports it when called).
+Every key is a frozen, slotted class: immutable, hashable and equal by value, so keys and the
+paths built of them can be dict keys and set members. The classes are written out rather than
+made by `@dataclass`: nine dataclass decorations cost every `treetool` command more at start-up
+than all the rest of this module. This module never imports jax (`to_jax` imports it when
+called).
 
 Example:
     >>> DictKey("params"), SequenceKey(0), GetAttrKey("weight")
@@ -17,7 +19,6 @@ import fnmatch
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
@@ -35,18 +36,37 @@ __all__ = [
     "key_matches",
 ]
 
-# The dataclasses below set eq=False and write `__eq__`/`__hash__` by hand: equality is by
-# exact type (a DictKey never equals a SequenceKey, `DictKey(1) != DictKey(True)`, and a
-# jax key entry is not a treetool key), which the generated tuple comparison does not give.
+# Equality is by exact type (a DictKey never equals a SequenceKey, `DictKey(1) != DictKey(True)`,
+# and a jax key entry is not a treetool key): each class writes its `__eq__`/`__hash__`.
+
+_set = object.__setattr__  # what `__init__` writes with: `Key.__setattr__` refuses every write
 
 
 class Key:
-    """One step of a path. Subclasses mirror jax's key entries."""
+    """One step of a path. Subclasses mirror jax's key entries.
+
+    Immutable: every write raises AttributeError. `__match_args__` names the fields, which
+    `repr`, pickling and copying use.
+    """
 
     __slots__ = ()
+    __match_args__: tuple[str, ...] = ()
 
     #: True for the wildcard entries that only patterns contain.
     is_wildcard = False
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"cannot assign to field {name!r} of a frozen {type(self).__name__}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r} of a frozen {type(self).__name__}")
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__match_args__)
+        return f"{type(self).__qualname__}({fields})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), tuple(getattr(self, n) for n in self.__match_args__)
 
     @property
     def text(self) -> str:
@@ -58,7 +78,6 @@ class Key:
         raise NotImplementedError(f"{self!r} has no jax equivalent: it is a pattern")
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class DictKey(Key):
     """A mapping key: `['params']`, `[0]` for an int key.
 
@@ -67,7 +86,13 @@ class DictKey(Key):
         ("['params']", '[0]')
     """
 
+    __slots__ = ("key",)
+    __match_args__ = ("key",)
+
     key: Any
+
+    def __init__(self, key: Any) -> None:
+        _set(self, "key", key)
 
     def __str__(self) -> str:
         return f"[{self.key!r}]"
@@ -92,7 +117,6 @@ class DictKey(Key):
         return JDictKey(self.key)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class SequenceKey(Key):
     """A position in a list or tuple: `[0]`.
 
@@ -101,7 +125,13 @@ class SequenceKey(Key):
         ('[3]', '3')
     """
 
+    __slots__ = ("idx",)
+    __match_args__ = ("idx",)
+
     idx: int
+
+    def __init__(self, idx: int) -> None:
+        _set(self, "idx", idx)
 
     def __str__(self) -> str:
         return f"[{self.idx}]"
@@ -124,7 +154,6 @@ class SequenceKey(Key):
         return JSequenceKey(self.idx)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class GetAttrKey(Key):
     """An attribute or field: `.weight`.
 
@@ -133,7 +162,13 @@ class GetAttrKey(Key):
         '.weight'
     """
 
+    __slots__ = ("name",)
+    __match_args__ = ("name",)
+
     name: str
+
+    def __init__(self, name: str) -> None:
+        _set(self, "name", name)
 
     def __str__(self) -> str:
         return f".{self.name}"
@@ -156,7 +191,6 @@ class GetAttrKey(Key):
         return JGetAttrKey(self.name)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class FlattenedIndexKey(Key):
     """A child of a node registered without keys: `[<flat index 0>]`.
 
@@ -165,7 +199,13 @@ class FlattenedIndexKey(Key):
         '[<flat index 2>]'
     """
 
+    __slots__ = ("key",)
+    __match_args__ = ("key",)
+
     key: int
+
+    def __init__(self, key: int) -> None:
+        _set(self, "key", key)
 
     def __str__(self) -> str:
         return f"[<flat index {self.key}>]"
@@ -188,7 +228,6 @@ class FlattenedIndexKey(Key):
         return JFlattenedIndexKey(self.key)
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class RawKey(Key):
     """A key entry of a custom type that a library registered with jax; kept as it is.
 
@@ -197,7 +236,13 @@ class RawKey(Key):
         '<custom>'
     """
 
+    __slots__ = ("obj",)
+    __match_args__ = ("obj",)
+
     obj: Any
+
+    def __init__(self, obj: Any) -> None:
+        _set(self, "obj", obj)
 
     def __str__(self) -> str:
         return str(self.obj)
@@ -221,7 +266,6 @@ class RawKey(Key):
         return self.obj
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class AnyKey(Key):
     """`*`: any one step.
 
@@ -229,6 +273,8 @@ class AnyKey(Key):
         >>> str(AnyKey())
         '.*'
     """
+
+    __slots__ = ()
 
     is_wildcard = True
 
@@ -242,7 +288,6 @@ class AnyKey(Key):
         return hash("*")
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class AnyIndex(Key):
     """`[*]`: any bracketed step (a sequence index or a mapping key).
 
@@ -250,6 +295,8 @@ class AnyIndex(Key):
         >>> str(AnyIndex())
         '[*]'
     """
+
+    __slots__ = ()
 
     is_wildcard = True
 
@@ -263,7 +310,6 @@ class AnyIndex(Key):
         return hash("[*]")
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class DeepWildcard(Key):
     """`**`: any number of steps, none included.
 
@@ -271,6 +317,8 @@ class DeepWildcard(Key):
         >>> str(DeepWildcard())
         '.**'
     """
+
+    __slots__ = ()
 
     is_wildcard = True
 
@@ -284,7 +332,6 @@ class DeepWildcard(Key):
         return hash("**")
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class NameGlob(Key):
     """`.lin*`: a step whose name matches a shell-style pattern.
 
@@ -293,13 +340,17 @@ class NameGlob(Key):
         True
     """
 
+    __slots__ = ("pattern", "_regex")
+    __match_args__ = ("pattern",)
+
     pattern: str
-    _regex: re.Pattern[str] = field(init=False, compare=False)
+    _regex: re.Pattern[str]
 
     is_wildcard = True
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_regex", re.compile(fnmatch.translate(self.pattern)))
+    def __init__(self, pattern: str) -> None:
+        _set(self, "pattern", pattern)
+        _set(self, "_regex", re.compile(fnmatch.translate(pattern)))
 
     def __str__(self) -> str:
         return f".{self.pattern}"

@@ -12,7 +12,6 @@ Example:
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 from ._path_keys import DeepWildcard, DictKey, Key, key_matches
@@ -106,4 +105,6 @@ def suggest(wrong: str, candidates: Iterable[str], n: int = 3) -> list[str]:
         >>> suggest("weigth", ["weight", "bias"])
         ['weight']
     """
+    import difflib  # only for a wrong name's error line
+
     return difflib.get_close_matches(wrong, list(candidates), n=n, cutoff=0.5)

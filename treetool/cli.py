@@ -10,16 +10,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable, Sequence
 
 from . import _cli_targets as _targets
-from ._cli_commands import (
-    cmd_demo,
-    cmd_diff,
-    cmd_get,
-    cmd_inspect,
-    cmd_ls,
-    cmd_summary,
-)
 from ._cli_targets import (
     EXIT_ERROR,
     EXIT_OK,
@@ -34,9 +27,28 @@ __all__ = ["load_target", "main"]
 # --- parser -------------------------------------------------------------------------------
 
 
-def _parser() -> argparse.ArgumentParser:
+#: the subcommands, in the order `treetool --help` lists them, with their one-line help
+_COMMANDS: dict[str, str] = {
+    "inspect": "show a tree (TUI on a terminal, printed otherwise)",
+    "ls": "one leaf per line: path, shape, dtype",
+    "get": "one leaf: facts, stats and values (reads only that leaf; a big leaf in a file "
+    "only where it is shown)",
+    "summary": "params, bytes and dtypes per subtree",
+    "diff": "what differs between two trees (exit 0 equal, 1 different)",
+    "demo": "a small equinox model with its optax state",
+}
+
+
+def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The `treetool` parser; of the subcommands, only the one `argv` names gets its arguments.
+
+    Building every subcommand's arguments costs more than parsing (the commands run once per
+    process): the others are listed by name and help only, which is all `treetool --help` and
+    an unknown command's error show. Without a known command in `argv`, all are built.
+    """
     p = argparse.ArgumentParser(
         prog="treetool",
+        formatter_class=_Formatter,
         description="Look inside JAX pytrees, checkpoints and models: paths, shapes, dtypes, "
         "params, bytes; diffs; a terminal UI. TARGET is a checkpoint file or directory "
         "(read safely: no code from the file runs without --trust) or module:attr (a pytree, "
@@ -44,38 +56,85 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.add_argument("--version", action="version", version="treetool 0.1.0")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    # `prog` given: argparse would otherwise format the usage to find it (and import shutil)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", prog="treetool")
+    wanted = _command_named(sys.argv[1:] if argv is None else argv)
+    for name, help_text in _COMMANDS.items():
+        sp = sub.add_parser(name, help=help_text, formatter_class=_Formatter)
+        if wanted is None or wanted == name:
+            _ARGUMENTS[name](sp)
+    return p
 
-    def common(sp: argparse.ArgumentParser, json: bool = True) -> None:
-        sp.add_argument("--trust", action="store_true", help="run code from pickles (unsafe)")
-        sp.add_argument(
-            "--partial",
-            action="store_true",
-            help="on a damaged file, show what was read before the error",
-        )
-        sp.add_argument(
-            "--allow-fill",
-            action="store_true",
-            help="read orbax arrays that claim far more bytes than the checkpoint stores "
-            "(missing chunks read as the fill value)",
-        )
-        if json:
-            sp.add_argument("--json", action="store_true", help="machine-readable output")
-        sp.add_argument(
-            "--step",
-            type=int,
-            metavar="STEP",
-            help="the step of an orbax CheckpointManager run (default: the latest); "
-            "the same as TARGET@STEP",
-        )
-        sp.add_argument(
-            "--like",
-            metavar="MODULE:ATTR",
-            help="skeleton for a file that stores no structure (equinox tree_serialise_leaves): "
-            "e.g. mypkg.models:make_model; in diff, a module:attr side is used automatically",
-        )
 
-    sp = sub.add_parser("inspect", help="show a tree (TUI on a terminal, printed otherwise)")
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help formatter, told the terminal's width.
+
+    argparse makes a formatter for every argument added (to check its metavar) and, given no
+    width, imports `shutil` for `shutil.get_terminal_size` (2 ms, with the compression
+    modules it imports): `_terminal_columns` gives the same width without it.
+    """
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=_terminal_columns() - 2)
+
+
+def _terminal_columns() -> int:
+    """`shutil.get_terminal_size().columns`: `$COLUMNS` when it is a positive number, else the
+    width of the terminal on stdout, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+def _command_named(argv: Sequence[str]) -> str | None:
+    """The subcommand `argv` runs: its first word that is not an option (the options before
+    the command, `--debug`, `--version`, `-h`, take no value); None when it names none."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in _COMMANDS else None
+        if word == "--":
+            return None
+    return None
+
+
+def _common(sp: argparse.ArgumentParser, json: bool = True) -> None:
+    sp.add_argument("--trust", action="store_true", help="run code from pickles (unsafe)")
+    sp.add_argument(
+        "--partial",
+        action="store_true",
+        help="on a damaged file, show what was read before the error",
+    )
+    sp.add_argument(
+        "--allow-fill",
+        action="store_true",
+        help="read orbax arrays that claim far more bytes than the checkpoint stores "
+        "(missing chunks read as the fill value)",
+    )
+    if json:
+        sp.add_argument("--json", action="store_true", help="machine-readable output")
+    sp.add_argument(
+        "--step",
+        type=int,
+        metavar="STEP",
+        help="the step of an orbax CheckpointManager run (default: the latest); "
+        "the same as TARGET@STEP",
+    )
+    sp.add_argument(
+        "--like",
+        metavar="MODULE:ATTR",
+        help="skeleton for a file that stores no structure (equinox tree_serialise_leaves): "
+        "e.g. mypkg.models:make_model; in diff, a module:attr side is used automatically",
+    )
+
+
+def _inspect_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("target", metavar="TARGET")
     sp.add_argument("--no-tui", action="store_true", help="print instead of opening the TUI")
     sp.add_argument("--depth", type=int, default=3, help="levels to print (default 3)")
@@ -88,20 +147,16 @@ def _parser() -> argparse.ArgumentParser:
         help="trace TARGET (module:function) on these arguments and show its jaxpr; "
         "each is an array spec (f32[8,4]), a module:attr object or file, or a literal",
     )
-    common(sp)
-    sp.set_defaults(func=cmd_inspect)
+    _common(sp)
 
-    sp = sub.add_parser("ls", help="one leaf per line: path, shape, dtype")
+
+def _ls_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("target", metavar="TARGET")
     sp.add_argument("glob", metavar="GLOB", nargs="?", help="only leaves matching GLOB")
-    common(sp)
-    sp.set_defaults(func=cmd_ls)
+    _common(sp)
 
-    sp = sub.add_parser(
-        "get",
-        help="one leaf: facts, stats and values (reads only that leaf; a big leaf in a file "
-        "only where it is shown)",
-    )
+
+def _get_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("target", metavar="TARGET")
     sp.add_argument("path", metavar="PATH", help="keystr (['a'][0].w) or dotted (a.0.w) path")
     sp.add_argument(
@@ -110,16 +165,16 @@ def _parser() -> argparse.ArgumentParser:
         help="also the stats of a leaf stored in a file with more than 1,000 values "
         "(reads all of it; smaller and in-memory leaves always get them)",
     )
-    common(sp)
-    sp.set_defaults(func=cmd_get)
+    _common(sp)
 
-    sp = sub.add_parser("summary", help="params, bytes and dtypes per subtree")
+
+def _summary_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("target", metavar="TARGET")
     sp.add_argument("--depth", type=int, default=1, help="subtree depth (default 1)")
-    common(sp)
-    sp.set_defaults(func=cmd_summary)
+    _common(sp)
 
-    sp = sub.add_parser("diff", help="what differs between two trees (exit 0 equal, 1 different)")
+
+def _diff_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("a", metavar="A")
     sp.add_argument("b", metavar="B")
     sp.add_argument("--rtol", type=float, default=0.0)
@@ -127,34 +182,46 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument(
         "--values", action=argparse.BooleanOptionalAction, default=True, help="compare values"
     )
-    common(sp)
-    sp.set_defaults(func=cmd_diff)
+    _common(sp)
 
-    sp = sub.add_parser("demo", help="a small equinox model with its optax state")
+
+def _demo_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--no-tui", action="store_true", help="print instead of opening the TUI")
     sp.add_argument("--depth", type=int, default=3, help="levels to print (default 3)")
     sp.add_argument("--json", action="store_true", help="machine-readable output")
-    sp.set_defaults(func=cmd_demo)
-    return p
+
+
+#: subcommand -> what adds its arguments to its parser
+_ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
+    "inspect": _inspect_arguments,
+    "ls": _ls_arguments,
+    "get": _get_arguments,
+    "summary": _summary_arguments,
+    "diff": _diff_arguments,
+    "demo": _demo_arguments,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `treetool` console script."""
-    parser = _parser()
+    parser = _parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_ERROR
     try:
+        from ._cli_commands import COMMANDS
         from ._cli_progress import remote_progress
+
+        command = COMMANDS[args.command]
 
         with remote_progress(_shows_read_progress(args)):
             if getattr(args, "allow_fill", False):
                 from .io._orbax_data import allow_fill
 
                 with allow_fill():
-                    return int(args.func(args))
-            return int(args.func(args))
+                    return int(command(args))
+            return int(command(args))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -16,7 +16,6 @@ reader's walks keep (`ARRAY_SETS`).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import io
 import math
@@ -24,7 +23,6 @@ import re
 import sys
 import threading
 import weakref
-from collections.abc import Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +30,8 @@ from .._arrays import LazyArray
 from .._dtypes import ITEMSIZES, ML_DTYPE_NAMES, _as_dtype, loaded_numpy, spec_facts
 from .._errors import LoadError
 from ._budget import Budget
+from ._listing import in_listing as in_listing
+from ._listing import listing as listing
 
 if TYPE_CHECKING:
     import numpy as np
@@ -89,37 +89,8 @@ _DESCR = re.compile(r"[a-zA-Z?]\d{0,4}")  # a descr without its byte order: `f4`
 
 
 # per thread: whether the read under way may keep standard dtypes as `PlainDtype`, and the
-# ones it made (weakly: one still alive once the reader is gone is in the tree); whether
-# arrays held inline are `HostArray`s (`listing`)
+# ones it made (weakly: one still alive once the reader is gone is in the tree)
 _READ = threading.local()
-
-
-@contextlib.contextmanager
-def listing() -> Iterator[None]:
-    """Within it, pickles read in this thread make a `HostArray` (no numpy) of each array
-    whose bytes they hold inline: for commands that list structure, shapes, dtypes and bytes.
-
-    Example:
-        >>> import pickle, tempfile, os, numpy as np
-        >>> from treetool.io.pickle import read_pickle
-        >>> f = os.path.join(tempfile.mkdtemp(), "small.pkl")
-        >>> with open(f, "wb") as fh:
-        ...     pickle.dump({"b": np.zeros(3, np.float32)}, fh)
-        >>> with listing():
-        ...     b = read_pickle(f).tree["b"]
-        >>> type(b).__name__, b.dtype_name, b.listed_as, np.asarray(b).tolist()
-        ('HostArray', 'float32', ('array', 'ndarray', 'host'), [0.0, 0.0, 0.0])
-    """
-    before = getattr(_READ, "listing", False)
-    _READ.listing = True
-    try:
-        yield
-    finally:
-        _READ.listing = before
-
-
-def in_listing() -> bool:
-    return getattr(_READ, "listing", False)
 
 
 class HostArray(LazyArray):

@@ -46,7 +46,6 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import importlib
-import importlib.abc
 import importlib.util
 import sys
 import threading
@@ -457,8 +456,13 @@ def register_with_jax() -> None:
         jtu.register_pytree_with_keys(Opaque, _flatten_with_keys, _unflatten, _flatten)
 
 
-class _JaxImportHook(importlib.abc.MetaPathFinder):
-    """Registers `Opaque` with jax right after `import jax` completes, then removes itself."""
+class _JaxImportHook:
+    """Registers `Opaque` with jax right after `import jax` completes, then removes itself.
+
+    A meta path finder needs only `find_spec`; not subclassing `importlib.abc.MetaPathFinder`
+    spares every command importing `importlib.abc` (which imports `importlib.resources`,
+    `tempfile` and `random`).
+    """
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
         if fullname != "jax":

@@ -33,7 +33,6 @@ import math
 import os
 import re
 import struct
-import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -223,6 +222,8 @@ def _scratch_file() -> tuple[int, str]:
     if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
         fd = os.memfd_create("treetool-npz-object")
         return fd, f"/proc/self/fd/{fd}"
+    import tempfile  # (imports random): only where there is no memfd
+
     fd, name = tempfile.mkstemp(suffix=".pkl")
     return fd, name
 
