@@ -285,9 +285,17 @@ _AHEAD_JUMPS = 8
 #: a walk whose guesses keep landing reads further ahead, up to this many blocks (at most
 #: twice the guessed blocks it already used, 8 at first: the blocks read for nothing past its
 #: last jump stay bounded by those it used), so a round trip is paid once per this many jumps
-_AHEAD_WALK = 32
+_AHEAD_WALK = 128
+#: a walk's first jump past a payload this big (from a reader that read from the start) is
+#: guessed to repeat at once: the next `_AHEAD_JUMPS` landings are read ahead, each a skip
+#: further (a checkpoint's layers share a shape), before a second jump could confirm it; at
+#: most once per reader, so a wrong guess costs those blocks once
+_SPECULATE_MIN = 1 << 20
 #: a predicted block starts this many bytes before the predicted landing
 _SLACK = 512
+#: two landing steps this close count as the same step of a pattern (the records between
+#: payloads grow by a few bytes as keys and memo indices get longer)
+_DRIFT = _SLACK // 2
 #: how far ahead a stream of big reads is asked for
 _AHEAD_BYTES = 8 << 20
 #: the longest repeating pattern of jumps recognised (arrays per layer)
@@ -295,6 +303,23 @@ _PERIOD_MAX = 16
 #: blocks are read ahead only when a request takes this long (a network, not a local server,
 #: where the threads would cost more than they save); a source's `ahead_latency` overrides it
 _SLOW_REQUEST = 0.004
+
+
+def _steady(steps: list[int]) -> list[int]:
+    """The last steps that are all within `_DRIFT` bytes of the last one (a walk over
+    payloads of one size whose records differ by a few bytes).
+
+    Example:
+        >>> _steady([5, 24061, 24055, 24055, 24064])
+        [24061, 24055, 24055, 24064]
+    """
+    if not steps:
+        return []
+    last = steps[-1]
+    k = len(steps)
+    while k > 0 and abs(steps[k - 1] - last) <= _DRIFT:
+        k -= 1
+    return steps[k:]
 
 
 class BlockReader(io.RawIOBase):
@@ -322,7 +347,11 @@ class BlockReader(io.RawIOBase):
         self._jumps: list[int] = []  # starts of the last blocks fetched after a jump
         self._guesses: dict[int, Any] = {}  # block start -> future of a block read ahead
         self._seen: set[int] = set()  # landings predicted so far (and not yet passed)
-        self._latency = 0.0  # seconds the last block read took
+        self._skips: list[int] = []  # bytes skipped by the last jumps (a payload's size)
+        self._read_end = -1  # where the last read ended (-1: nothing read yet)
+        self._hot: tuple[int, bytes] = (0, b"")  # the block of the last read
+        self._speculated = False  # whether the first jump's skip was guessed to repeat
+        self._latency = getattr(src, "latency", 0.0)  # seconds the last block read took
         #: blocks the walk found already read ahead by `_predict` (a count, for benchmarks)
         self.guessed = 0
         #: reads ahead stop here (a lazy array sets the end of its bytes)
@@ -389,6 +418,10 @@ class BlockReader(io.RawIOBase):
 
     # -- reads
     def _range(self, start: int, n: int) -> bytes:
+        hot, data = self._hot  # the block the last read ended in: a walk's next few bytes
+        if hot <= start and start + n <= hot + len(data) and n > 0:
+            self._read_end = start + n
+            return data[start - hot : start - hot + n]
         if n <= 0:
             return b""
         stop = min(start + n, self._size)
@@ -399,14 +432,17 @@ class BlockReader(io.RawIOBase):
             if blk is None:
                 if stop - pos > self._block:
                     out.append(self._big(pos, stop - pos))
+                    pos = stop
                     break
                 blk = self._fetch(pos)
+            self._hot = blk
             bstart, data = blk
             piece = data[pos - bstart : stop - bstart]
             if not piece:
                 break
             out.append(piece)
             pos += len(piece)
+        self._read_end = pos
         return out[0] if len(out) == 1 else b"".join(out)
 
     def _big(self, start: int, n: int) -> bytes:
@@ -463,7 +499,9 @@ class BlockReader(io.RawIOBase):
             n = min(n, self._size - start)
             t0 = time.perf_counter()
             data = self._src.read(start, n)
-            self._latency = time.perf_counter() - t0
+            # a block served from the source's first GET (read for the size) cost no request:
+            # the source says what its last request took
+            self._latency = max(time.perf_counter() - t0, getattr(self._src, "latency", 0.0))
         if len(self._cache) >= 8:
             self._cache.pop(next(iter(self._cache)))
         self._cache[start] = data
@@ -485,21 +523,39 @@ class BlockReader(io.RawIOBase):
         """Read ahead, in parallel, the blocks where the next jumps land when the last jumps
         repeat a pattern (a pickle of layers of one shape: the walk skips the same payload
         sizes in the same order), so a walk waits for one request per period, not per jump.
+
+        The pattern is recognised by the steps between landings (equal within `_DRIFT`
+        bytes over two periods), or, sooner, by the bytes skipped: two equal skips (two
+        payloads of one size) predict period 1 at the second jump, and the first jump's skip
+        is guessed to repeat at once (`_SPECULATE_MIN`).
         """
-        jumps = self._jumps
+        jumps, skips = self._jumps, self._skips
+        skip = pos - self._read_end if self._read_end >= 0 else -1
         jumps.append(pos)
+        skips.append(skip)
         del jumps[: -2 * _PERIOD_MAX - 1]
+        del skips[: -2 * _PERIOD_MAX - 1]
         steps = [b - a for a, b in itertools.pairwise(jumps)]
         for period in range(1, min(_PERIOD_MAX, len(steps) // 2) + 1):
             if steps[-period:] == steps[-2 * period : -period]:
                 break
         else:
-            return
+            run = _steady(steps)
+            if len(run) >= 2:  # steps a few bytes apart: their mean (records of keys growing,
+                steps, period = [round(sum(run) / len(run))], 1  # a frame opcode now and then)
+            elif steps and skip > self._block and skips[-2] == skip:
+                period = 1  # the same payload size skipped twice
+            elif not steps and skip >= _SPECULATE_MIN and not self._speculated:
+                self._speculated = True
+                steps = [skip]  # the first payload's size, guessed to repeat
+                period = 1
+            else:
+                return
         if any(d <= 0 for d in steps[-period:]):
             return
         from ._remote import guesser
 
-        depth = min(_AHEAD_WALK, max(_AHEAD_JUMPS, 2 * self.guessed))
+        depth = min(_AHEAD_WALK, max(_AHEAD_JUMPS, 4 * self.guessed))
         at = pos
         for k in range(depth):
             at += steps[-period + k % period]
@@ -521,17 +577,20 @@ class BlockReader(io.RawIOBase):
     def _covered(self, at: int) -> bool:
         """Whether a block read or read ahead holds `at` with half a block to spare (a
         pickle's records between payloads grow by a byte or three when its keys or memo
-        indices get longer: a guess made with the old step still holds the new landing)."""
+        indices get longer: a guess made with the old step still holds the new landing). A
+        guess made further ahead (a few hundred bytes off) that holds `at` counts: a second
+        block for the same landing would read it twice."""
         if self._find_block(at) is not None:
             return True
         half = self._block // 2
-        return any(start + _SLACK // 2 <= at < start + half for start in self._guesses)
+        return any(start <= at < start + half for start in self._guesses)
 
     def close(self) -> None:
         for fut in self._guesses.values():
             fut.cancel()
         self._guesses.clear()
         self._cache.clear()
+        self._hot = (0, b"")
         for _, _, fut in self._pending:
             fut.cancel()
         self._pending.clear()
