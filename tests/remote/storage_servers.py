@@ -27,8 +27,9 @@ BUCKET = "ckpts"
 @dataclass
 class Request:
     """One request as the server saw it: `at` when it arrived and `done` when its answer
-    was sent (`time.monotonic()`; `done` is None until then), so that a test can tell which
-    requests were in flight together and which one waited for the answer of another."""
+    started to be sent, before the client could see any of it (`time.monotonic()`; None
+    until then), so that a test can tell which requests were in flight together and which
+    one waited for the answer of another."""
 
     method: str
     path: str
@@ -129,6 +130,7 @@ class S3Server:
             log.add(rec)
 
             def start(status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
+                rec.done = time.monotonic()
                 for k, v in headers:
                     if k.lower() == "content-length" and environ["REQUEST_METHOD"] != "HEAD":
                         rec.sent = int(v)  # counted before the client can see the answer
@@ -143,7 +145,8 @@ class S3Server:
                     return
                 yield from app(environ, start)
             finally:
-                rec.done = time.monotonic()
+                if rec.done is None:
+                    rec.done = time.monotonic()
 
         self._server = make_server("127.0.0.1", 0, logged, threaded=True, request_handler=Quiet)
         self.port = self._server.server_port
@@ -289,7 +292,7 @@ class HttpServer:
         class Handler(http.server.BaseHTTPRequestHandler):
             disable_nagle_algorithm = True
             protocol_version = "HTTP/1.1"
-            _rec: Request  # the request being answered
+            _rec: Request | None = None  # the request being answered
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -346,16 +349,15 @@ class HttpServer:
                     self.wfile.write(body)
 
             def do_GET(self) -> None:
-                try:
-                    self._answer(head=False)
-                finally:
-                    self._rec.done = time.monotonic()
+                self._answer(head=False)
 
             def do_HEAD(self) -> None:
-                try:
-                    self._answer(head=True)
-                finally:
-                    self._rec.done = time.monotonic()
+                self._answer(head=True)
+
+            def send_response(self, code: int, message: str | None = None) -> None:
+                if getattr(self, "_rec", None) is not None:
+                    self._rec.done = time.monotonic()  # before the client can see a byte
+                super().send_response(code, message)
 
         self._server = _Threading(("127.0.0.1", 0), Handler)
         self.port = self._server.server_address[1]

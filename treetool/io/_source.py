@@ -345,7 +345,8 @@ class BlockReader(io.RawIOBase):
         self._ahead = block
         self._pending: list[tuple[int, int, Any]] = []  # big reads asked for ahead
         self._jumps: list[int] = []  # starts of the last blocks fetched after a jump
-        self._guesses: dict[int, Any] = {}  # block start -> future of a block read ahead
+        #: start -> (length, future) of each block read ahead
+        self._guesses: dict[int, tuple[int, Any]] = {}
         self._seen: set[int] = set()  # landings predicted so far (and not yet passed)
         self._skips: list[int] = []  # bytes skipped by the last jumps (a payload's size)
         self._read_end = -1  # where the last read ended (-1: nothing read yet)
@@ -354,6 +355,9 @@ class BlockReader(io.RawIOBase):
         self._latency = getattr(src, "latency", 0.0)  # seconds the last block read took
         #: blocks the walk found already read ahead by `_predict` (a count, for benchmarks)
         self.guessed = 0
+        #: blocks `_predict` asked for: at most 4 per guessed block + `_AHEAD_JUMPS`, so the
+        #: guesses read for nothing stay below 3 per block that landed + `_AHEAD_JUMPS`
+        self.issued = 0
         #: reads ahead stop here (a lazy array sets the end of its bytes)
         self.limit = self._size
         self._big_end = -1  # where the last big read ended
@@ -481,6 +485,9 @@ class BlockReader(io.RawIOBase):
 
     def _fetch(self, pos: int) -> tuple[int, bytes]:
         data = None
+        guessed = self._guessed(pos) if self._guesses else None
+        if guessed is not None:
+            self.guessed += 1  # (before `_predict`: each guess that lands opens 4 more)
         if not self._cache and pos < self._first:
             start, n = 0, self._first
         elif pos == self._last_end:  # reading on: read further ahead each time
@@ -488,15 +495,16 @@ class BlockReader(io.RawIOBase):
             self._ahead = n = min(self._ahead * 2, 8 << 20)
         else:  # a jump (a walk skipping a payload): maybe one the pattern predicted
             start, n, self._ahead = pos, self._block, self._block
-            guessed = self._guessed(pos)
-            if guessed is not None:
-                start, data = guessed
-                self.guessed += 1
             slow = getattr(self._src, "ahead_latency", _SLOW_REQUEST)  # a client's own
             if self._src.remote and self._latency >= slow:
                 self._predict(pos)
+        if guessed is not None:
+            start, data = guessed
         if data is None:
             n = min(n, self._size - start)
+            for g in self._guesses:  # bytes read ahead already are not asked for twice
+                if start < g < start + n:
+                    n = g - start
             t0 = time.perf_counter()
             data = self._src.read(start, n)
             # a block served from the source's first GET (read for the size) cost no request:
@@ -510,13 +518,10 @@ class BlockReader(io.RawIOBase):
 
     def _guessed(self, pos: int) -> tuple[int, bytes] | None:
         """The block read ahead that holds `pos`, if one was."""
-        for start, fut in self._guesses.items():
-            if start <= pos < start + self._block:
+        for start, (n, fut) in self._guesses.items():
+            if start <= pos < start + n:
                 del self._guesses[start]
-                data = fut.result()
-                if pos < start + len(data):
-                    return start, data
-                return None
+                return start, fut.result()
         return None
 
     def _predict(self, pos: int) -> None:
@@ -559,34 +564,64 @@ class BlockReader(io.RawIOBase):
         at = pos
         for k in range(depth):
             at += steps[-period + k % period]
-            if at >= self.limit or at >= self._size:
-                break
+            if at - _SLACK >= min(self.limit, self._size):
+                break  # (a landing predicted just past the end may be the last one)
             if at in self._seen:  # predicted at the last jumps already (the usual case)
                 continue
-            self._seen.add(at)
-            if self._covered(at):  # read ahead already (maybe by a guess a few bytes off)
+            span = self._free_span(at)
+            if span is None:  # read ahead already (maybe by a guess a few bytes off)
+                self._seen.add(at)
                 continue
-            start = max(0, at - _SLACK)  # a landing a few bytes early is held too
-            n = min(self._block, self._size - start)
-            self._guesses[start] = guesser().submit(self._src.read, start, n)
-        while len(self._guesses) > 2 * depth:  # guesses the walk left behind
-            self._guesses.pop(next(iter(self._guesses))).cancel()
+            if self.issued >= 4 * self.guessed + _AHEAD_JUMPS:
+                break  # guesses that do not land (an irregular file) stop costing requests
+            self._seen.add(at)
+            start, end = span
+            self._guesses[start] = (
+                end - start,
+                guesser().submit(self._src.read, start, end - start),
+            )
+            self.issued += 1
+        for start in [g for g, (n, _) in self._guesses.items() if g + n <= pos]:
+            self._guesses.pop(start)[1].cancel()  # guesses the walk left behind (missed)
+        while len(self._guesses) > 2 * _AHEAD_WALK:  # memory stays bounded
+            self._guesses.pop(next(iter(self._guesses)))[1].cancel()
         if len(self._seen) > 4 * _AHEAD_WALK:
             self._seen = {p for p in self._seen if p > pos}
 
-    def _covered(self, at: int) -> bool:
-        """Whether a block read or read ahead holds `at` with half a block to spare (a
-        pickle's records between payloads grow by a byte or three when its keys or memo
-        indices get longer: a guess made with the old step still holds the new landing). A
-        guess made further ahead (a few hundred bytes off) that holds `at` counts: a second
-        block for the same landing would read it twice."""
-        if self._find_block(at) is not None:
-            return True
-        half = self._block // 2
-        return any(start <= at < start + half for start in self._guesses)
+    def _free_span(self, at: int) -> tuple[int, int] | None:
+        """The bytes to read ahead for a landing predicted at `at`: a block from `_SLACK`
+        bytes before it (a landing a few bytes early is held too), cut where a block read or
+        read ahead already holds bytes, so that no byte is asked for twice; None when one
+        already holds `at` (a pickle's records between payloads grow by a byte or three when
+        its keys or memo indices get longer: a guess made with the old step, or further
+        ahead, a few hundred bytes off, still holds the new landing).
+
+        Example:
+            >>> import os, tempfile
+            >>> p = os.path.join(tempfile.mkdtemp(), "x.bin")
+            >>> with open(p, "wb") as fh:
+            ...     _ = fh.write(bytes(100_000))
+            >>> r = BlockReader(source_for(p))
+            >>> r._free_span(50_000), r._free_span(70_000)
+            ((49488, 65872), (69488, 85872))
+        """
+        start, end = max(0, at - _SLACK), min(at - _SLACK + self._block, self._size)
+        if at >= self._size:
+            at = self._size - 1
+        held = [(g, g + n) for g, (n, _) in self._guesses.items()]
+        held += [(b, b + len(data)) for b, data in self._cache.items()]
+        for a, b in held:
+            if a <= at < b:
+                return None
+            if a < end and b > start:  # overlaps: keep the side that holds `at`
+                if b <= at:
+                    start = b
+                else:
+                    end = a
+        return (start, end) if start < end else None
 
     def close(self) -> None:
-        for fut in self._guesses.values():
+        for _, fut in self._guesses.values():
             fut.cancel()
         self._guesses.clear()
         self._cache.clear()
