@@ -355,8 +355,9 @@ class HttpServer:
                 self._answer(head=True)
 
             def send_response(self, code: int, message: str | None = None) -> None:
-                if getattr(self, "_rec", None) is not None:
-                    self._rec.done = time.monotonic()  # before the client can see a byte
+                rec = self._rec
+                if rec is not None and rec.done is None:
+                    rec.done = time.monotonic()  # before the client can see a byte
                 super().send_response(code, message)
 
         self._server = _Threading(("127.0.0.1", 0), Handler)
