@@ -27,7 +27,7 @@ def _ranges(log: Any) -> list[tuple[int, int]]:
 
 
 def test_pickle_walk_reads_each_block_once(s3: Any) -> None:
-    from treetool.io._source import _AHEAD_WALK
+    from treetool.io._source import _AHEAD_JUMPS
 
     tree = {f"layer_{i}": {"w": np.full(_FLOATS, i, np.float32), "step": i} for i in range(_ARRAYS)}
     raw = pickle.dumps(tree, protocol=4)
@@ -56,9 +56,9 @@ def test_pickle_walk_reads_each_block_once(s3: Any) -> None:
     # no request holds no landing, except the guesses past the last array
     useless = [(a, b) for a, b in ranges[1:] if not any(a <= e < b for e in landings)]
     assert all(a > ends[-1] for a, _ in useless)
-    assert len(useless) <= _AHEAD_WALK
+    assert len(useless) <= _AHEAD_JUMPS  # (none here: the file ends past the last landing)
     assert len(ranges) == 1 + len(landings) + len(useless)
-    assert s3.log.bytes_sent <= 65536 + (len(landings) + _AHEAD_WALK) * 16384
+    assert s3.log.bytes_sent <= 65536 + (len(landings) + _AHEAD_JUMPS) * 16384
 
 
 def _chain(log: Any) -> list[int]:

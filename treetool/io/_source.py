@@ -282,9 +282,11 @@ def session() -> Iterator[None]:
 #: blocks read ahead in parallel once the jumps of a walk repeat a pattern (and the most
 #: big reads of a stream asked for ahead)
 _AHEAD_JUMPS = 8
-#: a walk whose guesses keep landing reads further ahead, up to this many blocks (at most
-#: twice the guessed blocks it already used, 8 at first: the blocks read for nothing past its
-#: last jump stay bounded by those it used), so a round trip is paid once per this many jumps
+#: a walk whose guesses keep landing reads further ahead, up to this many blocks (at most 4
+#: per guessed block it already used, 8 at first: the blocks read for nothing stay below 3
+#: per block used + 8, see `BlockReader.issued`), so that the 129 requests of a pickle of 128
+#: arrays wait for 4 round trips one after the other, not 10 (each block is 16 KiB: 2 MiB in
+#: flight at most, on as many threads: `_remote.GUESS_WORKERS`)
 _AHEAD_WALK = 128
 #: a walk's first jump past a payload this big (from a reader that read from the start) is
 #: guessed to repeat at once: the next `_AHEAD_JUMPS` landings are read ahead, each a skip
