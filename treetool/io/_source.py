@@ -531,10 +531,11 @@ class BlockReader(io.RawIOBase):
         repeat a pattern (a pickle of layers of one shape: the walk skips the same payload
         sizes in the same order), so a walk waits for one request per period, not per jump.
 
-        The pattern is recognised by the steps between landings (equal within `_DRIFT`
-        bytes over two periods), or, sooner, by the bytes skipped: two equal skips (two
-        payloads of one size) predict period 1 at the second jump, and the first jump's skip
-        is guessed to repeat at once (`_SPECULATE_MIN`).
+        The pattern is recognised by the steps between landings (equal over two periods, or
+        a run of steps within `_DRIFT` bytes of each other: their mean), or, sooner, by the
+        bytes skipped: two equal skips (two payloads of one size) predict period 1 at the
+        second jump, and the first jump's skip is guessed to repeat at once
+        (`_SPECULATE_MIN`). What is asked for stays within `issued`'s budget.
         """
         jumps, skips = self._jumps, self._skips
         skip = pos - self._read_end if self._read_end >= 0 else -1
