@@ -546,11 +546,16 @@ class BlockReader(io.RawIOBase):
         steps = [b - a for a, b in itertools.pairwise(jumps)]
         for period in range(1, min(_PERIOD_MAX, len(steps) // 2) + 1):
             if steps[-period:] == steps[-2 * period : -period]:
+                agree = period  # the steps that follow the pattern, the last ones
+                while agree < len(steps) and steps[-agree - 1] == steps[-agree - 1 + period]:
+                    agree += 1
                 break
         else:
             run = _steady(steps)
+            agree = 1
             if len(run) >= 2:  # steps a few bytes apart: their mean (records of keys growing,
                 steps, period = [round(sum(run) / len(run))], 1  # a frame opcode now and then)
+                agree = len(run)
             elif steps and skip > self._block and skips[-2] == skip:
                 period = 1  # the same payload size skipped twice
             elif not steps and skip >= _SPECULATE_MIN and not self._speculated:
@@ -563,7 +568,9 @@ class BlockReader(io.RawIOBase):
             return
         from ._remote import guesser
 
-        depth = min(_AHEAD_WALK, max(_AHEAD_JUMPS, 4 * self.guessed))
+        # further ahead as guesses land, and as far as the pattern held (a pattern seen over
+        # a few steps of an irregular file is read ahead 8 blocks per step it held)
+        depth = min(_AHEAD_WALK, max(_AHEAD_JUMPS, 4 * self.guessed), _AHEAD_JUMPS * agree)
         at = pos
         for k in range(depth):
             at += steps[-period + k % period]
