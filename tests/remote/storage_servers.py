@@ -17,6 +17,7 @@ import os
 import re
 import socketserver
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,10 +26,17 @@ BUCKET = "ckpts"
 
 @dataclass
 class Request:
+    """One request as the server saw it: `at` when it arrived and `done` when its answer
+    started to be sent, before the client could see any of it (`time.monotonic()`; None
+    until then), so that a test can tell which requests were in flight together and which
+    one waited for the answer of another."""
+
     method: str
     path: str
     range: str | None
     sent: int = 0
+    at: float = field(default_factory=time.monotonic)
+    done: float | None = None
 
 
 @dataclass
@@ -122,18 +130,23 @@ class S3Server:
             log.add(rec)
 
             def start(status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
+                rec.done = time.monotonic()
                 for k, v in headers:
                     if k.lower() == "content-length" and environ["REQUEST_METHOD"] != "HEAD":
                         rec.sent = int(v)  # counted before the client can see the answer
                 return start_response(status, headers, *exc)
 
-            fast = _ranged_get(environ) if fast_ranges else None
-            if fast is not None:
-                status, headers, body = fast
-                start(status, headers)
-                yield body
-                return
-            yield from app(environ, start)
+            try:
+                fast = _ranged_get(environ) if fast_ranges else None
+                if fast is not None:
+                    status, headers, body = fast
+                    start(status, headers)
+                    yield body
+                    return
+                yield from app(environ, start)
+            finally:
+                if rec.done is None:
+                    rec.done = time.monotonic()
 
         self._server = make_server("127.0.0.1", 0, logged, threaded=True, request_handler=Quiet)
         self.port = self._server.server_port
@@ -160,6 +173,9 @@ class S3Server:
 class _Threading(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    #: connections waiting to be accepted (a walk opens up to 128 at once; the default 5
+    #: drops SYNs, which clients resend a second later: no server in production does that)
+    request_queue_size = 256
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         import sys
@@ -276,6 +292,7 @@ class HttpServer:
         class Handler(http.server.BaseHTTPRequestHandler):
             disable_nagle_algorithm = True
             protocol_version = "HTTP/1.1"
+            _rec: Request | None = None  # the request being answered
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -287,7 +304,7 @@ class HttpServer:
                 return mode, os.path.join(root, rest)
 
             def _answer(self, head: bool) -> None:
-                rec = Request(self.command, self.path, self.headers.get("Range"))
+                rec = self._rec = Request(self.command, self.path, self.headers.get("Range"))
                 log.add(rec)
                 if latency:
                     release.wait(latency)  # the round trip of a network
@@ -336,6 +353,12 @@ class HttpServer:
 
             def do_HEAD(self) -> None:
                 self._answer(head=True)
+
+            def send_response(self, code: int, message: str | None = None) -> None:
+                rec = self._rec
+                if rec is not None and rec.done is None:
+                    rec.done = time.monotonic()  # before the client can see a byte
+                super().send_response(code, message)
 
         self._server = _Threading(("127.0.0.1", 0), Handler)
         self.port = self._server.server_address[1]

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 import numpy as np
+import pytest
 from storage_servers import BUCKET
 
 import treetool as tt
@@ -27,7 +28,7 @@ def _ranges(log: Any) -> list[tuple[int, int]]:
 
 
 def test_pickle_walk_reads_each_block_once(s3: Any) -> None:
-    from treetool.io._source import _AHEAD_WALK
+    from treetool.io._source import _AHEAD_JUMPS
 
     tree = {f"layer_{i}": {"w": np.full(_FLOATS, i, np.float32), "step": i} for i in range(_ARRAYS)}
     raw = pickle.dumps(tree, protocol=4)
@@ -56,6 +57,108 @@ def test_pickle_walk_reads_each_block_once(s3: Any) -> None:
     # no request holds no landing, except the guesses past the last array
     useless = [(a, b) for a, b in ranges[1:] if not any(a <= e < b for e in landings)]
     assert all(a > ends[-1] for a, _ in useless)
-    assert len(useless) <= _AHEAD_WALK
+    assert len(useless) <= _AHEAD_JUMPS  # (none here: the file ends past the last landing)
     assert len(ranges) == 1 + len(landings) + len(useless)
-    assert s3.log.bytes_sent <= 65536 + (len(landings) + _AHEAD_WALK) * 16384
+    assert s3.log.bytes_sent <= 65536 + (len(landings) + _AHEAD_JUMPS) * 16384
+
+
+def _chain(log: Any) -> list[int]:
+    """How many requests each round trip of a read held, in order: a request waited for
+    another when it arrived after that one's answer was sent (the server's log times), and
+    its round trip is one past the latest it waited for. `[1, 9, ...]`: the first GET alone,
+    then 9 requests that waited only for it, ..."""
+    reqs = sorted(log.requests, key=lambda r: r.at)
+    level: list[int] = []
+    for i, r in enumerate(reqs):
+        waited = [level[j] for j in range(i) if (reqs[j].done or r.at + 1) <= r.at]
+        level.append(1 + max(waited, default=0))
+    return [level.count(k) for k in range(1, max(level) + 1)]
+
+
+def _pickle_of(sizes: list[int], key: Any) -> tuple[bytes, list[int]]:
+    """A protocol-4 pickle of float32 arrays of `sizes` under growing keys, and where each
+    array's payload ends (where the walk lands after skipping it)."""
+    # no zeros: a payload of zeros would be found a byte early (its length's high bytes)
+    tree = {key(i): {"w": np.full(n, i + 1, np.float32), "step": i} for i, n in enumerate(sizes)}
+    raw = pickle.dumps(tree, protocol=4)
+    ends: list[int] = []
+    for i, n in enumerate(sizes):
+        at = raw.index(np.full(n, i + 1, np.float32).tobytes(), ends[-1] if ends else 0)
+        ends.append(at + n * 4)
+    return raw, ends
+
+
+def test_walk_at_50ms_waits_for_few_round_trips(tmp_path: Any) -> None:
+    """Over a server that answers each request 50 ms late (a network's round trip), the walk
+    of a checkpoint of 48 arrays of one shape pays two sequential round trips before reading
+    ahead (the first GET, then the first jump, whose skip is guessed to repeat: 8 guesses go
+    with it), then the guesses that land open up to 4 more each: the 129 requests of a 1 GB
+    pickle of 128 arrays took 10 round trips one after the other, this one takes at most 5
+    (4 when the machine keeps up). Each landing is read by one request, nothing for nothing."""
+    from storage_servers import HttpServer
+
+    floats = (1 << 20) // 4 + 64  # payloads just past 1 MiB: each jump is one request
+    raw, ends = _pickle_of([floats] * 48, lambda i: f"layer_{i}")
+    (tmp_path / "ckpt.pkl").write_bytes(raw)
+    server = HttpServer(str(tmp_path), latency=0.05)
+    try:
+        tree = tt.load(f"{server.url}/ckpt.pkl")
+        arrays = [leaf.shape for _, leaf in tt.leaves_with_paths(tree) if hasattr(leaf, "shape")]
+        assert arrays == [(floats,)] * 48
+        chain = _chain(server.log)
+        ranges = _ranges(server.log)
+    finally:
+        server.stop()
+    assert chain[:2] == [1, 9], chain  # the first GET; the first jump and 8 guesses with it
+    assert len(chain) <= 5, chain
+    assert sum(chain) == len(ranges) == 1 + 48  # the first GET, one block per landing
+    assert ranges[0] == (0, 65536)
+    for e in ends:  # every landing was read by exactly one request
+        assert sum(a <= e < b for a, b in ranges) == 1, (
+            e,
+            [r for r in ranges if r[0] - 40000 < e < r[1] + 40000],
+            [x for x in ends if abs(x - e) < 80000],
+        )
+
+
+@pytest.mark.parametrize(
+    ("choices", "count"),
+    [
+        ([5_000, 6_000, 9_000, 14_000], 200),  # 20-56 KB payloads
+        ([300_000, 330_000, 450_000], 14),  # 1.2-1.8 MB: the first skip is guessed to repeat
+    ],
+)
+def test_irregular_walk_reads_each_block_once_and_wastes_few_guesses(
+    s3: Any, choices: list[int], count: int
+) -> None:
+    """A pickle whose arrays vary in size (the skips repeat now and then, by chance) and whose
+    keys grow: guesses are made when two skips match (or, for payloads past 1 MiB, at the
+    first jump) and mostly miss; each landing is still read by one request, and the guesses
+    read for nothing stay within their budget: at most `_AHEAD_JUMPS` + 3 per guess that
+    landed (the S3 client reads ahead on loopback too)."""
+    from treetool.io._source import _AHEAD_JUMPS
+
+    rng = np.random.default_rng(7)
+    sizes = [int(n) for n in rng.choice(choices, size=count)]
+    raw, ends = _pickle_of(sizes, lambda i: "k" * (1 + i // 20) + str(i))
+    s3.client().put_object(Bucket=BUCKET, Key="walk/irregular.pkl", Body=raw)
+    s3.log.clear()
+    tree = tt.load(f"s3://{BUCKET}/walk/irregular.pkl")
+    got = {str(p): leaf.shape for p, leaf in tt.leaves_with_paths(tree) if hasattr(leaf, "shape")}
+    assert got == {f"['{'k' * (1 + i // 20)}{i}']['w']": (n,) for i, n in enumerate(sizes)}
+    ranges = _ranges(s3.log)
+    landings = [e for e in ends if e >= 65536]
+    for e in landings:
+        assert sum(a <= e < b for a, b in ranges) == 1, (
+            e,
+            [r for r in ranges if r[0] - 40000 < e < r[1] + 40000],
+            [x for x in ends if abs(x - e) < 80000],
+        )
+    # the walk's own reads start at a landing; a guess starts `_SLACK` before its prediction
+    guesses = [(a, b) for a, b in ranges[1:] if a not in landings]
+    landed = [(a, b) for a, b in guesses if any(a <= e < b for e in landings)]
+    wasted = len(guesses) - len(landed)
+    assert wasted <= _AHEAD_JUMPS + 3 * len(landed), (wasted, len(landed))
+    assert len(ranges) - 1 - len(landed) - wasted == len(landings) - len(landed)
+    assert s3.log.bytes_sent <= 65536 + (len(landings) + wasted) * 16384
+    assert all(0 <= a < b <= a + 16384 for a, b in ranges[1:])  # blocks, no big read

@@ -38,7 +38,7 @@ _pool: ThreadPoolExecutor | None = None
 _ahead: ThreadPoolExecutor | None = None
 _guess: ThreadPoolExecutor | None = None
 #: threads reading a walk's predicted blocks (16 KiB each: many in flight cost little memory)
-GUESS_WORKERS = 32
+GUESS_WORKERS = 128
 _pool_lock = threading.Lock()
 _fs_cache: dict[Any, Any] = {}  # protocol or (s3, bucket, settings...) -> client
 
@@ -167,6 +167,9 @@ class RemoteSource(Source):
     """Shared by the remote sources: retries, parallel chunked reads, block-cached files."""
 
     remote = True
+    #: seconds the last request took (the first GET's included): a `BlockReader` made after
+    #: the size was known reads ahead from its first jump when requests are slow
+    latency = 0.0
 
     def __init__(self, url: str) -> None:
         self.name = url
@@ -222,9 +225,11 @@ class RemoteSource(Source):
         if _progress is not None:
             _progress(0)
         if n <= _CHUNK:
+            t0 = time.perf_counter()
             data = self._call(
                 f"read of bytes {offset}-{offset + n - 1}", lambda: self._get(offset, n)
             )
+            self.latency = time.perf_counter() - t0
         else:
             buf = bytearray(n)
             starts = range(offset, offset + n, _CHUNK)
@@ -278,7 +283,9 @@ class SizedByFirstGet(RemoteSource):
             return super()._first_block()
         if _progress is not None:
             _progress(0)
+        t0 = time.perf_counter()
         size, body = self._first_get()
+        self.latency = time.perf_counter() - t0
         self._size = size
         body = self._exactly(body, min(_FIRST, size), 0)
         if _progress is not None:
