@@ -54,7 +54,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "remote"))
 
-from storage_servers import BUCKET, GcsServer, HttpServer, S3Server
+from storage_servers import BUCKET, GcsServer, HttpServer, S3Server, environment
 
 TREETOOL = [sys.executable, "-m", "treetool.cli"]
 
@@ -423,17 +423,8 @@ def _store_s3(total: int, tmp: str, env: dict[str, str], big: bool = True) -> li
 def _write_orbax_s3(root: str, env: dict[str, str]) -> str:
     """`write_orbax` straight to the S3 server, with the `AWS_*` settings of `env` (the
     server's) set in this process while it runs."""
-    aws = {k: v for k, v in env.items() if k.startswith("AWS_")}
-    saved = {k: os.environ.get(k) for k in aws}
-    os.environ.update(aws)
-    try:
+    with environment({k: v for k, v in env.items() if k.startswith("AWS_")}):
         return write_orbax(root)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _listed_sizes(client: Any, prefix: str) -> dict[str, int]:

@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from storage_servers import BUCKET, GcsServer, HttpServer, S3Server
+from storage_servers import BUCKET, GcsServer, HttpServer, S3Server, environment
 
 #: what the servers and clients need: a test here is skipped, with the reason, without them
 _NEEDED = {
@@ -223,18 +223,10 @@ def s3_orbax(s3_server: Any) -> str:
     from _orbax_s3 import orbax_s3_writes
     from etils import epath
 
-    env = s3_env(s3_server)
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
     try:
-        with orbax_s3_writes():
+        with environment(s3_env(s3_server)), orbax_s3_writes():
             _save_run(epath.Path(f"s3://{BUCKET}/orbax_run"))
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
         _fresh_clients()
     return f"s3://{BUCKET}/orbax_run"
 
@@ -248,21 +240,18 @@ def gs_orbax(gcs_server: Any) -> str:
     import gcsfs.core
     from etils import epath
 
-    saved = {k: os.environ.get(k) for k in ("STORAGE_EMULATOR_HOST", "TENSORSTORE_GCS_HTTP_URL")}
-    os.environ["STORAGE_EMULATOR_HOST"] = gcs_server.host
-    os.environ["TENSORSTORE_GCS_HTTP_URL"] = gcs_server.host
     # gcsfs's default filesystem first asks the bucket's layout over gRPC, which the emulator
     # does not speak (60 s until it gives up): orbax's metadata goes through the plain client
     fsspec.register_implementation("gs", gcsfs.core.GCSFileSystem, clobber=True)
     fsspec.register_implementation("gcs", gcsfs.core.GCSFileSystem, clobber=True)
+    emulator = {
+        "STORAGE_EMULATOR_HOST": gcs_server.host,
+        "TENSORSTORE_GCS_HTTP_URL": gcs_server.host,
+    }
     try:
-        _save_run(epath.Path(f"gs://{BUCKET}/orbax_run"))
+        with environment(emulator):
+            _save_run(epath.Path(f"gs://{BUCKET}/orbax_run"))
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
         _fresh_clients()
     return f"gs://{BUCKET}/orbax_run"
 
@@ -311,6 +300,22 @@ def period_two_stops(size: int) -> list[int]:
         stops.append(at)
         at += pattern[len(stops) % 2]
     return stops
+
+
+def cli(*args: str, cwd: str, env: dict[str, str] | None = None) -> Any:
+    """`treetool ARGS` in a subprocess (this environment plus `env`, HOME and TMPDIR at `cwd`):
+    its `subprocess.CompletedProcess`, text."""
+    import subprocess
+
+    full = {**os.environ, **(env or {}), "HOME": cwd, "TMPDIR": cwd}
+    return subprocess.run(
+        [sys.executable, "-m", "treetool.cli", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        cwd=cwd,
+        timeout=60,
+    )
 
 
 def cli_on_terminal(*args: str, env: dict[str, str], cwd: str) -> tuple[int, bytes, bytes]:

@@ -12,16 +12,35 @@ Used by the tests in this folder and by `benchmarks/bench_remote.py`.
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import os
 import re
 import socketserver
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 BUCKET = "ckpts"
+
+
+@contextlib.contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """`values` set in this process's environment while the block runs (a save by a library
+    that reads its settings from the environment: orbax, tensorstore, etils), then put back
+    as they were, unset ones unset."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 @dataclass

@@ -4,24 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from typing import Any
 
+from conftest import cli as _cli
 from conftest import cli_on_terminal, s3_env
 from storage_servers import BUCKET
-
-
-def _cli(*args: str, env: dict[str, str], cwd: str) -> subprocess.CompletedProcess:
-    full = {**os.environ, **env, "HOME": cwd, "TMPDIR": cwd}
-    return subprocess.run(
-        [sys.executable, "-m", "treetool.cli", *args],
-        capture_output=True,
-        text=True,
-        env=full,
-        cwd=cwd,
-        timeout=60,
-    )
 
 
 def test_ls_of_a_sharded_s3_set_equals_the_single_local_file(

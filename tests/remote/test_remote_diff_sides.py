@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import cli as _cli
 from conftest import cli_on_terminal, s3_env
 from storage_servers import BUCKET, HttpServer
 
@@ -44,18 +45,6 @@ def sides(tmp_path_factory: pytest.TempPathFactory) -> Any:
     yield root, slow, fast
     slow.stop()
     fast.stop()
-
-
-def _cli(*args: str, cwd: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HOME": cwd, "TMPDIR": cwd}
-    return subprocess.run(
-        [sys.executable, "-m", "treetool.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=60,
-    )
 
 
 def _note(spec: str) -> str:
