@@ -14,18 +14,9 @@ from rich.table import Table
 
 from treetool._summary import summary
 from treetool._text import safe
-from treetool.render.summary import _Grid, summary_table
+from treetool.render.summary import _COLUMNS, _ERRORS, _Grid, summary_table
 
-COLUMNS = [
-    ("path", "left", ""),
-    ("type", "left", "magenta"),
-    ("leaves", "right", ""),
-    ("params", "right", ""),
-    ("%", "right", ""),
-    ("bytes", "right", ""),
-    ("dtypes", "left", "cyan"),
-]
-ERRORS = ("errors", "right", "red")
+COLUMNS, ERRORS = list(_COLUMNS), _ERRORS
 
 
 def _console(buf: io.StringIO, colors: str | None, width: int) -> Console:

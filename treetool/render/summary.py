@@ -28,6 +28,19 @@ def _dtypes(c: Any) -> str:
 _Column = tuple[str, str, str]
 
 
+#: the summary's columns; `_ERRORS` joins them when some node could not be opened
+_COLUMNS: tuple[_Column, ...] = (
+    ("path", "left", ""),
+    ("type", "left", "magenta"),
+    ("leaves", "right", ""),
+    ("params", "right", ""),
+    ("%", "right", ""),
+    ("bytes", "right", ""),
+    ("dtypes", "left", "cyan"),
+)
+_ERRORS: _Column = ("errors", "right", "red")
+
+
 class _Grid:
     """The summary's table as rich's `Table(box=None, pad_edge=False)` draws it, made
     directly when every cell fits on its line: the same segments, so the same bytes, colours
@@ -85,15 +98,7 @@ def summary_table(s: Any) -> Iterator[Any]:
     Every cell is plain text through `safe`: a class named `Y[/]` is shown, not parsed.
     """
     total = s.total
-    columns: list[_Column] = [
-        ("path", "left", ""),
-        ("type", "left", "magenta"),
-        ("leaves", "right", ""),
-        ("params", "right", ""),
-        ("%", "right", ""),
-        ("bytes", "right", ""),
-        ("dtypes", "left", "cyan"),
-    ]
+    columns = list(_COLUMNS)
     footer = [
         "total",
         safe(total.type),
@@ -104,7 +109,7 @@ def summary_table(s: Any) -> Iterator[Any]:
         _dtypes(total.dtypes),
     ]
     if total.errors:
-        columns.append(("errors", "right", "red"))
+        columns.append(_ERRORS)
         footer.append(fmt_count(total.errors))
     rows = []
     for r in s.rows:
