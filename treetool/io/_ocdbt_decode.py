@@ -277,20 +277,13 @@ class _Walk:
         ids, pos = _varints(body, pos, n)
         offsets, pos = _varints(body, pos, n)
         lengths, pos = _varints(body, pos, n)
-        out = []
-        for i in range(n):
-            if common[i] > len(keys[i]):
-                raise _Bad("bad subtree common prefix")
-            path, below = _locate(files, ids[i], transitive)
-            out.append((below, (path, offsets[i], lengths[i]), prefix + keys[i][: common[i]]))
-        return out
+        places = [_locate(files, i, transitive) for i in ids]
+        return _children(prefix, keys, common, places, offsets, lengths)
 
     def _leaf(
         self, body: bytes, pos: int, n: int, files: list, transitive: str, prefix: bytes
     ) -> None:
-        keep, pos = _varints(body, pos, max(n - 1, 0))
-        suffix, pos = _varints(body, pos, n)
-        keys, pos = _prefixed_keys(body, pos, keep, suffix)
+        keys, pos = _node_keys(body, pos, n)
         lengths, pos = _varints(body, pos, n)
         kinds, pos = _varints(body, pos, n)
         if max(kinds, default=0) > 1:
@@ -364,25 +357,17 @@ class _LegacyWalk(_Walk):
         self, body: bytes, pos: int, n: int, files: list, transitive: str, prefix: bytes
     ) -> list[tuple[str, tuple[str, int, int], bytes]]:
         common, pos = _varints(body, pos, n)
-        keep, pos = _varints(body, pos, max(n - 1, 0))
-        suffix, pos = _varints(body, pos, n)
-        keys, pos = _prefixed_keys(body, pos, keep, suffix)
+        keys, pos = _node_keys(body, pos, n)
         paths, pos = _file_ids(body, pos, n)
         offsets, pos = _varints(body, pos, n)
         lengths, pos = _varints(body, pos, n)
-        out = []
-        for i in range(n):
-            if common[i] > len(keys[i]):
-                raise _Bad("bad subtree common prefix")
-            out.append(("", (paths[i], offsets[i], lengths[i]), prefix + keys[i][: common[i]]))
-        return out
+        places = [(path, "") for path in paths]
+        return _children(prefix, keys, common, places, offsets, lengths)
 
     def _leaf(
         self, body: bytes, pos: int, n: int, files: list, transitive: str, prefix: bytes
     ) -> None:
-        keep, pos = _varints(body, pos, max(n - 1, 0))
-        suffix, pos = _varints(body, pos, n)
-        keys, pos = _prefixed_keys(body, pos, keep, suffix)
+        keys, pos = _node_keys(body, pos, n)
         encoded, pos = _varints(body, pos, n)
         kinds = [e & 1 for e in encoded]
         n_indirect = sum(kinds)
@@ -394,6 +379,33 @@ class _LegacyWalk(_Walk):
             return _file_path(ids, j)
 
         self._keep(body, pos, prefix, keys, lengths, kinds, (where, offsets))
+
+
+def _node_keys(body: bytes, pos: int, n: int) -> tuple[list[bytes], int]:
+    """A node's `n` keys: the bytes each keeps of the previous key, its new bytes' lengths,
+    then the new bytes (`_prefixed_keys`)."""
+    keep, pos = _varints(body, pos, max(n - 1, 0))
+    suffix, pos = _varints(body, pos, n)
+    return _prefixed_keys(body, pos, keep, suffix)
+
+
+def _children(
+    prefix: bytes,
+    keys: list[bytes],
+    common: list[int],
+    places: list[tuple[str, str]],
+    offsets: list[int],
+    lengths: list[int],
+) -> list[tuple[str, tuple[str, int, int], bytes]]:
+    """An interior node's children: (the transitive path below, (data file, offset, length)
+    of the child node, the prefix its keys share: `prefix` + the first `common` bytes of its
+    key). `places` are (data file, transitive path) of each child."""
+    out = []
+    for key, n_common, (path, below), offset, length in zip(keys, common, places, offsets, lengths):
+        if n_common > len(key):
+            raise _Bad("bad subtree common prefix")
+        out.append((below, (path, offset, length), prefix + key[:n_common]))
+    return out
 
 
 def _file_ids(body: bytes, pos: int, n: int) -> tuple[list[str], int]:
