@@ -237,7 +237,7 @@ class _LsRows:
                 path = safe(path)
             end = None
             if isinstance(x, lazy):
-                shape, name = x.shape, x._dtname
+                shape, name = x.shape, x.dtype_name
                 if shape is last_shape and name is last_name:
                     end = last_end
                 elif type(shape) is tuple:
