@@ -20,3 +20,46 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("ci")
+
+
+import pytest  # noqa: E402
+
+#: Test modules whose tests start subprocesses, storage servers, browsers, notebooks, type
+#: checkers or the import linter: marked `slow`, so `pytest -m "not slow"` is the fast run. Single
+#: slow tests in other modules carry `@pytest.mark.slow` themselves.
+_SLOW_DIRS = frozenset({"remote", "hostile"})
+_SLOW_MODULES = frozenset(
+    {
+        "test_cli.py",
+        "test_diff_cli.py",
+        "test_error_policy.py",
+        "test_examples.py",
+        "test_fidelity_corpus.py",
+        "test_fidelity_formats.py",
+        "test_fuzz.py",
+        "test_html_chromium.py",
+        "test_import_hygiene.py",
+        "test_io_cli.py",
+        "test_io_malicious.py",
+        "test_io_opaque_jax_hook.py",
+        "test_layers.py",
+        "test_listing_no_numpy.py",
+        "test_notebook.py",
+        "test_startup_imports.py",
+        "test_typecheck.py",
+        "test_devices_multihost.py",
+        "test_tui_terminal_hostile.py",
+    }
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the slow modules, then run the fast modules first (a module's tests stay together)."""
+    slow_modules = set()
+    for item in items:
+        path = item.path
+        if path.name in _SLOW_MODULES or path.parent.name in _SLOW_DIRS:
+            item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("slow") is not None:
+            slow_modules.add(path)
+    items.sort(key=lambda item: item.path in slow_modules)  # stable: order kept within each

@@ -109,6 +109,7 @@ def test_get_json_says_the_stats_were_skipped(ckpt, counted):
     assert full["stats"]["max"] == ROWS * COLS - 1 and "stats_skipped" not in full
 
 
+@pytest.mark.slow
 def test_get_small_leaf_output_is_unchanged(ckpt):
     cmd = [sys.executable, "-m", "treetool.cli", "get", str(ckpt), "small"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env={"COLUMNS": "80"})

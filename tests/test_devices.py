@@ -625,6 +625,7 @@ def test_orbax_checkpoint_recorded_shardings(model, placed, orbax_dir):
     )
 
 
+@pytest.mark.slow
 def test_recorded_placement_needs_no_jax(orbax_dir):
     import subprocess
     import sys

@@ -64,6 +64,7 @@ def test_global_ref_is_a_leaf():
     assert g.class_name == "system" and g.class_path == "os.system"
 
 
+@pytest.mark.slow
 def test_registered_when_jax_is_imported_later(tmp_path):
     import pickle
 

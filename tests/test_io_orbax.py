@@ -138,6 +138,7 @@ def test_checkpoint_without_ocdbt(tmp_path, tree):
     assert np.array_equal(np.asarray(t["lst"][0]), np.ones(2, np.int32))
 
 
+@pytest.mark.slow
 def test_ocdbt_checkpoint_without_tensorstore_is_a_clear_error(standard):
     """The structure reads with no tensorstore (treetool decodes the OCDBT metadata itself);
     reading values needs tensorstore (`treetool[orbax]`): without it, one line that says so."""

@@ -93,6 +93,7 @@ def test_tree_shapes_dtypes_and_values(item: Path, tree: dict) -> None:
     assert np.asarray(t["scalar"]).tolist() == 2.5
 
 
+@pytest.mark.slow
 def test_structure_imports_no_tensorstore_values_do(item: Path) -> None:
     code = (
         "import sys, treetool.io as tio, numpy as np\n"
@@ -105,6 +106,7 @@ def test_structure_imports_no_tensorstore_values_do(item: Path) -> None:
     assert out.stdout.splitlines() == ["(3, 4) False False", "66.0 True"]
 
 
+@pytest.mark.slow
 def test_ls_is_the_same_with_the_tensorstore_walk(item: Path, monkeypatch) -> None:
     """`ls` lines from the decoder equal those of tensorstore's walk (decoder switched off)."""
     run = run_cli("ls", str(item), cwd=item.parent)
@@ -290,6 +292,7 @@ def _unpack(packed: str, dest: Path) -> Path:
 
 
 @pytest.mark.parametrize("inline", [0, 100])
+@pytest.mark.slow
 def test_databases_of_tensorstore_0_1_35_are_read(tmp_path: Path, inline: int) -> None:
     """The old layout is told by its header (magic, then version and compression bytes: no
     length), and read as it was written; with `max_inline_value_bytes` 0, read as the new
@@ -343,6 +346,7 @@ def _node_file(item: Path) -> Path:
         ("node", lambda b: bytes(len(b)), "B+tree node has magic 0x00000000"),
     ],
 )
+@pytest.mark.slow
 def test_hostile_databases_are_one_line(item, tmp_path, target, edit, message) -> None:
     bad = _copy(item, tmp_path / "bad")
     f = bad / "manifest.ocdbt" if target == "manifest" else _node_file(bad)

@@ -291,6 +291,7 @@ def test_missing_file(tmp_path):
         tio.load(tmp_path / "nope.pkl")
 
 
+@pytest.mark.slow
 def test_structure_read_does_not_import_jax(tmp_path):
     import subprocess
     import sys

@@ -116,6 +116,7 @@ def test_parse_of_str_is_identity(keys):
     assert str(Path.parse(text)) == text
 
 
+@pytest.mark.slow
 def test_paths_module_does_not_import_jax():
     code = (
         "import treetool._paths as p, sys; p.Path.parse(\"a['b'][0]\"); print('jax' in sys.modules)"

@@ -8,6 +8,7 @@ import sys
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import treetool as tt
 
@@ -43,6 +44,7 @@ def test_one_change_is_singular():
     assert repr(d).startswith("TreeDiff(1 change:")
 
 
+@pytest.mark.slow
 def test_pipe_gets_whole_lines_and_columns_is_respected(tmp_path):
     key = "k" * 150
     (tmp_path / "wide_target.py").write_text(
@@ -72,6 +74,7 @@ def test_pipe_gets_whole_lines_and_columns_is_respected(tmp_path):
     assert max(len(line) for line in narrow) <= 60 and len(narrow) > 2
 
 
+@pytest.mark.slow
 def test_show_into_a_pipe_does_not_wrap(tmp_path):
     key = "k" * 150
     code = (

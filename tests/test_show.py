@@ -154,6 +154,7 @@ _IPYTHON = (
     ],
     ids=["python", "ipython"],
 )
+@pytest.mark.slow
 def test_show_in_an_interactive_terminal_opens_the_tui_and_returns_on_quit(argv):
     if argv[1:3] == ["-m", "IPython"]:
         pytest.importorskip("IPython")

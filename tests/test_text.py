@@ -86,6 +86,7 @@ def test_output_never_holds_a_control_character_and_is_idempotent(text):
         assert out == text
 
 
+@pytest.mark.slow
 def test_the_sanitiser_sits_below_everything():
     """`_text` imports nothing of treetool and no rich: error lines and `--help` use it."""
     import ast
