@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from cli_runner import treetool
 
 TESTS = Path(__file__).parent
-TREETOOL = str(Path(sys.executable).with_name("treetool"))
 
 
 def run(*args: str, cwd: Path = TESTS) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
-    return subprocess.run(
-        [TREETOOL, *args], cwd=cwd, capture_output=True, text=True, timeout=120, env=env
-    )
+    return treetool(*args, cwd=cwd)
 
 
 def test_help_lists_the_commands():

@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
+from cli_runner import treetool
+
 TESTS = Path(__file__).parent
-TREETOOL = str(Path(sys.executable).with_name("treetool"))
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
-    return subprocess.run(
-        [TREETOOL, "diff", *args], cwd=TESTS, capture_output=True, text=True, timeout=120, env=env
-    )
+    return treetool("diff", *args, cwd=TESTS)
 
 
 def test_different_models_print_the_review_and_exit_1():

@@ -11,29 +11,24 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_runner import treetool
 from error_targets import fixed, tree
 from rich.console import Console
 
 import treetool as tt
 
 TESTS = Path(__file__).parent
-TREETOOL = str(Path(sys.executable).with_name("treetool"))
 MSG = "RuntimeError: flatten exploded"
 BROKEN = ["['bad']", "['deep']['x'][1]"]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
-    return subprocess.run(
-        [TREETOOL, *args], cwd=TESTS, capture_output=True, text=True, timeout=120, env=env
-    )
+    return treetool(*args, cwd=TESTS)
 
 
 def _text(x) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
-import os
 import pickle
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cli_runner import treetool
 from rich.console import Console
 
 import treetool as tt
@@ -149,15 +149,7 @@ def mod(mod_dir):
 
 
 def cli(*args: str, cwd) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(cwd)}
-    return subprocess.run(
-        [sys.executable, "-m", "treetool.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-        env=env,
-    )
+    return treetool(*args, cwd=cwd, env={"PYTHONPATH": str(cwd)}, columns=None)
 
 
 def save(tree, path, pickler: str, protocol: int) -> None:

@@ -13,10 +13,10 @@ import json
 import pickle
 import struct
 import subprocess
-import sys
 
 import numpy as np
 import pytest
+from cli_runner import treetool
 
 import treetool as tt
 import treetool.io as tio
@@ -95,13 +95,7 @@ def composite_edited():
 
 
 def cli(*args: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "treetool.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-    )
+    return treetool(*args, cwd=cwd, columns=None)
 
 
 @pytest.fixture(scope="module")

@@ -10,18 +10,13 @@ import sys
 
 import numpy as np
 import pytest
+from cli_runner import treetool
 
 EVIL = b"\x80\x04\x8c\x05posix\x8c\x06system\x93\x8c\x05touch\x8c\x06CANARY\x86R."
 
 
 def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "treetool.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-    )
+    return treetool(*args, cwd=cwd, columns=None)
 
 
 @pytest.fixture

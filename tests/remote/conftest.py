@@ -305,16 +305,10 @@ def period_two_stops(size: int) -> list[int]:
 def cli(*args: str, cwd: str, env: dict[str, str] | None = None) -> Any:
     """`treetool ARGS` in a subprocess (this environment plus `env`, HOME and TMPDIR at `cwd`):
     its `subprocess.CompletedProcess`, text."""
-    import subprocess
+    from cli_runner import treetool
 
-    full = {**os.environ, **(env or {}), "HOME": cwd, "TMPDIR": cwd}
-    return subprocess.run(
-        [sys.executable, "-m", "treetool.cli", *args],
-        capture_output=True,
-        text=True,
-        env=full,
-        cwd=cwd,
-        timeout=60,
+    return treetool(
+        *args, cwd=cwd, env={**(env or {}), "HOME": cwd, "TMPDIR": cwd}, columns=None, timeout=60
     )
 
 

@@ -1,0 +1,35 @@
+"""The one way the tests run `treetool` as a real subprocess (the hostile harness measures its
+runs through its own launcher, `tests/hostile/harness.py`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+#: the console script installed beside this Python: what a user types
+TREETOOL = str(Path(sys.executable).with_name("treetool"))
+
+
+def treetool(
+    *args: str | os.PathLike[str],
+    cwd: str | os.PathLike[str] | None = None,
+    env: dict[str, str] | None = None,
+    columns: int | None = 100,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """`treetool ARGS` in `cwd`: its `CompletedProcess` (text). The child gets this environment,
+    `NO_COLOR=1`, `COLUMNS=columns` (unless None), then `env`."""
+    full = {**os.environ, "NO_COLOR": "1"}
+    if columns is not None:
+        full["COLUMNS"] = str(columns)
+    full.update(env or {})
+    return subprocess.run(
+        [TREETOOL, *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full,
+    )
