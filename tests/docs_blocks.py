@@ -143,7 +143,7 @@ def _doctest(block: Block, globs: dict[str, Any], name: str) -> list[Result]:
         results.append(Result(block.line + ex.lineno, "doctest", ok, expected, actual))
         src = ex.source.rstrip("\n").split("\n")
         new.append(">>> " + "\n... ".join(src) + "\n")
-        want = expected if (ok or ex.exc_msg is not None) else actual
+        want = expected if ok else actual
         new.append(want if not want.strip() else _clean(want))
     if results:
         results[-1].patch = (block.start, block.end, "".join(new))
