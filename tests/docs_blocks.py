@@ -111,11 +111,12 @@ class _Tee(io.StringIO):
     """stdout and stderr of a block, in the order written."""
 
 
-def _exec(code: str, globs: dict[str, Any], name: str) -> str:
+def _exec(code: str, globs: dict[str, Any], name: str, line: int) -> str:
+    """Run `code`, which starts at `line` of the page `name` (tracebacks give page lines)."""
     out = _Tee()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         try:
-            exec(compile(code, name, "exec"), globs)
+            exec(compile("\n" * line + code, name, "exec"), globs)
         except Exception:
             traceback.print_exc(file=out)
     return out.getvalue()
@@ -172,7 +173,7 @@ def run_page(page: Path) -> list[Result]:
     text = page.read_text()
     blocks = parse(text)
     results: list[Result] = []
-    name = str(page)
+    name = page.name
     with tempfile.TemporaryDirectory(prefix="docs-") as cwd:
         os.environ.update(ENV)
         os.chdir(cwd)
@@ -182,12 +183,12 @@ def run_page(page: Path) -> list[Result]:
             if b.mode == "skip":
                 continue
             if b.mode == "setup":
-                out = _exec(b.body, globs, f"{name}:{b.line}")
+                out = _exec(b.body, globs, name, b.line)
                 results.append(Result(b.line, "setup", "Traceback" not in out, "", out))
             elif b.lang == "python" and ">>>" in b.body:
                 results.extend(_doctest(b, globs, name))
             elif b.lang == "python":
-                actual = _exec(b.body, globs, f"{name}:{b.line}")
+                actual = _exec(b.body, globs, name, b.line)
                 if b.output is not None:
                     ok = b.mode == "no-compare" or _same(b.output.body, actual)
                     patch = (b.output.start, b.output.end, _clean(actual))
