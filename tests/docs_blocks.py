@@ -70,10 +70,12 @@ def parse(text: str) -> list[Block]:
         before = text[: m.start()].rstrip()
         mode = "run"
         if before.endswith("-->"):
-            d = DIRECTIVE.search(before[before.rfind("<!--") :])
+            at = before.rfind("<!--")
+            d = DIRECTIVE.search(before[at:])
             if d and d.group("kind") in ("skip", "no-compare"):
                 if not d.group("rest").strip():
-                    raise ValueError(f"line {text.count(chr(10), 0, m.start()) + 1}: a {d.group('kind')} directive must say why")
+                    line = text.count("\n", 0, at) + 1
+                    raise ValueError(f"line {line}: a {d.group('kind')} directive must say why")
                 mode = d.group("kind")
         line = text.count("\n", 0, m.start()) + 1
         b = Block(m.group("lang"), m.group("body"), m.start("body"), m.end("body"), line, mode)
@@ -107,13 +109,9 @@ class Result:
     patch: tuple[int, int, str] | None = None
 
 
-class _Tee(io.StringIO):
-    """stdout and stderr of a block, in the order written."""
-
-
 def _exec(code: str, globs: dict[str, Any], name: str, line: int) -> str:
     """Run `code`, which starts at `line` of the page `name` (tracebacks give page lines)."""
-    out = _Tee()
+    out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         try:
             exec(compile("\n" * line + code, name, "exec"), globs)
@@ -127,7 +125,7 @@ def _doctest(block: Block, globs: dict[str, Any], name: str) -> list[Result]:
     results: list[Result] = []
     new = []
     for ex in test.examples:
-        out = _Tee()
+        out = io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             try:
                 exec(compile(ex.source, name, "single"), globs)
@@ -170,34 +168,48 @@ def _console(block: Block, cwd: str) -> Result:
 
 
 def run_page(page: Path) -> list[Result]:
+    """Run every block of `page` in order; the working directory, environment and import
+    path are the page's own while it runs and are restored after."""
     text = page.read_text()
     blocks = parse(text)
     results: list[Result] = []
     name = page.name
+    saved_env, saved_cwd, saved_path = dict(os.environ), os.getcwd(), list(sys.path)
     with tempfile.TemporaryDirectory(prefix="docs-") as cwd:
         os.environ.update(ENV)
         os.chdir(cwd)
         sys.path.insert(0, cwd)
-        globs: dict[str, Any] = {"__name__": "__main__"}
-        for b in blocks:
-            if b.mode == "skip":
-                continue
-            if b.mode == "setup":
-                out = _exec(b.body, globs, name, b.line)
-                results.append(Result(b.line, "setup", "Traceback" not in out, "", out))
-            elif b.lang == "python" and ">>>" in b.body:
-                results.extend(_doctest(b, globs, name))
-            elif b.lang == "python":
-                actual = _exec(b.body, globs, name, b.line)
-                if b.output is not None:
-                    ok = b.mode == "no-compare" or _same(b.output.body, actual)
-                    patch = (b.output.start, b.output.end, _clean(actual))
-                    results.append(Result(b.line, "python", ok, b.output.body, actual, patch))
-                else:
-                    results.append(Result(b.line, "python", not actual.strip(), "", actual))
-            elif b.lang == "console":
-                results.append(_console(b, cwd))
+        try:
+            globs: dict[str, Any] = {"__name__": "__main__"}
+            for b in blocks:
+                results.extend(_run_block(b, globs, name, cwd))
+        finally:
+            os.chdir(saved_cwd)
+            os.environ.clear()
+            os.environ.update(saved_env)
+            sys.path[:] = saved_path
     return results
+
+
+def _run_block(b: Block, globs: dict[str, Any], name: str, cwd: str) -> list[Result]:
+    if b.mode == "skip":
+        return []
+    if b.mode == "setup":
+        out = _exec(b.body, globs, name, b.line)
+        return [Result(b.line, "setup", "Traceback" not in out, "", out)]
+    if b.lang == "python" and ">>>" in b.body:
+        return _doctest(b, globs, name)
+    if b.lang == "python":
+        actual = _exec(b.body, globs, name, b.line)
+        if b.output is None:
+            # a block that shows no output must print nothing (a traceback included)
+            return [Result(b.line, "python", not actual.strip(), "", actual)]
+        ok = b.mode == "no-compare" or _same(b.output.body, actual)
+        patch = (b.output.start, b.output.end, _clean(actual))
+        return [Result(b.line, "python", ok, b.output.body, actual, patch)]
+    if b.lang == "console":
+        return [_console(b, cwd)]
+    return []
 
 
 def update(page: Path, results: list[Result]) -> None:
