@@ -26,10 +26,13 @@ PAGE_SIZE = (1000, 420)
 
 
 async def _tui(out: Path) -> Path:
-    from treetool._demo import demo_tree
     from treetool.tui.app import TreetoolApp
 
-    app = TreetoolApp(demo_tree(), title="treetool demo: an equinox transformer and its adamw state")
+    from treetool._demo import demo_tree
+
+    app = TreetoolApp(
+        demo_tree(), title="treetool demo: an equinox transformer and its adamw state"
+    )
     async with app.run_test(size=TUI_SIZE) as pilot:
         await pilot.pause()
         # open the model, its blocks, and the first block; the cursor on that block
@@ -49,7 +52,9 @@ def tui_screenshot(out: Path) -> Path:
 
 def chromium() -> str | None:
     """The Chromium binary, or None."""
-    found = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    found = (
+        os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    )
     return found if found and Path(found).exists() else None
 
 

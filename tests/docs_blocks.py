@@ -38,11 +38,19 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.M | re.S)
+FENCE = re.compile(
+    r"^(?P<indent> *)```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.M | re.S
+)
 DIRECTIVE = re.compile(r"<!--\s*docs-test:\s*(?P<kind>skip|no-compare|setup)(?P<rest>.*?)-->", re.S)
 FLAGS = doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS
 #: the environment every page runs in: no colours, a fixed width where rich cannot measure one
-ENV = {"COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb", "JAX_PLATFORMS": "cpu", "TREETOOL_SHOW": "text"}
+ENV = {
+    "COLUMNS": "100",
+    "NO_COLOR": "1",
+    "TERM": "dumb",
+    "JAX_PLATFORMS": "cpu",
+    "TREETOOL_SHOW": "text",
+}
 
 
 @dataclasses.dataclass
@@ -59,11 +67,12 @@ class Block:
 def parse(text: str) -> list[Block]:
     """The page's blocks and setup comments, in order."""
     items: list[tuple[int, Block]] = []
-    pending: str | None = None
     for m in DIRECTIVE.finditer(text):
         if m.group("kind") == "setup":
             line = text.count("\n", 0, m.start()) + 1
-            items.append((m.start(), Block("setup", m.group("rest"), m.start(), m.end(), line, "setup")))
+            items.append(
+                (m.start(), Block("setup", m.group("rest"), m.start(), m.end(), line, "setup"))
+            )
     fences = list(FENCE.finditer(text))
     blocks: list[Block] = []
     for m in fences:
@@ -83,7 +92,9 @@ def parse(text: str) -> list[Block]:
     for i, b in enumerate(blocks):
         if b.lang == "python" and ">>>" not in b.body and i + 1 < len(blocks):
             nxt = blocks[i + 1]
-            if nxt.lang == "text" and re.fullmatch(r"\s*```\s*```text[^\n]*\n", text[b.end : nxt.start]):
+            if nxt.lang == "text" and re.fullmatch(
+                r"\s*```\s*```text[^\n]*\n", text[b.end : nxt.start]
+            ):
                 b.output = nxt
         items.append((b.start, b))
     return [b for _, b in sorted(items, key=lambda t: t[0])]
@@ -156,7 +167,14 @@ def _console(block: Block, cwd: str) -> Result:
     exp_all, act_all = [], []
     for part in parts[1:]:
         cmd, _, expected = part.partition("\n")
-        proc = subprocess.run(["bash", "-c", cmd], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+        proc = subprocess.run(
+            ["bash", "-c", cmd],
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=300,
+        )
         actual = proc.stdout
         if block.mode != "no-compare" and not _same(expected, actual):
             ok = False
@@ -164,7 +182,14 @@ def _console(block: Block, cwd: str) -> Result:
         act_all.append(f"$ {cmd}\n{actual}")
         new.append(f"{cmd}\n{_clean(actual) if actual.strip() else ''}")
     body = "$ ".join(new)
-    return Result(block.line, "console", ok, "".join(exp_all), "".join(act_all), (block.start, block.end, body))
+    return Result(
+        block.line,
+        "console",
+        ok,
+        "".join(exp_all),
+        "".join(act_all),
+        (block.start, block.end, body),
+    )
 
 
 def run_page(page: Path) -> list[Result]:
@@ -213,9 +238,10 @@ def _run_block(b: Block, globs: dict[str, Any], name: str, cwd: str) -> list[Res
 
 
 def update(page: Path, results: list[Result]) -> None:
+    """Write each block's actual output into the page, in place of the output it shows."""
     text = page.read_text()
-    for r in sorted((r for r in results if r.patch), key=lambda r: -r.patch[0]):  # type: ignore[index]
-        start, end, new = r.patch  # type: ignore[misc]
+    patches = [r.patch for r in results if r.patch is not None]
+    for start, end, new in sorted(patches, key=lambda p: -p[0]):
         text = text[:start] + new + text[end:]
     page.write_text(text)
 
@@ -235,7 +261,9 @@ def main(argv: list[str]) -> int:
             if not r.ok:
                 bad += 1
                 if not as_json:
-                    print(f"--- {page.name}:{r.line} ({r.kind})\nexpected:\n{r.expected}\nactual:\n{r.actual}")
+                    print(
+                        f"--- {page.name}:{r.line} ({r.kind})\nexpected:\n{r.expected}\nactual:\n{r.actual}"
+                    )
     return 1 if bad else 0
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+import treetool
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,15 +36,15 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=280,
-        env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"},
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     for page in _nav_pages():
-        built = site / ("index.html" if page == "index.md" else page.removesuffix(".md") + "/index.html")
+        built = site / (
+            "index.html" if page == "index.md" else page.removesuffix(".md") + "/index.html"
+        )
         assert built.is_file(), page
     api = (site / "api" / "index.html").read_text()
-    import treetool
-
     for name in treetool.__all__:  # every public name has its entry, from its docstring
         assert f'id="treetool.{name}"' in api, name
     # docstring examples render as code, not as Markdown (where `['w']` would be a link)

@@ -12,9 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import docs_blocks
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -51,7 +50,7 @@ def _run(tmp_path: Path, text: str) -> list[docs_blocks.Result]:
     return docs_blocks.run_page(page)
 
 
-PAGE = '''
+PAGE = """
 ```python
 x = 6 * 7
 print(x)
@@ -67,17 +66,25 @@ print(x)
 Traceback (most recent call last):
 KeyError: 'k'
 ```
-'''
+"""
 
 
 def test_runner_passes_a_true_page(tmp_path: Path) -> None:
     results = _run(tmp_path, PAGE)
-    assert [(r.kind, r.ok) for r in results] == [("python", True), ("doctest", True), ("doctest", True)]
+    assert [(r.kind, r.ok) for r in results] == [
+        ("python", True),
+        ("doctest", True),
+        ("doctest", True),
+    ]
 
 
 def test_runner_catches_wrong_output(tmp_path: Path) -> None:
     results = _run(tmp_path, PAGE.replace("42", "41").replace("43", "44"))
-    assert [(r.kind, r.ok) for r in results] == [("python", False), ("doctest", False), ("doctest", True)]
+    assert [(r.kind, r.ok) for r in results] == [
+        ("python", False),
+        ("doctest", False),
+        ("doctest", True),
+    ]
     assert results[0].actual == "42\n"
     assert results[1].actual == "43\n"
 
@@ -127,6 +134,8 @@ def test_update_writes_the_actual_output(tmp_path: Path) -> None:
 def test_readme_holds_the_set_up_commands() -> None:
     readme = (ROOT / "README.md").read_text()
     assert '```\npip install -e ".[demo]" && treetool demo\n```' in readme
-    assert '```\npip install -c requirements/dev.lock -e ".[dev]" && python -m pytest\n```' in readme
+    assert (
+        '```\npip install -c requirements/dev.lock -e ".[dev]" && python -m pytest\n```' in readme
+    )
     assert '`python -m pytest -m "not slow"` is the fast run' in readme
     assert 140 <= readme.count("\n") <= 210
