@@ -1,0 +1,288 @@
+"""The zip directory of a torch zip checkpoint, read by ranged reads through a `Source`.
+
+torch's writer (`caffe2/serialize/inline_container.cc`) stores every record (method 0) with
+its data aligned to `.storage_alignment` by padding in the LOCAL header's extra field; the
+central directory's extra field differs, so a record's data offset is taken from its local
+header. A deflated record (a repacked file) is read through a bounded inflater.
+
+Everything here is checked against the file: the end record, the zip64 records, every entry's
+sizes and offsets (inside the file, records not overlapping), names (UTF-8, no NUL), the
+member count (against the file's size). Damage is one `LoadError` line naming the file.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..._errors import LoadError
+from .._source import Source
+
+__all__ = ["Record", "ZipDir", "inflate", "inflating_opener", "read_zip_dir"]
+
+_EOCD = b"PK\x05\x06"
+_EOCD64_LOC = b"PK\x06\x07"
+_EOCD64 = b"PK\x06\x06"
+_CENTRAL = b"PK\x01\x02"
+_LOCAL = b"PK\x03\x04"
+_TAIL = 64 << 10  # one read at the end: the end record and, usually, the whole directory
+_BYTES_PER_MEMBER = 64  # a member costs more than this in headers: more is a member bomb
+#: deflate cannot expand data more than ~1032 times: a record claiming more is a zip bomb
+_MAX_RATIO = 1032
+_LOCAL_SLACK = 128  # local header bytes read past the name: the extra field (alignment padding)
+
+
+@dataclass
+class Record:
+    """One zip entry: its name, method, sizes, local header offset and data offset."""
+
+    name: str
+    method: int
+    csize: int
+    size: int
+    header: int
+    data: int = -1  # the data's offset, from the local header (-1 until read)
+
+
+@dataclass
+class ZipDir:
+    """The records of a zip file, by name, in directory order."""
+
+    src: Source
+    records: dict[str, Record]
+
+    def read(self, rec: Record, limit: int) -> bytes:
+        """The bytes of a record (inflated if deflated), refusing more than `limit` bytes."""
+        where = f"{self.src.name}[{rec.name}]"
+        if rec.size > limit:
+            raise LoadError(f"{where}: record of {rec.size} bytes, more than the {limit} allowed")
+        if rec.method == 0:
+            return self.src.read(rec.data, rec.size) if rec.size else b""
+        return inflate(self.src.read(rec.data, rec.csize), rec.size, where)
+
+
+def _u16(b: bytes, at: int) -> int:
+    return int(struct.unpack_from("<H", b, at)[0])
+
+
+def _u32(b: bytes, at: int) -> int:
+    return int(struct.unpack_from("<I", b, at)[0])
+
+
+def _u64(b: bytes, at: int) -> int:
+    return int(struct.unpack_from("<Q", b, at)[0])
+
+
+def read_zip_dir(src: Source, *, tail: bytes | None = None) -> ZipDir:
+    """The zip directory of `src` (one read at the end, plus the local headers' reads).
+
+    Example:
+        >>> import io, os, tempfile, zipfile
+        >>> p = os.path.join(tempfile.mkdtemp(), "a.zip")
+        >>> with zipfile.ZipFile(p, "w") as z:
+        ...     z.writestr("m/data.pkl", b"x")
+        >>> from treetool.io._source import source_for
+        >>> d = read_zip_dir(source_for(p))
+        >>> list(d.records), d.read(d.records["m/data.pkl"], 10)
+        (['m/data.pkl'], b'x')
+    """
+    name, size = src.name, src.size
+    if tail is None:
+        n = min(size, _TAIL)
+        tail = src.read(size - n, n)
+    base = size - len(tail)
+    at = tail.rfind(_EOCD)
+    if at < 0 or at + 22 > len(tail):
+        raise LoadError(f"{name}: not a zip file: no end of central directory record")
+    count, cd_size, cd_off = _u16(tail, at + 10), _u32(tail, at + 12), _u32(tail, at + 16)
+    if 0xFFFF in (count,) or 0xFFFFFFFF in (cd_size, cd_off):
+        loc = at - 20
+        if loc < 0 or tail[loc : loc + 4] != _EOCD64_LOC:
+            raise LoadError(f"{name}: zip64 end record locator missing")
+        e64 = _u64(tail, loc + 8)
+        rec = tail[e64 - base : e64 - base + 56] if e64 >= base else src.read(e64, 56)
+        if len(rec) < 56 or rec[:4] != _EOCD64:
+            raise LoadError(f"{name}: bad zip64 end of central directory record")
+        count, cd_size, cd_off = _u64(rec, 32), _u64(rec, 40), _u64(rec, 48)
+    limit = 1000 + size // _BYTES_PER_MEMBER
+    if count > limit:
+        raise LoadError(
+            f"{name}: the zip claims {count} members, more than {limit} for a file of {size} "
+            "bytes (a member bomb?)"
+        )
+    if cd_off + cd_size > size:
+        raise LoadError(f"{name}: the zip directory lies outside the file ({cd_off}+{cd_size})")
+    cd = tail[cd_off - base : cd_off - base + cd_size] if cd_off >= base else None
+    if cd is None:
+        cd = src.read(cd_off, cd_size)
+    records = _central(cd, count, name, size)
+    _locate(src, records, size)
+    return ZipDir(src, records)
+
+
+def _central(cd: bytes, count: int, name: str, size: int) -> dict[str, Record]:
+    out: dict[str, Record] = {}
+    pos = 0
+    for _ in range(count):
+        if cd[pos : pos + 4] != _CENTRAL or pos + 46 > len(cd):
+            raise LoadError(f"{name}: bad zip central directory entry at byte {pos}")
+        flags, method = _u16(cd, pos + 8), _u16(cd, pos + 10)
+        csize, usize = _u32(cd, pos + 20), _u32(cd, pos + 24)
+        nlen, xlen, clen = _u16(cd, pos + 28), _u16(cd, pos + 30), _u16(cd, pos + 32)
+        header = _u32(cd, pos + 42)
+        raw = cd[pos + 46 : pos + 46 + nlen]
+        extra = cd[pos + 46 + nlen : pos + 46 + nlen + xlen]
+        usize, csize, header = _zip64(extra, usize, csize, header)
+        pos += 46 + nlen + xlen + clen
+        if pos > len(cd):
+            raise LoadError(f"{name}: truncated zip central directory")
+        try:
+            rname = raw.decode("utf-8" if flags & 0x800 else "cp437")
+        except UnicodeDecodeError:
+            raise LoadError(f"{name}: a zip entry name is not valid UTF-8") from None
+        if "\x00" in rname or not rname:
+            raise LoadError(f"{name}: a zip entry has an empty name or a NUL in it")
+        if method not in (0, 8):
+            raise LoadError(f"{name}[{rname}]: unsupported zip compression method {method}")
+        if flags & 0x1:
+            raise LoadError(f"{name}[{rname}]: encrypted zip entries are not supported")
+        if method == 0 and csize != usize:
+            raise LoadError(f"{name}[{rname}]: a stored record whose sizes differ")
+        if method == 8 and usize > csize * _MAX_RATIO + 1024:
+            raise LoadError(
+                f"{name}[{rname}]: record claims {usize} bytes from {csize} compressed "
+                "(a zip bomb?)"
+            )
+        if header + 30 + csize > size:
+            raise LoadError(f"{name}[{rname}]: record lies outside the file")
+        if rname in out:
+            raise LoadError(f"{name}: the zip names {rname!r} twice")
+        out[rname] = Record(rname, method, csize, usize, header)
+    return out
+
+
+def _zip64(extra: bytes, usize: int, csize: int, header: int) -> tuple[int, int, int]:
+    pos = 0
+    while pos + 4 <= len(extra):
+        tag, n = _u16(extra, pos), _u16(extra, pos + 2)
+        body = extra[pos + 4 : pos + 4 + n]
+        if tag == 1:
+            i = 0
+            vals = []
+            for v in (usize, csize, header):
+                if v == 0xFFFFFFFF and i + 8 <= len(body):
+                    vals.append(_u64(body, i))
+                    i += 8
+                else:
+                    vals.append(v)
+            return vals[0], vals[1], vals[2]
+        pos += 4 + n
+    return usize, csize, header
+
+
+def _locate(src: Source, records: dict[str, Record], size: int) -> None:
+    """Each record's data offset from its local header; records may not overlap."""
+    recs = list(records.values())
+    ranges = [
+        (r.header, min(30 + len(r.name.encode()) + _LOCAL_SLACK, size - r.header)) for r in recs
+    ]
+    blobs = src.read_many(ranges)
+    for r, b in zip(recs, blobs):
+        where = f"{src.name}[{r.name}]"
+        if b[:4] != _LOCAL or len(b) < 30:
+            raise LoadError(f"{where}: bad zip local header at byte {r.header}")
+        nlen, xlen = _u16(b, 26), _u16(b, 28)
+        r.data = r.header + 30 + nlen + xlen
+        if r.data + r.csize > size:
+            raise LoadError(f"{where}: record data lies outside the file")
+    spans = sorted((r.header, r.data + r.csize, r.name) for r in recs)
+    for (_, end, a), (start, _, b) in zip(spans, spans[1:]):
+        if start < end:
+            raise LoadError(f"{src.name}: zip records {a!r} and {b!r} overlap")
+
+
+def inflate(data: bytes, size: int, where: str) -> bytes:
+    """Inflate raw deflate `data` to exactly `size` bytes, never more."""
+    d = zlib.decompressobj(-15)
+    try:
+        out = d.decompress(data, size + 1)
+    except zlib.error as e:
+        raise LoadError(f"{where}: damaged deflated record: {e}") from None
+    if len(out) != size:
+        raise LoadError(f"{where}: deflated record inflates to {len(out)} bytes, not {size}")
+    return out
+
+
+class _Inflating:
+    """A one-way stream over a deflated record, from its start, never past its size."""
+
+    def __init__(self, src: Source, rec: Record, where: str) -> None:
+        self._fh = src.open()
+        self._fh.seek(rec.data)
+        self._left_in = rec.csize
+        self._left_out = rec.size
+        self._d = zlib.decompressobj(-15)
+        self._where = where
+
+    def read(self, n: int = -1) -> bytes:
+        n = self._left_out if n < 0 else min(n, self._left_out)
+        out: list[bytes] = []
+        got = 0
+        d = self._d
+        while got < n:
+            if d.unconsumed_tail:
+                chunk = d.unconsumed_tail
+            else:
+                chunk = self._fh.read(min(self._left_in, 1 << 20))
+                self._left_in -= len(chunk)
+                if not chunk:
+                    break
+            try:
+                more = d.decompress(chunk, n - got)
+            except zlib.error as e:
+                raise LoadError(f"{self._where}: damaged deflated record: {e}") from None
+            out.append(more)
+            got += len(more)
+            if not more and not d.unconsumed_tail and self._left_in <= 0:
+                break
+        self._left_out -= got
+        return b"".join(out)
+
+    def seek(self, offset: int, whence: int = 0, /) -> int:
+        import io
+
+        raise io.UnsupportedOperation("a one-way stream: read it from the start")
+
+    def fileno(self) -> int:
+        import io
+
+        raise io.UnsupportedOperation("a stream over a part of a file has no descriptor")
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> _Inflating:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def inflating_opener(src: Source, rec: Record, skip: int) -> Callable[[], Any]:
+    """An opener for a `LazyArray` over a deflated record, `skip` bytes in."""
+    where = f"{src.name}[{rec.name}]"
+
+    def opener() -> Any:
+        s = _Inflating(src, rec, where)
+        left = skip
+        while left > 0:
+            got = s.read(min(left, 1 << 20))
+            if not got:
+                break
+            left -= len(got)
+        return s
+
+    return opener
