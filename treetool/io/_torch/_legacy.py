@@ -125,14 +125,13 @@ def _pid(pid: Any, name: str) -> tuple[str, str, int, str, tuple | None]:
         raise LoadError(f"{name}: a persistent id whose key or location is not a string")
     type_path = storage_type_name(stype, name)
     storage_nbytes(type_path, numel, name)
-    if view is not None:
-        if (
-            type(view) is not tuple
-            or len(view) != 3
-            or type(view[0]) is not str
-            or any(type(v) is not int or v < 0 for v in view[1:])
-        ):
-            raise LoadError(f"{name}: a storage view {str(view)[:80]} is not (key, offset, numel)")
+    if view is not None and (
+        type(view) is not tuple
+        or len(view) != 3
+        or type(view[0]) is not str
+        or any(type(v) is not int or v < 0 for v in view[1:])
+    ):
+        raise LoadError(f"{name}: a storage view {str(view)[:80]} is not (key, offset, numel)")
     return root, type_path, numel, location, view
 
 

@@ -12,6 +12,7 @@ member count (against the file's size). Damage is one `LoadError` line naming th
 
 from __future__ import annotations
 
+import itertools
 import struct
 import zlib
 from collections.abc import Callable
@@ -199,7 +200,7 @@ def _locate(src: Source, records: dict[str, Record], size: int) -> None:
         if r.data + r.csize > size:
             raise LoadError(f"{where}: record data lies outside the file")
     spans = sorted((r.header, r.data + r.csize, r.name) for r in recs)
-    for (_, end, a), (start, _, b) in zip(spans, spans[1:]):
+    for (_, end, a), (start, _, b) in itertools.pairwise(spans):
         if start < end:
             raise LoadError(f"{src.name}: zip records {a!r} and {b!r} overlap")
 
