@@ -53,12 +53,30 @@ def torch_kind(src: Source, head: bytes) -> str | None:
         try:
             return "zip" if is_torch_zip(read_zip_dir(src)) else None
         except LoadError:
-            return None
-    if src.size >= 512:
-        block = src.read(0, 512)
-        if block[257:262] == b"ustar" and block[:100].rstrip(b"\x00") in _TAR_MEMBERS:
-            return "tar"
-    return None
+            # a damaged zip: torch's when its directory names a data.pkl (the torch reader
+            # then says what is wrong), npz's otherwise
+            n = min(src.size, 1 << 16)
+            return "zip" if b"/data.pkl" in src.read(src.size - n, n) else None
+    return "tar" if _is_torch_tar(src) else None
+
+
+def _is_torch_tar(src: Source) -> bool:
+    """A tar (ustar/pax) whose first members include torch's `sys_info`/`pickle`/`storages`."""
+    pos, size = 0, src.size
+    for _ in range(16):
+        if pos + 512 > size:
+            return False
+        block = src.read(pos, 512)
+        if block[257:262] != b"ustar":
+            return False
+        if block[:100].rstrip(b"\x00") in _TAR_MEMBERS:
+            return True
+        try:
+            n = int(block[124:136].rstrip(b"\x00 ") or b"0", 8)
+        except ValueError:
+            return False
+        pos += 512 + (n + 511) // 512 * 512
+    return False
 
 
 def looks_like_torch(path: str) -> bool:
