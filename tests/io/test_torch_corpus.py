@@ -102,11 +102,18 @@ def test_paths_shapes_dtypes_values_equal_torch(name: str, corpus: dict, read: d
     theirs = _torch_side(name, corpus[name])
     tensors = [(p, s, d, v) for p, s, d, v in theirs if s is not None]
     # (treetool walks a dict in sorted key order, as jax does; torch in insertion order)
-    assert sorted(p for p, *_ in tensors) == sorted(p for p, s, *_ in got["leaves"] if s is not None)
+    assert sorted(p for p, *_ in tensors) == sorted(
+        p for p, s, *_ in got["leaves"] if s is not None
+    )
     for p, shape, dt, value in tensors:
         assert ours[p] == (shape, dt, value), p
     for p, shape, kind, value in theirs:  # python values: equal, except torch's own objects
-        if shape is None and kind in ("bool", "int", "float", "str"):  # (None is an empty node: no leaf)
+        if shape is None and kind in (
+            "bool",
+            "int",
+            "float",
+            "str",
+        ):  # (None is an empty node: no leaf)
             assert ours[p][2] == repr(value), p
 
 
@@ -179,7 +186,10 @@ def test_weights_only_report_equals_torch(name: str, corpus: dict, read: dict) -
 def test_weights_only_names_what_it_refuses(read: dict) -> None:
     report = read["evil.pt"]["facts"]["weights_only"]
     assert report["unsafe_globals"] == [
-        {"global": "posix.system", "what": "runs commands or code when loaded (a malicious or unsafe file)"}
+        {
+            "global": "posix.system",
+            "what": "runs commands or code when loaded (a malicious or unsafe file)",
+        }
     ]
     assert report["reason"] == "1 global not on the allow-list"
 

@@ -56,7 +56,9 @@ def test_storage_key_not_in_archive(tmp_path: os.PathLike) -> None:
     ("offset", "size", "stride", "last"),
     [(0, (13,), (1,), 12), (10, (3,), (1,), 12), (0, (2, 7), (6, 1), 12), (1, (4,), (4,), 13)],
 )
-def test_view_past_its_storage(tmp_path: os.PathLike, offset: int, size: tuple, stride: tuple, last: int) -> None:
+def test_view_past_its_storage(
+    tmp_path: os.PathLike, offset: int, size: tuple, stride: tuple, last: int
+) -> None:
     p = str(tmp_path / "past.pt")
     craft(p, {"a": Fake(FakeStorage("0", 12), offset, size, stride)}, {"data/0": F32})
     msg = _read_error(p)
@@ -68,7 +70,9 @@ def test_view_past_its_storage(tmp_path: os.PathLike, offset: int, size: tuple, 
     [(-1, (2,), (1,), "storage offset -1"), (0, (2,), (-1,), "stride [-1]"),
      (0, (2, 2), (1,), "2 dims with 1 strides"), (0, (1 << 60,), (1,), "size")],
 )  # fmt: skip
-def test_bad_tensor_arguments(tmp_path: os.PathLike, offset: int, size: tuple, stride: tuple, what: str) -> None:
+def test_bad_tensor_arguments(
+    tmp_path: os.PathLike, offset: int, size: tuple, stride: tuple, what: str
+) -> None:
     p = str(tmp_path / "bad.pt")
     craft(p, {"a": Fake(FakeStorage("0", 12), offset, size, stride)}, {"data/0": F32})
     assert what in _read_error(p)

@@ -140,7 +140,11 @@ def write_corpus(root: str) -> dict[str, str]:
     save("module.pt", _modules())
     marker = os.path.join(root, MARKER)
     save("evil.pt", {"w": torch.ones(3), "payload": Evil(marker)})
-    save("evil_legacy.pt", {"w": torch.ones(3), "payload": Evil(marker)}, _use_new_zipfile_serialization=False)
+    save(
+        "evil_legacy.pt",
+        {"w": torch.ones(3), "payload": Evil(marker)},
+        _use_new_zipfile_serialization=False,
+    )
     with warnings.catch_warnings():  # torch 2.13 deprecates torch.jit; archives still exist
         warnings.simplefilter("ignore", DeprecationWarning)
         torch.jit.save(torch.jit.script(torch.nn.Linear(2, 3)), os.path.join(root, "script.pt"))

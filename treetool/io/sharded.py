@@ -120,9 +120,7 @@ def _shard_leaves(src: Source, lazy: bool) -> tuple[str, dict[str, Any]]:
         from .torch import read_flat as read_torch
 
         return fmt, read_torch(src, lazy)
-    raise LoadError(
-        f"{src.name}: a shard must be safetensors, flax msgpack or torch, found {fmt}"
-    )
+    raise LoadError(f"{src.name}: a shard must be safetensors, flax msgpack or torch, found {fmt}")
 
 
 def _flatten(tree: Any, prefix: str, out: dict[str, Any]) -> None:

@@ -36,6 +36,7 @@ from typing import Any
 
 from .._errors import LoadError
 from .._lazy_array import LazyArray
+from .._paths import DictKey, Key, Path, SequenceKey
 from ._opaque import Opaque, opaque_children
 from ._source import Source, source_for
 from ._torch import PREFIX, TorchRead, is_torch_zip, read_archive, read_legacy, read_zip_dir
@@ -138,8 +139,6 @@ def read_flat(src: Source, lazy: bool) -> dict[str, Any]:
 
 def _tied(tree: Any, storage_of: dict[int, str]) -> dict[str, str]:
     """Paths whose tensor shares the storage of one met before: path -> "same storage as P"."""
-    from .._paths import Path
-
     first: dict[Any, str] = {}
     out: dict[str, str] = {}
     stack: list[tuple[Any, tuple]] = [(tree, ())]
@@ -158,15 +157,12 @@ def _tied(tree: Any, storage_of: dict[int, str]) -> dict[str, str]:
             continue
         if id(x) in seen:
             continue
-        if t in (dict,) or isinstance(x, dict):
+        kids: list[tuple[Key, Any]]
+        if isinstance(x, dict):
             seen.add(id(x))
-            from .._paths import DictKey
-
             kids = [(DictKey(k), v) for k, v in x.items()]
         elif t in (list, tuple):
             seen.add(id(x))
-            from .._paths import SequenceKey
-
             kids = [(SequenceKey(i), v) for i, v in enumerate(x)]
         elif t is Opaque:
             seen.add(id(x))

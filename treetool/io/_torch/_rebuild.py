@@ -176,7 +176,7 @@ class TensorMaker:
         if leaf is not None:
             return leaf  # the same tensor again: tied, counted once
         start = storage.offset + offset * itemsize
-        kw = (
+        kw: dict[str, Any] = (
             {"opener": _skip_opener(storage, offset * itemsize), "seekable": False}
             if storage._opener
             else {}

@@ -24,7 +24,20 @@ _DTYPES = (
     + " ".join(f"int{i} uint{i}" for i in range(1, 8))
     + " uint16 uint32 uint64"
 ).split()
-_REBUILD = ["_rebuild_device_tensor_from_cpu_tensor", "_rebuild_device_tensor_from_numpy", "_rebuild_meta_tensor_no_storage", "_rebuild_nested_tensor", "_rebuild_parameter", "_rebuild_parameter_with_state", "_rebuild_qtensor", "_rebuild_sparse_tensor", "_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_tensor_v3", "_rebuild_wrapper_subclass"]
+_REBUILD = [
+    "_rebuild_device_tensor_from_cpu_tensor",
+    "_rebuild_device_tensor_from_numpy",
+    "_rebuild_meta_tensor_no_storage",
+    "_rebuild_nested_tensor",
+    "_rebuild_parameter",
+    "_rebuild_parameter_with_state",
+    "_rebuild_qtensor",
+    "_rebuild_sparse_tensor",
+    "_rebuild_tensor",
+    "_rebuild_tensor_v2",
+    "_rebuild_tensor_v3",
+    "_rebuild_wrapper_subclass",
+]
 _STORAGES = [*_TYPES, "Bool", "ComplexDouble", "ComplexFloat"]
 
 #: `torch._weights_only_unpickler._get_allowed_globals()` of torch 2.13 (144 names)
@@ -56,7 +69,42 @@ ALLOWED: frozenset[str] = frozenset(
 
 #: the opcodes torch's weights_only unpickler implements; any other makes it refuse the file
 _OPCODES = frozenset(
-    ["GLOBAL", "NEWOBJ", "REDUCE", "BUILD", "APPEND", "APPENDS", "SETITEM", "SETITEMS", "MARK", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3", "NONE", "NEWFALSE", "NEWTRUE", "EMPTY_TUPLE", "EMPTY_LIST", "EMPTY_DICT", "EMPTY_SET", "BININT", "BININT1", "BININT2", "BINFLOAT", "BINUNICODE", "SHORT_BINSTRING", "BINPERSID", "BINGET", "LONG_BINGET", "BINPUT", "LONG_BINPUT", "LONG1", "PROTO", "STOP"]
+    [
+        "GLOBAL",
+        "NEWOBJ",
+        "REDUCE",
+        "BUILD",
+        "APPEND",
+        "APPENDS",
+        "SETITEM",
+        "SETITEMS",
+        "MARK",
+        "TUPLE",
+        "TUPLE1",
+        "TUPLE2",
+        "TUPLE3",
+        "NONE",
+        "NEWFALSE",
+        "NEWTRUE",
+        "EMPTY_TUPLE",
+        "EMPTY_LIST",
+        "EMPTY_DICT",
+        "EMPTY_SET",
+        "BININT",
+        "BININT1",
+        "BININT2",
+        "BINFLOAT",
+        "BINUNICODE",
+        "SHORT_BINSTRING",
+        "BINPERSID",
+        "BINGET",
+        "LONG_BINGET",
+        "BINPUT",
+        "LONG_BINPUT",
+        "LONG1",
+        "PROTO",
+        "STOP",
+    ]
 )
 _BLOCKED_MODULES = ("sys", "os", "posix", "nt")
 _RUNS_CODE = {

@@ -13,6 +13,7 @@ member count (against the file's size). Damage is one `LoadError` line naming th
 from __future__ import annotations
 
 import itertools
+import os
 import struct
 import zlib
 from collections.abc import Callable
@@ -91,6 +92,30 @@ def read_zip_dir(src: Source, *, tail: bytes | None = None) -> ZipDir:
         (['m/data.pkl'], b'x')
     """
     name, size = src.name, src.size
+    key = _cache_key(src, size)
+    got = _CACHE.get(key)
+    if got is not None:
+        return got
+    zd = _read_zip_dir(src, name, size, tail)
+    _CACHE.clear()  # one entry: detection and the read that follows share it
+    _CACHE[key] = zd
+    return zd
+
+
+#: the last directory read (detection reads it, then the reader): (name, size, mtime) -> it
+_CACHE: dict[tuple, ZipDir] = {}
+
+
+def _cache_key(src: Source, size: int) -> tuple:
+    if src.remote:
+        return (src.name, size, id(src))
+    try:
+        return (src.name, size, os.stat(src.name).st_mtime_ns)
+    except OSError:
+        return (src.name, size, None)
+
+
+def _read_zip_dir(src: Source, name: str, size: int, tail: bytes | None) -> ZipDir:
     if tail is None:
         n = min(size, _TAIL)
         tail = src.read(size - n, n)
@@ -190,7 +215,11 @@ def _locate(src: Source, records: dict[str, Record], size: int) -> None:
     ranges = [
         (r.header, min(30 + len(r.name.encode()) + _LOCAL_SLACK, size - r.header)) for r in recs
     ]
-    blobs = src.read_many(ranges)
+    if src.remote:
+        blobs = src.read_many(ranges)  # near ones merged, the rest in parallel
+    else:  # unbuffered: a buffered read would read 8 KiB around every local header
+        with open(src.name, "rb", buffering=0) as fh:
+            blobs = [os.pread(fh.fileno(), n, off) for off, n in ranges]
     for r, b in zip(recs, blobs):
         where = f"{src.name}[{r.name}]"
         if b[:4] != _LOCAL or len(b) < 30:
@@ -200,9 +229,9 @@ def _locate(src: Source, records: dict[str, Record], size: int) -> None:
         if r.data + r.csize > size:
             raise LoadError(f"{where}: record data lies outside the file")
     spans = sorted((r.header, r.data + r.csize, r.name) for r in recs)
-    for (_, end, a), (start, _, b) in itertools.pairwise(spans):
+    for (_, end, first), (start, _, second) in itertools.pairwise(spans):
         if start < end:
-            raise LoadError(f"{src.name}: zip records {a!r} and {b!r} overlap")
+            raise LoadError(f"{src.name}: zip records {first!r} and {second!r} overlap")
 
 
 def inflate(data: bytes, size: int, where: str) -> bytes:
