@@ -89,26 +89,10 @@ def print_facts(console: Any, facts: dict[str, Any]) -> None:
         steps = facts["steps"]
         console.print(Text(f"step {facts['step']}; steps: {', '.join(map(str, steps))}"))
     if "torch" in facts:
-        for line in torch_lines(facts["torch"]):
+        from .io._torch import fact_lines
+
+        for line in fact_lines(facts["torch"]):
             console.print(Text(line))
-
-
-def torch_lines(torch: dict[str, Any]) -> list[str]:
-    """A torch file's facts as text lines: its kind, the weights_only report, tied names."""
-    report = torch.get("weights_only") or {}
-    lines = [f"torch checkpoint ({safe(str(torch.get('format', '?')))} format)"]
-    if report.get("accepted"):
-        lines.append("weights_only: torch.load(weights_only=True) would accept this file")
-    else:
-        lines.append(
-            "weights_only: torch.load(weights_only=True) would refuse this file: "
-            + safe(str(report.get("reason", "")))
-        )
-        for g in report.get("unsafe_globals", []):
-            lines.append(f"  {safe(g['global'])}: {safe(g['what'])}")
-    for path, what in (torch.get("tied") or {}).items():
-        lines.append(f"tied: {safe(path)}: {safe(what)}")
-    return lines
 
 
 def target_spec(args: argparse.Namespace, spec: str) -> str:

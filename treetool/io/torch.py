@@ -32,14 +32,18 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import LoadError
 from .._lazy_array import LazyArray
 from .._paths import DictKey, Key, Path, SequenceKey
 from ._opaque import Opaque, opaque_children
 from ._source import Source, source_for
-from ._torch import PREFIX, TorchRead, is_torch_zip, read_archive, read_legacy, read_zip_dir
+from ._torch._sniff import PREFIX, is_torch_zip
+from ._torch._zip import read_zip_dir
+
+if TYPE_CHECKING:
+    from ._torch._archive import TorchRead
 
 __all__ = ["looks_like_torch", "read", "read_flat", "torch_kind"]
 
@@ -95,8 +99,12 @@ def _read_torch(path: str, lazy: bool) -> TorchRead:
             "read (load it with torch and save it again)"
         )
     if kind == "legacy":
+        from ._torch._legacy import read_legacy
+
         return read_legacy(src, lazy)
     if kind == "zip":
+        from ._torch._archive import read_archive
+
         return read_archive(src, lazy)
     raise LoadError(f"{path}: not a torch checkpoint (neither a zip with data.pkl nor legacy)")
 

@@ -66,9 +66,9 @@ def _file_rows(facts: dict[str, Any]) -> list[tuple[str, Any]]:
         steps = ", ".join(map(str, facts["steps"]))
         rows.append(("step", f"{facts['step']} (steps: {steps})"))
     if "torch" in facts:  # a torch file: its kind, the weights_only report, tied names
-        from treetool._cli_files import torch_lines
+        from treetool.io._torch import fact_lines
 
-        for i, line in enumerate(torch_lines(facts["torch"])):
+        for i, line in enumerate(fact_lines(facts["torch"])):
             rows.append(("torch" if i == 0 else "", line))
     return rows
 

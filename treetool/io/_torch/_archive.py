@@ -16,11 +16,12 @@ from ..._errors import LoadError
 from .._budget import Budget
 from .._source import Source
 from ._rebuild import STORAGE_DTYPES, TensorMaker, TorchStorage
+from ._sniff import zip_root
 from ._unpickle import TorchMachine, check_tree, run_pickle
 from ._weights_only import WeightsOnly, verdict
 from ._zip import Record, ZipDir, inflating_opener, read_zip_dir
 
-__all__ = ["TorchRead", "read_archive", "zip_root"]
+__all__ = ["TorchRead", "read_archive"]
 
 _MAX_PKL = 1 << 30  # a data.pkl larger than this is refused (it is metadata only)
 _FACT_RECORDS = ("version", ".format_version", ".storage_alignment", ".data/serialization_id")
@@ -37,24 +38,6 @@ class TorchRead:
     facts: dict[str, Any] = field(default_factory=dict)
     state_metadata: list[Any] = field(default_factory=list)
     storage_of: dict[int, str] = field(default_factory=dict)  # id of a leaf -> storage key
-
-
-def zip_root(zd: ZipDir) -> str:
-    """The archive's root folder: the prefix of its first entry."""
-    first = next(iter(zd.records), "")
-    root, slash, _ = first.partition("/")
-    if not slash or not root:
-        raise LoadError(f"{zd.src.name}: a zip whose first entry {first!r} is not in a folder")
-    return root
-
-
-def is_torch_zip(zd: ZipDir) -> bool:
-    """A zip with a `<root>/data.pkl` record (npz members are `*.npy`)."""
-    try:
-        root = zip_root(zd)
-    except LoadError:
-        return False
-    return f"{root}/data.pkl" in zd.records
 
 
 def read_archive(src: Source, lazy: bool, zd: ZipDir | None = None) -> TorchRead:

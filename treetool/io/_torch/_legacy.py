@@ -18,14 +18,11 @@ from .._budget import Budget
 from .._source import Source
 from ._archive import TorchRead, storage_nbytes, storage_type_name
 from ._rebuild import TensorMaker, TorchStorage
+from ._sniff import MAGIC
 from ._unpickle import TorchMachine, check_tree, run_pickle
 from ._weights_only import verdict
 
-__all__ = ["MAGIC", "PREFIX", "read_legacy"]
-
-MAGIC = 0x1950A86A20F9469CFC6C
-#: how a legacy file starts: PROTO 2, LONG1 of the magic number, STOP, then PROTO 2, 1001
-PREFIX = b"\x80\x02\x8a\x0a" + MAGIC.to_bytes(10, "little") + b".\x80\x02M\xe9\x03."
+__all__ = ["read_legacy"]
 
 
 def read_legacy(src: Source, lazy: bool) -> TorchRead:

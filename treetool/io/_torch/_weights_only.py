@@ -14,7 +14,9 @@ import pickletools
 from _compat_pickle import IMPORT_MAPPING, NAME_MAPPING
 from typing import Any
 
-__all__ = ["WeightsOnly", "scan", "verdict"]
+from ..._text import safe
+
+__all__ = ["WeightsOnly", "describe", "fact_lines", "scan", "verdict"]
 
 _TYPES = ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte")
 _DTYPES = (
@@ -191,10 +193,19 @@ def verdict(pkls: list[bytes], *, refuse: str | None = None) -> WeightsOnly:
     return out
 
 
-def summary_line(report: dict[str, Any]) -> str:
-    """One line: `weights_only: accepted` or `weights_only: refused (why): a, b`."""
+def fact_lines(torch: dict[str, Any]) -> list[str]:
+    """A torch file's facts as text lines: its kind, the weights_only report, tied names."""
+    report = torch.get("weights_only") or {}
+    lines = [f"torch checkpoint ({safe(str(torch.get('format', '?')))} format)"]
     if report.get("accepted"):
-        return "weights_only=True: torch.load would accept this file"
-    names = ", ".join(g["global"] for g in report.get("unsafe_globals", []))
-    more = f": {names}" if names else ""
-    return f"weights_only=True: torch.load would refuse this file ({report.get('reason')}){more}"
+        lines.append("weights_only: torch.load(weights_only=True) would accept this file")
+    else:
+        lines.append(
+            "weights_only: torch.load(weights_only=True) would refuse this file: "
+            + safe(str(report.get("reason", "")))
+        )
+        for g in report.get("unsafe_globals", []):
+            lines.append(f"  {safe(g['global'])}: {safe(g['what'])}")
+    for path, what in (torch.get("tied") or {}).items():
+        lines.append(f"tied: {safe(path)}: {safe(what)}")
+    return lines
