@@ -121,6 +121,11 @@ def read(
     """`treetool.io.read` for torch files: a `Loaded` whose `facts["torch"]` says what it is."""
     from . import Loaded, materialize
 
+    if trust:
+        raise LoadError(
+            f"{path}: trust=True does not apply to torch files: treetool reads them without "
+            "torch and never runs their code (torch.load runs it)"
+        )
     r = _read_torch(path, lazy)
     tied = _tied(r.tree, r.storage_of)
     facts: dict[str, Any] = {"format": r.kind, "weights_only": r.weights_only}
