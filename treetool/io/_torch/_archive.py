@@ -19,7 +19,7 @@ from ._rebuild import STORAGE_DTYPES, TensorMaker, TorchStorage
 from ._sniff import zip_root
 from ._unpickle import TorchMachine, check_tree, run_pickle
 from ._weights_only import WeightsOnly, verdict
-from ._zip import Record, ZipDir, inflating_opener, read_zip_dir
+from ._zip import Record, RecordSource, ZipDir, inflating_opener, read_zip_dir
 
 __all__ = ["TorchRead", "read_archive"]
 
@@ -61,7 +61,7 @@ def read_archive(src: Source, lazy: bool, zd: ZipDir | None = None) -> TorchRead
     facts.update(texts)
     scripted = f"{root}/constants.pkl" in recs or any(r.startswith(f"{root}/code/") for r in recs)
     pkl = zd.read(pkl_rec, _MAX_PKL)
-    base = pkl_rec.data if pkl_rec.method == 0 else None
+    base = pkl_rec.data if pkl_rec.method == 0 and not src.remote else None
     where = f"{name}[{pkl_rec.name}]"
     budget = Budget(where, len(pkl))
     maker = TensorMaker(where)
@@ -132,9 +132,12 @@ def _storage(pid: Any, zd: ZipDir, root: str, seen: dict[str, TorchStorage], whe
             f"{numel} elements of {type_path} ({nbytes} bytes)"
         )
     src = zd.src
-    remote = src if src.remote else None
-    if rec.method == 0:
-        st = TorchStorage(key, type_path, location, nbytes, src.name, rec.data, source=remote)
+    if rec.method == 0 and src.remote:  # offsets from the record's start; its header read later
+        st = TorchStorage(
+            key, type_path, location, nbytes, src.name, 0, source=RecordSource(src, rec)
+        )
+    elif rec.method == 0:
+        st = TorchStorage(key, type_path, location, nbytes, src.name, rec.data)
     else:
         st = TorchStorage(
             key, type_path, location, nbytes, src.name, 0, opener=inflating_opener(src, rec, 0)

@@ -23,7 +23,15 @@ from typing import Any
 from ..._errors import LoadError
 from .._source import Source
 
-__all__ = ["Record", "ZipDir", "inflate", "inflating_opener", "read_zip_dir"]
+__all__ = [
+    "Record",
+    "RecordSource",
+    "ZipDir",
+    "inflate",
+    "inflating_opener",
+    "local_data_offset",
+    "read_zip_dir",
+]
 
 _EOCD = b"PK\x05\x06"
 _EOCD64_LOC = b"PK\x06\x07"
@@ -55,15 +63,21 @@ class ZipDir:
 
     src: Source
     records: dict[str, Record]
+    tail: tuple[int, bytes] = (0, b"")  # (offset, bytes) of the file's end, read already
+
+    def read_at(self, offset: int, n: int) -> bytes:
+        """`src.read`, served from the end of the file already read where it lies there."""
+        return _read_at(self.src, self.tail, offset, n)
 
     def read(self, rec: Record, limit: int) -> bytes:
         """The bytes of a record (inflated if deflated), refusing more than `limit` bytes."""
         where = f"{self.src.name}[{rec.name}]"
         if rec.size > limit:
             raise LoadError(f"{where}: record of {rec.size} bytes, more than the {limit} allowed")
+        at = local_data_offset(self.src, rec, self.tail)
         if rec.method == 0:
-            return self.src.read(rec.data, rec.size) if rec.size else b""
-        return inflate(self.src.read(rec.data, rec.csize), rec.size, where)
+            return self.read_at(at, rec.size) if rec.size else b""
+        return inflate(self.read_at(at, rec.csize), rec.size, where)
 
 
 def _u16(b: bytes, at: int) -> int:
@@ -145,8 +159,15 @@ def _read_zip_dir(src: Source, name: str, size: int, tail: bytes | None) -> ZipD
     if cd is None:
         cd = src.read(cd_off, cd_size)
     records = _central(cd, count, name, size)
-    _locate(src, records, size)
-    return ZipDir(src, records)
+    _locate(src, records, size, (base, tail))
+    return ZipDir(src, records, (base, tail))
+
+
+def _read_at(src: Source, tail: tuple[int, bytes], offset: int, n: int) -> bytes:
+    base, data = tail
+    if base <= offset and offset + n <= base + len(data):
+        return data[offset - base : offset - base + n]
+    return src.read(offset, n)
 
 
 def _central(cd: bytes, count: int, name: str, size: int) -> dict[str, Record]:
@@ -209,14 +230,26 @@ def _zip64(extra: bytes, usize: int, csize: int, header: int) -> tuple[int, int,
     return usize, csize, header
 
 
-def _locate(src: Source, records: dict[str, Record], size: int) -> None:
-    """Each record's data offset from its local header; records may not overlap."""
+def _locate(src: Source, records: dict[str, Record], size: int, tail: tuple[int, bytes]) -> None:
+    """Each record's data offset from its local header; records may not overlap.
+
+    Remotely, a storage record's (`.../data/<key>`) local header is read when its data is
+    first read (`RecordSource`): listing a file costs no request per tensor.
+    """
     recs = list(records.values())
+    if src.remote:
+        spans = sorted(
+            (r.header, r.header + 30 + len(r.name.encode()) + r.csize, r.name) for r in recs
+        )
+        _no_overlap(src, spans)
+        recs = [r for r in recs if "/data/" not in r.name]
     ranges = [
         (r.header, min(30 + len(r.name.encode()) + _LOCAL_SLACK, size - r.header)) for r in recs
     ]
-    if src.remote:
-        blobs = src.read_many(ranges)  # near ones merged, the rest in parallel
+    if src.remote:  # the end of the file is read already; the rest: near ones merged
+        far = [r for r in ranges if not _in(tail, r)]
+        got = dict(zip(far, src.read_many(far)))
+        blobs = [got[r] if r in got else _read_at(src, tail, *r) for r in ranges]
     else:  # unbuffered: a buffered read would read 8 KiB around every local header
         with open(src.name, "rb", buffering=0) as fh:
             blobs = [os.pread(fh.fileno(), n, off) for off, n in ranges]
@@ -228,10 +261,94 @@ def _locate(src: Source, records: dict[str, Record], size: int) -> None:
         r.data = r.header + 30 + nlen + xlen
         if r.data + r.csize > size:
             raise LoadError(f"{where}: record data lies outside the file")
-    spans = sorted((r.header, r.data + r.csize, r.name) for r in recs)
+    if not src.remote:
+        _no_overlap(src, sorted((r.header, r.data + r.csize, r.name) for r in recs))
+
+
+def _no_overlap(src: Source, spans: list[tuple[int, int, str]]) -> None:
     for (_, end, first), (start, _, second) in itertools.pairwise(spans):
         if start < end:
             raise LoadError(f"{src.name}: zip records {first!r} and {second!r} overlap")
+
+
+def _in(tail: tuple[int, bytes], r: tuple[int, int]) -> bool:
+    return tail[0] <= r[0] and r[0] + r[1] <= tail[0] + len(tail[1])
+
+
+def local_data_offset(src: Source, rec: Record, tail: tuple[int, bytes] = (0, b"")) -> int:
+    """The record's data offset, from its local header (read now if not read yet)."""
+    if rec.data < 0:
+        n = min(30 + len(rec.name.encode()) + _LOCAL_SLACK, src.size - rec.header)
+        b = _read_at(src, tail, rec.header, n)
+        where = f"{src.name}[{rec.name}]"
+        if b[:4] != _LOCAL or len(b) < 30:
+            raise LoadError(f"{where}: bad zip local header at byte {rec.header}")
+        data = rec.header + 30 + _u16(b, 26) + _u16(b, 28)
+        if data + rec.csize > src.size:
+            raise LoadError(f"{where}: record data lies outside the file")
+        rec.data = data
+    return rec.data
+
+
+class RecordSource(Source):
+    """The bytes of one stored record of a remote zip, as a `Source` of its own: offsets are
+    from the record's data start, found from its local header on first open (one request)."""
+
+    remote = True
+
+    def __init__(self, src: Source, rec: Record) -> None:
+        self.name = src.name
+        self._src, self._rec = src, rec
+
+    @property
+    def size(self) -> int:
+        return self._rec.size
+
+    def read(self, offset: int, n: int) -> bytes:
+        return self._src.read(local_data_offset(self._src, self._rec) + offset, n)
+
+    def open(self) -> Any:
+        return _Window(self._src.open(), local_data_offset(self._src, self._rec))
+
+
+class _Window:
+    """A file object over another, shifted by `base` bytes (`limit` too)."""
+
+    def __init__(self, fh: Any, base: int) -> None:
+        self._fh, self._base = fh, base
+
+    @property
+    def limit(self) -> Any:
+        return self._fh.limit
+
+    @limit.setter
+    def limit(self, value: int) -> None:
+        self._fh.limit = self._base + value
+
+    def seek(self, offset: int, whence: int = 0, /) -> int:
+        if whence == 0:
+            offset += self._base
+        return int(self._fh.seek(offset, whence)) - self._base
+
+    def tell(self) -> int:
+        return int(self._fh.tell()) - self._base
+
+    def read(self, n: int = -1) -> bytes:
+        return bytes(self._fh.read(n))
+
+    def fileno(self) -> int:
+        import io
+
+        raise io.UnsupportedOperation("a window of a remote file has no descriptor")
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> _Window:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def inflate(data: bytes, size: int, where: str) -> bytes:
@@ -251,7 +368,7 @@ class _Inflating:
 
     def __init__(self, src: Source, rec: Record, where: str) -> None:
         self._fh = src.open()
-        self._fh.seek(rec.data)
+        self._fh.seek(local_data_offset(src, rec))
         self._left_in = rec.csize
         self._left_out = rec.size
         self._d = zlib.decompressobj(-15)
