@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import os
 import struct
+import threading
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -111,13 +112,18 @@ def read_zip_dir(src: Source, *, tail: bytes | None = None) -> ZipDir:
     if got is not None:
         return got
     zd = _read_zip_dir(src, name, size, tail)
-    _CACHE.clear()  # one entry: detection and the read that follows share it
-    _CACHE[key] = zd
+    with _CACHE_LOCK:
+        while len(_CACHE) >= _CACHED:  # the oldest go: detection and the read after it share one
+            _CACHE.pop(next(iter(_CACHE)), None)
+        _CACHE[key] = zd
     return zd
 
 
-#: the last directory read (detection reads it, then the reader): (name, size, mtime) -> it
+#: the last directories read (detection reads one, then the reader; the shards of a set are
+#: read in parallel): (name, size, mtime or source) -> it
 _CACHE: dict[tuple, ZipDir] = {}
+_CACHED = 32
+_CACHE_LOCK = threading.Lock()
 
 
 def _cache_key(src: Source, size: int) -> tuple:
