@@ -40,7 +40,10 @@ def test_materialize_gives_numpy(pt: str) -> None:
     np.testing.assert_array_equal(out["t"], np.arange(12, dtype=np.float32).reshape(3, 4).T)
     assert isinstance(tree["t"], tt.LazyArray)  # the input is not changed
     eager = tt.load(pt, lazy=False)
-    assert type(eager["layers.0.bias"]) is np.ndarray and str(eager["layers.0.bias"].dtype) == "bfloat16"
+    assert (
+        type(eager["layers.0.bias"]) is np.ndarray
+        and str(eager["layers.0.bias"].dtype) == "bfloat16"
+    )
 
 
 def test_totals_count_a_tie_once(pt: str) -> None:
@@ -79,9 +82,9 @@ def test_trust_does_not_apply(pt: str) -> None:
 
 
 def test_tui_details_rows(pt: str) -> None:
-    from treetool._cli_files import file_facts, remember
-
     from treetool.tui.widgets.details import _file_rows, _tied_row
+
+    from treetool._cli_files import file_facts, remember
 
     r = tio.read(pt)
     remember(r)
