@@ -6,13 +6,17 @@ import asyncio
 import io
 import os
 
+import pytest
 import torch
 from rich.console import Console
 from treetool.tui import TreetoolApp
 from treetool.tui.widgets import DetailsPane
 
+
 import treetool.io as tio
 from treetool._cli_files import file_facts, remember
+
+pytestmark = pytest.mark.slow
 
 
 def _details(tree: object, facts: dict, path: str | None) -> str:
