@@ -12,7 +12,6 @@ from rich.console import Console
 from treetool.tui import TreetoolApp
 from treetool.tui.widgets import DetailsPane
 
-
 import treetool.io as tio
 from treetool._cli_files import file_facts, remember
 
