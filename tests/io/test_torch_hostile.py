@@ -161,3 +161,54 @@ def test_tar_format_is_named(tmp_path: os.PathLike) -> None:
             f.write_bytes(b"\x80\x02K\x00.")
             t.add(str(f), arcname=name)
     assert "old tar format (torch < 0.4): recognised, not read" in _read_error(p)
+
+
+def _harness() -> object:
+    import importlib.util
+    import sys
+
+    if "hostile_harness" not in sys.modules:
+        path = os.path.join(os.path.dirname(__file__), "..", "hostile", "harness.py")
+        spec = importlib.util.spec_from_file_location("hostile_harness", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["hostile_harness"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["hostile_harness"]
+
+
+def _hostile_files(d: Path) -> list[str]:
+    """Each a genuine torch zip or legacy file made hostile one way."""
+    craft(
+        str(d / "short.pt"), {"a": Fake(FakeStorage("0", 12), 0, (12,), (1,))}, {"data/0": F32[:8]}
+    )
+    craft(str(d / "nokey.pt"), {"a": Fake(FakeStorage("9", 12), 0, (12,), (1,))}, {})
+    craft(str(d / "past.pt"), {"a": Fake(FakeStorage("0", 12), 5, (4, 4), (4, 1))}, {"data/0": F32})
+    craft(
+        str(d / "huge.pt"),
+        {"a": Fake(FakeStorage("0", 1 << 40), 0, (1 << 40,), (1,))},
+        {"data/0": F32},
+    )
+    craft(str(d / "bomb.pt"), {"a": 1}, {"data/0": b"\0" * 4096}, method=zipfile.ZIP_DEFLATED)
+    raw = bytearray((d / "bomb.pt").read_bytes())
+    at = raw.find(b"x/data/0", raw.find(b"PK\x01\x02")) - 46
+    struct.pack_into("<I", raw, at + 24, 0xFFFFFFF0)
+    (d / "bomb.pt").write_bytes(bytes(raw))
+    torch.save({"w": torch.arange(1000.0)}, d / "legacy.pt", _use_new_zipfile_serialization=False)
+    (d / "cut.pt").write_bytes((d / "legacy.pt").read_bytes()[:-100])
+    torch.save({"w": torch.ones(2)}, d / "ok.pt")
+    (d / "torn.pt").write_bytes((d / "ok.pt").read_bytes()[:-30])  # the directory cut off
+    return ["short.pt", "nokey.pt", "past.pt", "huge.pt", "bomb.pt", "cut.pt", "torn.pt"]
+
+
+@pytest.mark.slow
+def test_cli_on_hostile_files_stays_contained(tmp_path: Path) -> None:
+    h = _harness()
+    d = tmp_path / "files"
+    d.mkdir()
+    for name in _hostile_files(d):
+        for cmd in ("ls", "inspect"):
+            run = h.run_cli(
+                cmd, *(("--json",) if cmd == "inspect" else ()), str(d / name), cwd=tmp_path
+            )
+            h.assert_contained(run, max_rss=400 << 20)
+            assert name in run.stderr, run
