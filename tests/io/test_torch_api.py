@@ -94,3 +94,31 @@ def test_tui_details_rows(pt: str) -> None:
     assert ("", "weights_only: torch.load(weights_only=True) would accept this file") in rows
     assert _tied_row(facts, "['t']") == ("tied", "same storage as ['layers.0.weight']")
     assert _tied_row(facts, "['layers.0.weight']") is None
+
+
+def test_odd_tensors_are_opaque_with_their_facts(tmp_path: os.PathLike) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch deprecates quantized and nested tensors
+        nested = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+        quantized = torch.quantize_per_tensor(torch.arange(4.0), 0.5, 0, torch.qint8)
+    p = str(tmp_path / "odd.pt")
+    torch.save({
+        "q": quantized,
+        "sp": torch.eye(3).to_sparse(),
+        "meta": torch.empty(3, 4, device="meta"),
+        "nt": nested,
+        "c32": torch.zeros(2, dtype=torch.complex32),
+    }, p)  # fmt: skip
+    r = tio.read(p)
+    t = r.tree
+    assert {k: v.class_path for k, v in t.items()} == {
+        "q": "torch.Tensor[quantized]", "sp": "torch.Tensor[sparse]", "meta": "torch.Tensor[meta]",
+        "nt": "torch.Tensor[nested]", "c32": "torch.Tensor[complex32]",
+    }  # fmt: skip
+    assert t["q"].qscheme == "torch.per_tensor_affine" and t["q"].params == (0.5, 0)
+    assert t["meta"].shape == (3, 4) and t["meta"].dtype == "torch.float32"
+    assert t["sp"].layout == "torch.sparse_coo"
+    assert np.asarray(t["sp"].parts[1]).tolist() == [1.0, 1.0, 1.0]
+    assert r.facts["torch"]["weights_only"]["accepted"] is True

@@ -24,6 +24,7 @@ from .._pickle_machine import _Fail, _Machine
 from .._pickle_ops import walk_check
 from .._pickle_state import LAZY_MIN_BYTES
 from ._rebuild import DTYPES, STORAGE_DTYPES, TensorMaker, dtype_of
+from ._weights_only import ALLOWED
 
 __all__ = ["TorchMachine", "run_pickle"]
 
@@ -45,6 +46,11 @@ TORCH_TAGS: dict[tuple[str, str], str] = {
     **{("torch.cuda", n): "t_storage" for n in STORAGE_DTYPES},
     ("torch.storage", "UntypedStorage"): "t_storage",
     ("torch.storage", "TypedStorage"): "t_storage",
+    (_T, "_rebuild_qtensor"): "t_qtensor",
+    (_T, "_rebuild_sparse_tensor"): "t_sparse",
+    (_T, "_rebuild_meta_tensor_no_storage"): "t_meta",
+    (_T, "_rebuild_nested_tensor"): "t_nested",
+    ("torch.serialization", "_get_layout"): "t_layout",
 }
 _PLAIN_TENSORS = {"torch.Tensor", "torch.nn.parameter.Parameter"}
 
@@ -100,6 +106,8 @@ class TorchMachine(_Machine):
 
     def find_class(self, module: str, name: str) -> Any:
         tag = TORCH_TAGS.get((module, name))
+        if tag is None and f"{module}.{name}" in ALLOWED and module.startswith("torch"):
+            tag = "t_allowed"  # on torch's weights_only allow-list: a name, not code to run
         if tag is None:
             return super().find_class(module, name)
         g = self.globals.get((module, name))
@@ -122,9 +130,23 @@ class TorchMachine(_Machine):
             return tensor(args[0], args[1], args[2], args[3])
         if tag == "t_tensor_v3" and len(args) >= 7:
             dt = dtype_of(args[6])
-            if dt is None:
-                return Opaque(f.class_path, args)
+            if dt is None:  # a dtype numpy has no type for (complex32, bits8, ...)
+                return _odd(str(_name(args[6])).rsplit(".", 1)[-1], {"dtype": _name(args[6]), "shape": args[2],
+                                             "stride": args[3], "data": args[0]})  # fmt: skip
             return tensor(args[0], args[1], args[2], args[3], dt)
+        if tag == "t_qtensor" and len(args) >= 5:
+            q = args[4] if type(args[4]) is tuple else (args[4],)
+            facts = {"qscheme": _name(q[0]) if q else None, "params": q[1:], "shape": args[2]}
+            return _odd("quantized", {**facts, "stride": args[3], "data": args[0]})
+        if tag == "t_sparse" and len(args) >= 2:
+            return _odd("sparse", {"layout": args[0], "parts": args[1]})
+        if tag == "t_meta" and len(args) >= 3:
+            return _odd("meta", {"dtype": _name(args[0]), "shape": args[1], "stride": args[2]})
+        if tag == "t_nested" and len(args) >= 4:
+            return _odd("nested", {"buffer": args[0], "sizes": args[1], "strides": args[2],
+                                   "offsets": args[3]})  # fmt: skip
+        if tag == "t_layout" and len(args) == 1 and type(args[0]) is str:
+            return args[0]
         if tag == "t_parameter" and args:
             return args[0]  # a Parameter is its tensor (requires_grad and hooks dropped)
         if tag == "t_from_type" and len(args) >= 3:
@@ -150,6 +172,17 @@ class TorchMachine(_Machine):
                 self.state_metadata.append(meta)
             return inst  # attributes of a dict (`_metadata`): kept aside, not leaves
         return super().build(inst, state, at)
+
+
+def _name(g: Any) -> Any:
+    """`torch.float16` for the global of a torch dtype or scheme; the value itself otherwise."""
+    return g.class_path if type(g) is GlobalRef else g
+
+
+def _odd(kind: str, facts: dict[str, Any]) -> Opaque:
+    """A tensor treetool does not make an array of (quantized, sparse, nested, meta, a dtype
+    numpy lacks): an `Opaque` whose fields are its facts."""
+    return Opaque(f"torch.Tensor[{kind}]", state=facts)
 
 
 def run_pickle(machine: TorchMachine, start: int = 0) -> tuple[Any, int]:
