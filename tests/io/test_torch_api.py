@@ -103,13 +103,14 @@ def test_odd_tensors_are_opaque_with_their_facts(tmp_path: os.PathLike) -> None:
         warnings.simplefilter("ignore")  # torch deprecates quantized and nested tensors
         nested = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
         quantized = torch.quantize_per_tensor(torch.arange(4.0), 0.5, 0, torch.qint8)
+        half_complex = torch.zeros(2, dtype=torch.complex32)
     p = str(tmp_path / "odd.pt")
     torch.save({
         "q": quantized,
         "sp": torch.eye(3).to_sparse(),
         "meta": torch.empty(3, 4, device="meta"),
         "nt": nested,
-        "c32": torch.zeros(2, dtype=torch.complex32),
+        "c32": half_complex,
     }, p)  # fmt: skip
     r = tio.read(p)
     t = r.tree
