@@ -212,3 +212,13 @@ def test_cli_on_hostile_files_stays_contained(tmp_path: Path) -> None:
             )
             h.assert_contained(run, max_rss=400 << 20)
             assert name in run.stderr, run
+
+
+def test_deflated_data_pkl_is_bounded(tmp_path: Path) -> None:
+    """A repacked file whose data.pkl inflates far beyond the file's size is refused before
+    it is inflated (64 bytes per byte of the file, plus 16 MiB)."""
+    p = tmp_path / "pklbomb.pt"
+    with zipfile.ZipFile(p, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as z:
+        z.writestr("x/data.pkl", b"N" * (64 << 20) + b".")
+    msg = _read_error(str(p))
+    assert "x/data.pkl]: record of 67108865 bytes, more than the" in msg

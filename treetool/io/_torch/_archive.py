@@ -24,6 +24,7 @@ from ._zip import Record, RecordSource, ZipDir, inflating_opener, read_zip_dir
 __all__ = ["TorchRead", "read_archive"]
 
 _MAX_PKL = 1 << 30  # a data.pkl larger than this is refused (it is metadata only)
+_PKL_PER_BYTE = 64  # a deflated data.pkl may inflate to 64 bytes per byte of the file (+16 MiB)
 _FACT_RECORDS = ("version", ".format_version", ".storage_alignment", ".data/serialization_id")
 
 
@@ -60,7 +61,7 @@ def read_archive(src: Source, lazy: bool, zd: ZipDir | None = None) -> TorchRead
         raise LoadError(f"{name}: a {order!r}-endian checkpoint; only little-endian is read")
     facts.update(texts)
     scripted = f"{root}/constants.pkl" in recs or any(r.startswith(f"{root}/code/") for r in recs)
-    pkl = zd.read(pkl_rec, _MAX_PKL)
+    pkl = zd.read(pkl_rec, min(_MAX_PKL, (16 << 20) + _PKL_PER_BYTE * src.size))
     base = pkl_rec.data if pkl_rec.method == 0 and not src.remote else None
     where = f"{name}[{pkl_rec.name}]"
     budget = Budget(where, len(pkl))
