@@ -27,6 +27,7 @@ _WHERE = {
     "fact_lines": "_weights_only",
     "verdict": "_weights_only",
     "Record": "_zip",
+    "RecordSource": "_record_io",
     "ZipDir": "_zip",
     "read_zip_dir": "_zip",
 }

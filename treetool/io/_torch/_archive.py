@@ -16,10 +16,11 @@ from ..._errors import LoadError
 from .._budget import Budget
 from .._source import Source
 from ._rebuild import STORAGE_DTYPES, TensorMaker, TorchStorage
+from ._record_io import RecordSource, inflating_opener
 from ._sniff import zip_root
 from ._unpickle import TorchMachine, check_tree, run_pickle
 from ._weights_only import WeightsOnly, verdict
-from ._zip import Record, RecordSource, ZipDir, inflating_opener, read_zip_dir
+from ._zip import Record, ZipDir, read_zip_dir
 
 __all__ = ["TorchRead", "read_archive"]
 
