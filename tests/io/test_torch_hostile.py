@@ -222,3 +222,14 @@ def test_deflated_data_pkl_is_bounded(tmp_path: Path) -> None:
         z.writestr("x/data.pkl", b"N" * (64 << 20) + b".")
     msg = _read_error(str(p))
     assert "x/data.pkl]: record of 67108865 bytes, more than the" in msg
+
+
+def test_stride_zero_bomb(tmp_path: Path) -> None:
+    """A stride-0 view of one element claiming 2**40 elements is refused: reading it would
+    allocate them all."""
+    p = str(tmp_path / "expand.pt")
+    craft(p, {"a": Fake(FakeStorage("0", 1), 0, (1 << 20, 1 << 20), (0, 0))}, {"data/0": F32[:4]})
+    assert "(a stride-0 bomb?)" in _read_error(p)
+    q = str(tmp_path / "fine.pt")
+    torch.save({"b": torch.arange(3.0).expand(1000, 3)}, q)  # an expanded bias: read as it is
+    assert np.asarray(tio.load(q)["b"]).tolist() == [[0.0, 1.0, 2.0]] * 1000

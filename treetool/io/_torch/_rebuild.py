@@ -81,6 +81,12 @@ _ITEMSIZE = {
 }  # fmt: skip
 
 
+#: a view (stride 0 repeats elements) may hold at most this many bytes per byte of its storage,
+#: plus `_VIEW_SLACK`: reading it allocates its whole size
+_VIEW_PER_BYTE = 1024
+_VIEW_SLACK = 64 << 20
+
+
 class TorchStorage(LazyArray):
     """A torch storage: its bytes in the file as a uint8 `LazyArray`, and torch's facts.
 
@@ -171,6 +177,12 @@ class TensorMaker:
                     f"{list(strides)} at offset {offset} reaches element {last}, past the "
                     f"storage's {numel} elements"
                 )
+        nbytes = count * itemsize
+        if nbytes > _VIEW_PER_BYTE * storage.shape[0] + _VIEW_SLACK:
+            raise LoadError(
+                f"{where}: storage {storage.key!r}: a view of size {list(shape)} ({nbytes} bytes) "
+                f"over {storage.shape[0]} bytes of storage (a stride-0 bomb?)"
+            )
         key = (storage.key, offset, shape, strides, dt)
         leaf = self._made.get(key)
         if leaf is not None:
