@@ -20,7 +20,7 @@ Usage (see fuzz/README.md):
 With `TREETOOL_FUZZ_TERMSAFE=1`, text bound for a terminal (the rich views and LoadError
 messages) holding a control, DEL, C1 or bidi-override character is a finding too.
 
-FORMAT is one of: pickle, npy, npz, safetensors, msgpack, equinox, orbax.
+FORMAT is one of: pickle, npy, npz, safetensors, msgpack, equinox, orbax, torch.
 
 Resource guards: unless the command line says otherwise, `-timeout=10 -rss_limit_mb=2048
 -max_len=65536`, and the process's address space is capped at 4 GiB; a `LoadError` raised
@@ -46,7 +46,7 @@ import tempfile
 import traceback
 from typing import Any
 
-FORMATS = ("pickle", "npy", "npz", "safetensors", "msgpack", "equinox", "orbax")
+FORMATS = ("pickle", "npy", "npz", "safetensors", "msgpack", "equinox", "orbax", "torch")
 
 #: the file name each format's input is written to (detection reads content, not names)
 _FILE_NAME = {
@@ -56,6 +56,7 @@ _FILE_NAME = {
     "safetensors": "input.safetensors",
     "msgpack": "input.msgpack",
     "equinox": "input.eqx",
+    "torch": "input.pt",  # a torch zip or legacy file (the zip and legacy readers)
 }
 
 #: orbax inputs are a small archive of files: sections split by this marker, each
@@ -74,6 +75,9 @@ _MODULES = (
     "treetool.io.msgpack",
     "treetool.io.equinox",
     "treetool.io.orbax",
+    "treetool.io.torch",
+    "treetool.io._torch._archive",
+    "treetool.io._torch._legacy",
     "treetool.cli",
     "treetool.render.text",
     "treetool.render.html",

@@ -289,6 +289,32 @@ def orbaxes() -> dict[str, bytes]:
     return out
 
 
+def torch_files() -> dict[str, bytes]:
+    """Small torch files, zip and legacy: views, ties, dtypes, an optimizer state, a module."""
+    import torch
+
+    w = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    sd = {"w": w, "t": w.t(), "col": w[:, 1], "tied": w, "b": torch.ones(2, dtype=torch.bfloat16)}
+    more = {"u": torch.tensor([1, 2]).to(torch.uint16), "f8": torch.zeros(2, dtype=torch.float8_e4m3fn),
+            "s": torch.tensor(2.0), "e": torch.zeros(0, 2), "p": torch.nn.Parameter(torch.ones(2))}  # fmt: skip
+    lin = torch.nn.Linear(2, 2)
+    opt = torch.optim.Adam(lin.parameters())
+    lin(torch.ones(1, 2)).sum().backward()
+    opt.step()
+    out: dict[str, bytes] = {}
+    for name, obj, zipped in (
+        ("views-zip.pt", sd, True),
+        ("views-legacy.pt", sd, False),
+        ("dtypes-zip.pt", more, True),
+        ("adam-zip.pt", opt.state_dict(), True),
+        ("module-legacy.pt", lin, False),
+    ):
+        buf = io.BytesIO()
+        torch.save(obj, buf, _use_new_zipfile_serialization=zipped)
+        out[name] = buf.getvalue()
+    return out
+
+
 #: corpus directory -> the function that makes its seeds
 MAKERS = {
     "pickle": pickles,
@@ -298,6 +324,7 @@ MAKERS = {
     "msgpack": msgpacks,
     "equinox": equinox_files,
     "orbax": orbaxes,
+    "torch": torch_files,
 }
 
 

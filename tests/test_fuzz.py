@@ -42,6 +42,7 @@ RUNS = {
     "msgpack": 600,
     "equinox": 800,
     "orbax": 150,
+    "torch": 400,
 }
 SEED = 15
 

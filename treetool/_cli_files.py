@@ -71,6 +71,9 @@ def file_facts(tree: Any) -> dict[str, Any]:
         out["metadata"] = loaded.metadata
     if loaded.steps:
         out["step"], out["steps"] = loaded.step, loaded.steps
+    facts = getattr(loaded, "facts", None)
+    if facts:
+        out.update(facts)  # a format's own facts (`torch`: weights_only report, ties)
     return out
 
 
@@ -85,6 +88,11 @@ def print_facts(console: Any, facts: dict[str, Any]) -> None:
     if "steps" in facts:
         steps = facts["steps"]
         console.print(Text(f"step {facts['step']}; steps: {', '.join(map(str, steps))}"))
+    if "torch" in facts:
+        from .io._torch import fact_lines
+
+        for line in fact_lines(facts["torch"]):
+            console.print(Text(line))
 
 
 def target_spec(args: argparse.Namespace, spec: str) -> str:

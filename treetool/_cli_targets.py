@@ -36,7 +36,7 @@ def report_loaded(spec: str, loaded: Any) -> None:
             file=sys.stderr,
         )
     if loaded.blocked:
-        _print_blocked(spec, loaded.blocked)
+        _print_blocked(spec, loaded.blocked, loaded.format)
     _NOTED.add(id(loaded.tree))
     if _KEEP is not None:
         _KEEP.append(loaded)
@@ -215,12 +215,16 @@ def _select(tree: Any, pattern: str | None) -> list[tuple[Any, Any]] | None:
     return find(tree, pattern)
 
 
-def _print_blocked(spec: str, blocked: list[str]) -> None:
+def _print_blocked(spec: str, blocked: list[str], fmt: str = "") -> None:
     shown = ", ".join(blocked[:8]) + (f" and {len(blocked) - 8} more" if len(blocked) > 8 else "")
+    how = (
+        "treetool reads torch files without torch and never runs their code"
+        if fmt == "torch"
+        else "pass --trust to run the file's code"
+    )
     print(
         safe(
-            f"treetool: note: {spec}: not executed (shown as opaque placeholders): {shown}; "
-            "pass --trust to run the file's code"
+            f"treetool: note: {spec}: not executed (shown as opaque placeholders): {shown}; {how}"
         ),
         file=sys.stderr,
     )

@@ -18,8 +18,12 @@ msgpack         `flax.serialization.to_bytes`                `treetool.io.msgpac
 equinox         `eqx.tree_serialise_leaves` (+ `like=`)      `treetool.io.equinox`
 orbax           checkpoints, runs (`run@STEP`), composites:  `treetool.io.orbax`
                 structure from metadata, values on demand
-sharded         `*.safetensors.index.json`, flax msgpack     `treetool.io.sharded`
-                indexes: one tree over the shards
+sharded         `*.safetensors.index.json`, flax msgpack,    `treetool.io.sharded`
+                `pytorch_model.bin.index.json` indexes: one
+                tree over the shards
+torch           PyTorch `.pt/.pth/.bin/.ckpt`: zip and       `treetool.io.torch`
+                legacy formats, without torch; the
+                `weights_only` report
 ==============  ===========================================  =================================
 
 Every reader reads through a `Source` (`treetool.io._source`), so a target may also be an
@@ -73,8 +77,11 @@ FORMATS: dict[str, str] = {
     "equinox": "treetool.io.equinox",
     "orbax": "treetool.io.orbax",
     "sharded": "treetool.io.sharded",
+    "torch": "treetool.io.torch",
 }
-_SUBMODULES = frozenset({"pickle", "npz", "safetensors", "msgpack", "equinox", "orbax", "sharded"})
+_SUBMODULES = frozenset(
+    {"pickle", "npz", "safetensors", "msgpack", "equinox", "orbax", "sharded", "torch"}
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -101,6 +108,8 @@ class Loaded:
             `__metadata__`: a dict of strings), else None.
         step: for an orbax CheckpointManager run, the step that was read; else None.
         steps: for an orbax run, all its steps in increasing order; else None.
+        facts: what a format knows about the file beyond its tree, by format (`torch`: its
+            kind, the `weights_only` report, tied names); else None.
     """
 
     tree: Any
@@ -110,6 +119,7 @@ class Loaded:
     metadata: dict[str, Any] | None = None
     step: int | None = None
     steps: list[int] | None = None
+    facts: dict[str, Any] | None = None
 
 
 def _header(path: str, n: int = 64) -> bytes:
@@ -174,7 +184,15 @@ def detect(path: str | os.PathLike) -> str:
 
         return "equinox" if is_npy_sequence(path) else "npy"
     if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
-        return "npz"
+        # a torch zip also starts with PK: it has a `<root>/data.pkl` record, an npz `*.npy`
+        from .torch import looks_like_torch
+
+        return "torch" if looks_like_torch(path) else "npz"
+    if head.startswith(b"\x80\x02\x8a\x0a"):  # PROTO 2, LONG1: a legacy torch magic number?
+        from .torch import looks_like_torch
+
+        if looks_like_torch(path):
+            return "torch"
     # safetensors before pickle: a header length whose low byte is 0x80 (e.g. 1,408) starts
     # like a protocol-5 pickle; the safetensors check (length fits the file, `{`...`}`) and the
     # pickle check (PROTO 2-5, then an opcode) each look at the file's own consistency
@@ -194,6 +212,10 @@ def detect(path: str | os.PathLike) -> str:
         return "sharded"
     if _looks_like_old_pickle(path, head):
         return "pickle"
+    from .torch import looks_like_torch
+
+    if looks_like_torch(path):  # the old tar format: named in one line by the reader
+        return "torch"
     shown = head[:8].hex(" ")
     raise LoadError(
         f"{path}: unknown file format (starts with bytes {shown}); formats: {', '.join(sorted(set(FORMATS)))}"

@@ -1,4 +1,5 @@
-"""Sharded checkpoints read as one tree: `*.safetensors.index.json`, `flax_model.msgpack.index.json`.
+"""Sharded checkpoints read as one tree: `*.safetensors.index.json`, `flax_model.msgpack.index.json`,
+`pytorch_model.bin.index.json` (torch `.bin` shards, read without torch).
 
 An index is a JSON object whose `weight_map` names, for every tensor, the shard file (next to
 the index) that holds it. treetool reads the index, then the header of each shard (one ranged
@@ -115,7 +116,11 @@ def _shard_leaves(src: Source, lazy: bool) -> tuple[str, dict[str, Any]]:
         flat: dict[str, Any] = {}
         _flatten(tree, "", flat)
         return fmt, flat
-    raise LoadError(f"{src.name}: a shard must be safetensors or flax msgpack, found {fmt}")
+    if fmt == "torch":  # a `pytorch_model-0000N-of-0000M.bin` shard: its state_dict
+        from .torch import read_flat as read_torch
+
+        return fmt, read_torch(src, lazy)
+    raise LoadError(f"{src.name}: a shard must be safetensors, flax msgpack or torch, found {fmt}")
 
 
 def _flatten(tree: Any, prefix: str, out: dict[str, Any]) -> None:

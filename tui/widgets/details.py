@@ -65,7 +65,19 @@ def _file_rows(facts: dict[str, Any]) -> list[tuple[str, Any]]:
     if "steps" in facts:
         steps = ", ".join(map(str, facts["steps"]))
         rows.append(("step", f"{facts['step']} (steps: {steps})"))
+    if "torch" in facts:  # a torch file: its kind, the weights_only report, tied names
+        from treetool.io._torch import fact_lines
+
+        for i, line in enumerate(fact_lines(facts["torch"])):
+            rows.append(("torch" if i == 0 else "", line))
     return rows
+
+
+def _tied_row(facts: dict[str, Any], path: str) -> tuple[str, Any] | None:
+    """("tied", "same storage as P") for a torch leaf whose storage another path holds."""
+    tied = (facts.get("torch") or {}).get("tied") or {}
+    what = tied.get(path)
+    return ("tied", what) if what else None
 
 
 def leaf_facts(node: Node) -> list[tuple[str, Any]]:
@@ -247,6 +259,9 @@ class DetailsPane(VerticalScroll):
         self.query_one("#details-path", Static).update(path)
         if node.is_leaf:
             facts = leaf_facts(node)
+            tie = _tied_row(self.file_facts, keystr) if self.file_facts else None
+            if tie is not None:
+                facts.append(tie)
             pending = (
                 bool(node.info.params) and node.info.kind != "abstract" and not node.info.is_key
             )

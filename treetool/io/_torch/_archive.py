@@ -1,0 +1,148 @@
+"""A torch zip checkpoint (torch >= 1.6): `<root>/data.pkl` over `<root>/data/<key>` records.
+
+The root folder is the first entry's prefix (`archive/` from a buffer, the file's stem from a
+path), never assumed. `byteorder` (absent: little), `version`, `.format_version`,
+`.storage_alignment` and `.data/serialization_id` are read as facts. A TorchScript archive
+(`code/`, `constants.pkl`) is read the same way: its module classes stay `Opaque`, its tensors
+are listed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..._errors import LoadError
+from .._budget import Budget
+from .._source import Source
+from ._rebuild import STORAGE_DTYPES, TensorMaker, TorchStorage
+from ._record_io import RecordSource, inflating_opener
+from ._sniff import zip_root
+from ._unpickle import TorchMachine, check_tree, run_pickle
+from ._weights_only import WeightsOnly, verdict
+from ._zip import Record, ZipDir, read_zip_dir
+
+__all__ = ["TorchRead", "read_archive"]
+
+_MAX_PKL = 1 << 30  # a data.pkl larger than this is refused (it is metadata only)
+_PKL_PER_BYTE = 64  # a deflated data.pkl may inflate to 64 bytes per byte of the file (+16 MiB)
+_FACT_RECORDS = ("version", ".format_version", ".storage_alignment", ".data/serialization_id")
+
+
+@dataclass
+class TorchRead:
+    """What reading a torch file gave: the tree and the facts `inspect` shows."""
+
+    tree: Any
+    blocked: list[str]
+    kind: str  # "zip", "legacy", "torchscript"
+    weights_only: WeightsOnly
+    facts: dict[str, Any] = field(default_factory=dict)
+    state_metadata: list[Any] = field(default_factory=list)
+    storage_of: dict[int, str] = field(default_factory=dict)  # id of a leaf -> storage key
+
+
+def read_archive(src: Source, lazy: bool, zd: ZipDir | None = None) -> TorchRead:
+    """Read a torch zip file's structure; tensors stay in the file."""
+    name = src.name
+    zd = zd or read_zip_dir(src)
+    root = zip_root(zd)
+    recs = zd.records
+    for r in recs:
+        if not r.startswith(root + "/"):
+            raise LoadError(f"{name}: zip entry {r!r} is outside the archive folder {root!r}")
+    pkl_rec = recs.get(f"{root}/data.pkl")
+    if pkl_rec is None:
+        raise LoadError(f"{name}: a zip without {root}/data.pkl: not a torch checkpoint")
+    facts: dict[str, Any] = {}
+    small = [recs[f"{root}/{k}"] for k in ("byteorder", *_FACT_RECORDS) if f"{root}/{k}" in recs]
+    texts = {r.name[len(root) + 1 :]: _text(zd, r) for r in small}
+    order = texts.pop("byteorder", "little")
+    if order != "little":
+        raise LoadError(f"{name}: a {order!r}-endian checkpoint; only little-endian is read")
+    facts.update(texts)
+    scripted = f"{root}/constants.pkl" in recs or any(r.startswith(f"{root}/code/") for r in recs)
+    pkl = zd.read(pkl_rec, min(_MAX_PKL, (16 << 20) + _PKL_PER_BYTE * src.size))
+    base = pkl_rec.data if pkl_rec.method == 0 and not src.remote else None
+    where = f"{name}[{pkl_rec.name}]"
+    budget = Budget(where, len(pkl))
+    maker = TensorMaker(where)
+    storages: dict[str, TorchStorage] = {}
+
+    def persistent_load(pid: Any) -> Any:
+        return _storage(pid, zd, root, storages, where)
+
+    machine = TorchMachine(pkl, where, lazy, budget, persistent_load, maker, base)
+    tree, _ = run_pickle(machine)
+    blocked = check_tree(tree, budget)
+    kind = "torchscript" if scripted else "zip"
+    refuse = "a TorchScript archive (torch.load hands it to torch.jit.load)" if scripted else None
+    report = verdict([pkl], refuse=refuse)
+    return TorchRead(tree, blocked, kind, report, facts, machine.state_metadata, maker.storage_of)
+
+
+def _text(zd: ZipDir, rec: Record) -> str:
+    raw = zd.read(rec, 4096)
+    try:
+        return raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise LoadError(f"{zd.src.name}[{rec.name}]: not text") from None
+
+
+def storage_type_name(g: Any, where: str) -> str:
+    from .._opaque import GlobalRef
+
+    if type(g) is not GlobalRef or g.name not in STORAGE_DTYPES:
+        raise LoadError(
+            f"{where}: a persistent id whose storage type is {g!r}, not a torch storage class"
+        )
+    return g.class_path
+
+
+_ITEM = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
+         "int16": 2, "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16}  # fmt: skip
+
+
+def storage_nbytes(type_path: str, numel: Any, where: str) -> int:
+    if type(numel) is not int or numel < 0 or numel > 1 << 50:
+        raise LoadError(f"{where}: a storage size {numel!r} is not an int >= 0")
+    dt = STORAGE_DTYPES[type_path.rsplit(".", 1)[-1]]
+    return numel * _ITEM.get(dt or "uint8", 1)
+
+
+def _storage(pid: Any, zd: ZipDir, root: str, seen: dict[str, TorchStorage], where: str) -> Any:
+    if type(pid) is not tuple or len(pid) != 5 or pid[0] != "storage":
+        raise LoadError(
+            f"{where}: a persistent id {str(pid)[:80]} is not ('storage', type, key, location, numel)"
+        )
+    _, stype, key, location, numel = pid
+    if type(key) is not str or type(location) is not str:
+        raise LoadError(f"{where}: a persistent id whose key or location is not a string")
+    got = seen.get(key)
+    if got is not None:
+        return got
+    type_path = storage_type_name(stype, where)
+    nbytes = storage_nbytes(type_path, numel, where)
+    rec = zd.records.get(f"{root}/data/{key}")
+    if rec is None:
+        raise LoadError(
+            f"{where}: storage key {key!r} is not in the archive (no {root}/data/{key})"
+        )
+    if rec.size < nbytes:
+        raise LoadError(
+            f"{zd.src.name}[{rec.name}]: storage record of {rec.size} bytes, shorter than its "
+            f"{numel} elements of {type_path} ({nbytes} bytes)"
+        )
+    src = zd.src
+    if rec.method == 0 and src.remote:  # offsets from the record's start; its header read later
+        st = TorchStorage(
+            key, type_path, location, nbytes, src.name, 0, source=RecordSource(src, rec)
+        )
+    elif rec.method == 0:
+        st = TorchStorage(key, type_path, location, nbytes, src.name, rec.data)
+    else:
+        st = TorchStorage(
+            key, type_path, location, nbytes, src.name, 0, opener=inflating_opener(src, rec, 0)
+        )
+    seen[key] = st
+    return st
