@@ -153,7 +153,12 @@ class Plan:
         for k, name in enumerate(paths):
             rows = by_target.get(name)
             if rows:
-                out[k] = self._fill(name, rows, lazy=lazy, cast=cast)
+                value = self._fill(name, rows, lazy=lazy, cast=cast)
+                if not lazy and _is_jax(leaves[k]):
+                    import jax.numpy as jnp
+
+                    value = jnp.asarray(value)
+                out[k] = value
         return unflatten(treedef, out)
 
     def iter_filled(self, *, cast: bool = False) -> Any:
@@ -236,6 +241,12 @@ class Plan:
         from ._write import write_plan
 
         write_plan(self, os.fspath(path), cast=cast)
+
+
+def _is_jax(x: Any) -> bool:
+    """Whether a target leaf is a jax array or a `jax.ShapeDtypeStruct` (its filled value is
+    then a jax array too)."""
+    return type(x).__module__.startswith("jax")
 
 
 def port(source: Any, target: Any, rules: str | os.PathLike | None = None) -> Plan:
