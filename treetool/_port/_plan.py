@@ -250,8 +250,35 @@ def _is_jax(x: Any) -> bool:
 
 
 def port(source: Any, target: Any, rules: str | os.PathLike | None = None) -> Plan:
-    """Plan how `source` (a file `tt.load` reads, or a tree) fills `target` (a model or a
-    pytree of arrays or `jax.ShapeDtypeStruct`s); see `treetool.port`."""
+    """Plan how a checkpoint fills a model of another framework, and prove it.
+
+    `source` is anything `tt.load` reads (a file, a sharded index, a URL) or a live tree (a
+    torch `state_dict()` as numpy arrays, flax params, an equinox module); `target` is the
+    model to fill: an equinox module, a flax linen variables dict, a flax nnx module or
+    state, haiku params, or any pytree of arrays or `jax.ShapeDtypeStruct`s. Names are
+    normalised (tokens, synonyms, numbers, wrappers), layouts come from a closed catalogue
+    (transpose, conv OIHW/HWIO, stacking, fused q/k/v, heads reshape, casts), framework
+    conventions break ties, and what names and shapes cannot decide is listed in
+    `plan.ambiguous`, never guessed. `rules` (a rule file's text or name, as `plan.rules`
+    writes it) overrides decisions.
+
+    The plan: `plan.rows`, `plan.unmatched_source`, `plan.unmatched_target`,
+    `plan.ambiguous`, `plan.dropped`, `plan.complete`, `plan.rules`, `rich.print(plan)`,
+    `plan.to_dict()`; `plan.apply()` returns a new tree of exactly the target's structure
+    (the target is not changed), `plan.check(fn, inputs, expected)` compares the ported
+    model's outputs with reference ones, `plan.write(path)` saves the filled tree.
+
+    Example:
+        >>> import numpy as np, treetool as tt
+        >>> torch_sd = {"0.weight": np.ones((4, 3), np.float32), "0.bias": np.zeros(4, np.float32)}
+        >>> flax_params = {"params": {"Dense_0": {"kernel": np.zeros((3, 4), np.float32),
+        ...                                       "bias": np.zeros(4, np.float32)}}}
+        >>> plan = tt.port(torch_sd, flax_params)
+        >>> [(r.target, r.sources[0], r.steps) for r in plan.rows]
+        [("['params']['Dense_0']['bias']", '0.bias', ()), ("['params']['Dense_0']['kernel']", '0.weight', ('T',))]
+        >>> plan.complete, plan.apply(lazy=False)["params"]["Dense_0"]["kernel"].shape
+        (True, (3, 4))
+    """
     label = os.fspath(source) if isinstance(source, str | os.PathLike) else type(source).__name__
     src_side = source_side(read_source(source))
     dst_side, _ = target_side(target)

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._text import safe
+from ._match import _fold
 
 if TYPE_CHECKING:
     from ._plan import Plan
@@ -36,7 +37,7 @@ def folded_rows(plan: Plan) -> list[tuple[str, str, str, str, str, str]]:
     for r in plan.rows:
         part = f" @{r.part[0]}:{r.part[1]}/{r.part[2]}" if r.part else ""
         if len(r.sources) > 1:
-            src = f"{r.sources[0]} … {r.sources[-1]} (stacked {len(r.sources)})"
+            src = f"{_fold(list(r.sources))} (stacked {len(r.sources)})"
         else:
             src = r.sources[0]
         target = r.target + part
@@ -47,7 +48,7 @@ def folded_rows(plan: Plan) -> list[tuple[str, str, str, str, str, str]]:
             seen.add(key)
             members = counts[(r.group, r.steps)]
             target = r.group + part
-            src = f"{members[0].sources[0]} … {members[-1].sources[0]}"
+            src = _fold([m.sources[0] for m in members])
         out.append(
             (
                 target,

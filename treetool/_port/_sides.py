@@ -59,7 +59,7 @@ def _add(side: Side, name: str, keys: tuple[str, ...], x: Any, split_fused: bool
             sub = tuple(d // n if k == axis else d for k, d in enumerate(shape))
             for i, pk in enumerate(part_keys):
                 side.leaves.append(
-                    Leaf(name, pk, sub, side.dtypes[name], layout(pk, len(sub)), (axis, i, n))
+                    Leaf(name, pk, sub, side.dtypes[name], lay, (axis, i, n))
                 )
             return
     side.leaves.append(Leaf(name, keys, shape, side.dtypes[name], lay))
