@@ -22,8 +22,12 @@ def port_arguments(sp: argparse.ArgumentParser) -> None:
         help="the model to fill: module:attr (a model, or a function returning one) or "
         "another checkpoint",
     )
-    sp.add_argument("--rules", metavar="FILE", help="a rule file (as --json's `rules` or "
-                    "plan.rules writes it), edited: its lines replace the automatic decisions")
+    sp.add_argument(
+        "--rules",
+        metavar="FILE",
+        help="a rule file (as --json's `rules` or "
+        "plan.rules writes it), edited: its lines replace the automatic decisions",
+    )
     sp.add_argument(
         "--write",
         metavar="OUT",

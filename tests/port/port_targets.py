@@ -7,7 +7,6 @@ from typing import Any
 
 import jax
 import numpy as np
-
 import port_models as pm
 
 #: where the test put the torch reference (inputs and outputs, saved by torch's side)

@@ -69,7 +69,7 @@ def test_mlp_sequential_into_flax_linen_dense_layers() -> None:
     before = _snapshot(variables)
     plan = tt.port(pm.state_dict_numpy(m), variables)
     assert plan.complete
-    kernel = [r for r in plan.rows if r.target == "['params']['Dense_0']['kernel']"][0]
+    kernel = next(r for r in plan.rows if r.target == "['params']['Dense_0']['kernel']")
     assert (kernel.sources, kernel.steps, kernel.source_shape, kernel.target_shape) == (
         ("0.weight",), ("T",), (5, 3), (3, 5),
     )  # fmt: skip

@@ -4,6 +4,7 @@ edit caught by `plan.check`, bad rules and bad plans refused in one line."""
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import jax
@@ -182,7 +183,7 @@ def test_torch_layout_to_flax_layout_and_back_is_exact(widths: list[int], seed: 
     rng = np.random.RandomState(seed)
     torch_sd = {}
     flax = {"params": {}}
-    for i, (a, b) in enumerate(zip(widths, widths[1:])):
+    for i, (a, b) in enumerate(itertools.pairwise(widths)):
         torch_sd[f"{2 * i}.weight"] = rng.randn(b, a).astype(F32)
         torch_sd[f"{2 * i}.bias"] = rng.randn(b).astype(F32)
         flax["params"][f"Dense_{i}"] = {"kernel": np.zeros((a, b), F32), "bias": np.zeros(b, F32)}

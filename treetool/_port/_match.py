@@ -206,7 +206,7 @@ class _Matcher:
     def _emit(self, sg: list[_Module], tg: list[_Module], how: str, stacked: bool) -> bool:
         """Rows for source modules `sg` into target modules `tg` (pairwise, or all of `sg`
         stacked into the one module of `tg`); False (nothing emitted) when incompatible."""
-        plans = []
+        plans: list[dict[str, tuple[tuple[str, ...], str] | list[tuple[str, ...]]]] = []
         if stacked:
             d = _pair_modules(sg[0], tg[0], stacked=len(sg))
             if d is None or any(_pair_modules(m, sg[0]) is None for m in sg[1:]):
@@ -220,27 +220,24 @@ class _Matcher:
                 plans.append(d)
         for role in tg[0].leaves:
             names = [m.leaves[role].name for m in tg]
-            if stacked:
-                group = ""
-            else:
-                group = _fold(names) if len(tg) > 1 else ""
+            group = "" if stacked else _fold(names) if len(tg) > 1 else ""
             for k, mt in enumerate(tg):
-                d = plans[k][role]
+                dec = plans[k][role]
                 t = mt.leaves[role]
                 srcs = [m.leaves[role] for m in (sg if stacked else [sg[k]])]
-                if isinstance(d, list):
+                if isinstance(dec, list):
                     self.result.ambiguous.append(
                         Ambiguity(
                             (t.name,),
-                            tuple(f"{srcs[0].name} : {' '.join(c) or 'identity'}" for c in d),
+                            tuple(f"{srcs[0].name} : {' '.join(c) or 'identity'}" for c in dec),
                             "the shape fits more than one layout and the names do not tell "
                             "which framework laid it out",
                             (srcs[0].name,),
-                            tuple((t.name, srcs[0].name, c) for c in d),
+                            tuple((t.name, srcs[0].name, c) for c in dec),
                         )
                     )
                     continue
-                steps, why = d
+                steps, why = dec
                 row_how = f"{how}+convention" if why == "convention" else how
                 self.result.rows.append(
                     Row(
@@ -375,7 +372,7 @@ def _proposals(fits: list[_Module], mt: _Module) -> tuple[tuple[str, str, tuple[
     for ms in fits:
         d = _pair_modules(ms, mt) or {}
         for role, dec in d.items():
-            steps = dec[0] if isinstance(dec, tuple) else dec[0]
+            steps = dec[0]  # the decided steps, or the first candidate
             out.append((mt.leaves[role].name, ms.leaves[role].name, tuple(steps)))
     return tuple(out)
 

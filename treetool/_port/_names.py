@@ -132,7 +132,9 @@ def module_tokens_of(toks: tuple[str | int, ...]) -> tuple[tuple[str | int, ...]
 _QKV = ("q", "k", "v")
 
 
-def fused_parts(keys: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]] | None:
+def fused_parts(
+    keys: tuple[str, ...],
+) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]] | None:
     """The parts a fused projection holds: (part names, the keys of each part), or None.
 
     torch `in_proj_weight`/`in_proj_bias` (nn.MultiheadAttention), GPT-2 `c_attn`, `qkv`,

@@ -191,7 +191,9 @@ class Plan:
             if cast:
                 arr = arr.astype(dtype)
             if arr.shape != shape:
-                raise PortError(f"{name}: the rules give shape {list(arr.shape)}, expected {list(shape)}")
+                raise PortError(
+                    f"{name}: the rules give shape {list(arr.shape)}, expected {list(shape)}"
+                )
             return arr
 
         if not lazy:
@@ -230,7 +232,9 @@ class Plan:
                 f"check: the outputs ({[list(x.shape) for x in a]}) do not line up with the "
                 f"reference ({[list(y.shape) for y in b]})"
             )
-        diff = max((float(np.max(np.abs(x - y))) if x.size else 0.0 for x, y in zip(a, b)), default=0.0)
+        diff = max(
+            (float(np.max(np.abs(x - y))) if x.size else 0.0 for x, y in zip(a, b)), default=0.0
+        )
         if any(not np.all(np.isfinite(x)) for x in a):
             diff = float("inf")
         return Check(diff, atol, len(a))

@@ -99,7 +99,9 @@ class _Reader:
         return text.split("#", 1)[0].strip()
 
 
-def _parse(text: str, label: str) -> tuple[list[tuple[str, Any, tuple[str, ...], tuple[str, ...]]], list[str]]:
+def _parse(
+    text: str, label: str
+) -> tuple[list[tuple[str, Any, tuple[str, ...], tuple[str, ...]]], list[str]]:
     rows, drops = [], []
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
@@ -140,7 +142,9 @@ def apply_rules(plan: Plan, rules: str | os.PathLike) -> Plan:
     """`plan` with the decisions of a rule file (its text, or a file name) put in."""
     from ._plan import Plan, PortError
 
-    if isinstance(rules, os.PathLike) or (isinstance(rules, str) and "\n" not in rules and os.path.isfile(rules)):
+    if isinstance(rules, os.PathLike) or (
+        isinstance(rules, str) and "\n" not in rules and os.path.isfile(rules)
+    ):
         label = os.fspath(rules)
         try:
             with open(label, encoding="utf-8") as fh:
@@ -182,11 +186,11 @@ def apply_rules(plan: Plan, rules: str | os.PathLike) -> Plan:
         if old is not None and old.sources == sources and old.steps == steps:
             ruled[(target, part)] = old
         else:
-            ruled[(target, part)] = Row(target, sources, steps, src.shapes[sources[0]], shape, "rule (edited)", part)
+            ruled[(target, part)] = Row(
+                target, sources, steps, src.shapes[sources[0]], shape, "rule (edited)", part
+            )
     ruled_targets = {t for t, _ in ruled}
-    rows = [r for r in plan.rows if r.target not in ruled_targets] + [
-        r for r in ruled.values()
-    ]
+    rows = [r for r in plan.rows if r.target not in ruled_targets] + [r for r in ruled.values()]
     order = {name: k for k, name in enumerate(dst.order)}
     rows.sort(key=lambda r: (order.get(r.target, 0), r.part[1] if r.part else 0))
     dropped = dict(plan.dropped)
@@ -197,9 +201,7 @@ def apply_rules(plan: Plan, rules: str | os.PathLike) -> Plan:
     used = {s for r in rows for s in r.sources}
     for s in used:
         dropped.pop(s, None)
-    ambiguous: list[Ambiguity] = [
-        a for a in plan.ambiguous if not set(a.targets) <= ruled_targets
-    ]
+    ambiguous: list[Ambiguity] = [a for a in plan.ambiguous if not set(a.targets) <= ruled_targets]
     held = {s for a in ambiguous for s in a.sources} | {t for a in ambiguous for t in a.targets}
     filled = {r.target for r in rows}
     return Plan(

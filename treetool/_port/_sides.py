@@ -58,9 +58,7 @@ def _add(side: Side, name: str, keys: tuple[str, ...], x: Any, split_fused: bool
         if shape and shape[axis] % n == 0:
             sub = tuple(d // n if k == axis else d for k, d in enumerate(shape))
             for i, pk in enumerate(part_keys):
-                side.leaves.append(
-                    Leaf(name, pk, sub, side.dtypes[name], lay, (axis, i, n))
-                )
+                side.leaves.append(Leaf(name, pk, sub, side.dtypes[name], lay, (axis, i, n)))
             return
     side.leaves.append(Leaf(name, keys, shape, side.dtypes[name], lay))
 

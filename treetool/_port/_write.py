@@ -51,9 +51,9 @@ def write_plan(plan: Plan, path: str, *, cast: bool = False) -> None:
 def _write_safetensors(plan: Plan, path: str, cast: bool) -> None:
     """The header from shapes and dtypes alone, then each leaf read, transformed, written and
     let go: peak memory is about one leaf (two while a transform copies it)."""
+    from .._paths import Path
     from ..io._save import dotted_names
     from ..io.safetensors import DTYPES
-    from .._paths import Path
 
     names_by_dtype = {v: k for k, v in DTYPES.items()}
     dst = plan._target_side
@@ -70,7 +70,11 @@ def _write_safetensors(plan: Plan, path: str, cast: bool) -> None:
         if code is None:
             raise SaveError(f"{path}: safetensors cannot store dtype {dtype} (at {target})")
         nbytes = math.prod(dst.shapes[target]) * int(leaf.dtype.itemsize)
-        header[name] = {"dtype": code, "shape": list(dst.shapes[target]), "data_offsets": [offset, offset + nbytes]}
+        header[name] = {
+            "dtype": code,
+            "shape": list(dst.shapes[target]),
+            "data_offsets": [offset, offset + nbytes],
+        }
         offset += nbytes
     header["__metadata__"] = {"format": "pt"}
     text = json.dumps(header, separators=(",", ":")).encode()
