@@ -161,18 +161,23 @@ class Plan:
                 out[k] = value
         return unflatten(treedef, out)
 
-    def iter_filled(self, *, cast: bool = False) -> Any:
-        """`(target name, numpy array)` for each filled target leaf, one at a time (the
-        streaming write reads each once and lets it go)."""
+    def iter_filled(
+        self, *, cast: bool = False, order: Sequence[str] | None = None, contiguous: bool = True
+    ) -> Any:
+        """`(target name, numpy array)` for each filled target leaf (in `order`, else the
+        target's), one at a time: a streaming write reads each once and lets it go. With
+        `contiguous=False`, a transposed leaf may be a view of the array read."""
         by_target: dict[str, list[Row]] = {}
         for r in self.rows:
             by_target.setdefault(r.target, []).append(r)
-        for name in self._target_side.order:
+        for name in self._target_side.order if order is None else order:
             rows = by_target.get(name)
             if rows:
-                yield name, self._fill(name, rows, lazy=False, cast=cast)
+                yield name, self._fill(name, rows, lazy=False, cast=cast, contiguous=contiguous)
 
-    def _fill(self, name: str, rows: list[Row], *, lazy: bool, cast: bool) -> Any:
+    def _fill(
+        self, name: str, rows: list[Row], *, lazy: bool, cast: bool, contiguous: bool = True
+    ) -> Any:
         import numpy as np
 
         src = self._source.arrays
@@ -185,7 +190,11 @@ class Plan:
         def fill() -> Any:
             parts = []
             for r in sorted(rows, key=lambda r: r.part[1] if r.part else 0):
-                vals = [apply_steps(r.steps, np.asarray(src[s])) for s in r.sources]
+                one = len(rows) == 1 and len(r.sources) == 1
+                vals = [
+                    apply_steps(r.steps, np.asarray(src[s]), contiguous=contiguous or not one)
+                    for s in r.sources
+                ]
                 parts.append(vals[0] if len(vals) == 1 else np.stack(vals))
             arr = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=rows[0].part[0])  # type: ignore[index]
             if cast:

@@ -72,7 +72,7 @@ def plan_renderable(plan: Plan) -> Any:
         table.add_row(_t(target), _t(src), _t(steps), _t(shapes), _t(how))
     parts: list[Any] = [
         Text(
-            f"port plan: {len(plan.rows)} target leaves filled from {safe(plan.source_label)}",
+            f"port plan: {len({r.target for r in plan.rows})} target leaves filled from {safe(plan.source_label)}",
             style="bold",
         ),
         table,

@@ -130,8 +130,9 @@ def steps_shape(steps: Sequence[str], shape: Shape) -> Shape:
     return shape
 
 
-def apply_steps(steps: Sequence[str], x: Any) -> Any:
-    """`x` (a numpy array) through `steps`."""
+def apply_steps(steps: Sequence[str], x: Any, *, contiguous: bool = True) -> Any:
+    """`x` (a numpy array) through `steps`; with `contiguous=False`, transposes stay views
+    (a streaming writer copies them out a block at a time)."""
     import numpy as np
 
     for step in steps:
@@ -149,7 +150,7 @@ def apply_steps(steps: Sequence[str], x: Any) -> Any:
             x = np.reshape(x, arg)
         elif kind == "cast":
             x = x.astype(arg)
-    return np.ascontiguousarray(x)
+    return np.ascontiguousarray(x) if contiguous else x
 
 
 def conv_perm(ndim: int, to_io: bool) -> tuple[int, ...]:

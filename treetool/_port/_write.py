@@ -57,8 +57,12 @@ def _write_safetensors(plan: Plan, path: str, cast: bool) -> None:
 
     names_by_dtype = {v: k for k, v in DTYPES.items()}
     dst = plan._target_side
-    filled = {r.target for r in plan.rows}
-    order = [t for t in dst.order if t in filled]
+    first_src = {r.target: plan._source.arrays[r.sources[0]] for r in plan.rows}
+    # shard by shard, each in file order: every source file is read front to back once
+    order = sorted(
+        (t for t in dst.order if t in first_src),
+        key=lambda t: (str(getattr(first_src[t], "file", "")), getattr(first_src[t], "offset", 0)),
+    )
     names = dotted_names([Path.parse(t) for t in order])
     header: dict[str, Any] = {}
     offset = 0
@@ -82,6 +86,23 @@ def _write_safetensors(plan: Plan, path: str, cast: bool) -> None:
     with open(path, "wb") as fh:
         fh.write(struct.pack("<Q", len(text)))
         fh.write(text)
-        for _, arr in plan.iter_filled(cast=cast):
-            fh.write(memoryview(arr.reshape(-1)).cast("B") if arr.size else b"")
-            del arr
+        write_values(plan, fh, order, cast)
+
+
+_BLOCK = 16 << 20  # bytes copied out of a transposed view at a time
+
+
+def write_values(plan: Plan, fh: Any, order: list[str], cast: bool) -> None:
+    """Each leaf of `order` read, transformed and written in turn; a transposed one copied
+    out in blocks of rows, so that memory holds one source array and one block."""
+    import numpy as np
+
+    for _, arr in plan.iter_filled(cast=cast, order=order, contiguous=False):
+        if arr.flags.c_contiguous or arr.ndim == 0:
+            fh.write(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))
+        else:
+            row = max(arr.nbytes // max(arr.shape[0], 1), 1)
+            step = max(_BLOCK // row, 1)
+            for i in range(0, arr.shape[0], step):
+                fh.write(np.ascontiguousarray(arr[i : i + step]).reshape(-1).view(np.uint8))
+        del arr
