@@ -118,3 +118,41 @@ def test_cnn_with_batchnorm_into_flax_nnx_module() -> None:
     graphdef, state = nnx.split(target)
     merged = nnx.merge(graphdef, tt.port(pm.state_dict_numpy(m), state).apply(lazy=False))
     assert pm.max_err(merged(jnp.asarray(x.transpose(0, 2, 3, 1))), pm.torch_out(m, x)) <= TOL
+
+
+def test_first_dense_after_a_conv_flatten_is_ambiguous_until_a_rule_says_how() -> None:
+    import flax.linen as nn
+    import torch
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
+        torch.nn.Linear(4 * 5 * 5, 6),
+    ).eval()  # fmt: skip
+
+    class Flax(nn.Module):
+        @nn.compact
+        def __call__(self, x: jax.Array) -> jax.Array:
+            x = nn.relu(nn.Conv(4, (3, 3), padding=1)(x))
+            return nn.Dense(6)(x.reshape(x.shape[0], -1))  # flattens (H, W, C)
+
+    x = np.random.RandomState(5).randn(2, 3, 5, 5).astype(np.float32)
+    variables = Flax().init(jax.random.key(0), x.transpose(0, 2, 3, 1))
+    plan = tt.port(pm.state_dict_numpy(m), variables)
+    assert not plan.complete
+    [amb] = plan.ambiguous
+    assert amb.targets == ("['params']['Dense_0']['kernel']",)
+    assert amb.candidates == (
+        "3.weight : T   (the JAX model flattens (C, H, W), as torch)",
+        "3.weight : reshape(6,4,5,5) perm(0,2,3,1) reshape(6,100) T   (it flattens (H, W, C), "
+        "channel-last)",
+    )
+    chosen = next(
+        line[2:]
+        for line in plan.rules.splitlines()
+        if line.startswith("# \"['params']['Dense_0']['kernel']\"") and "perm(0,2,3,1)" in line
+    )
+    resolved = tt.port(pm.state_dict_numpy(m), variables, rules=chosen + "\n")
+    assert resolved.complete
+    out = Flax().apply(resolved.apply(), x.transpose(0, 2, 3, 1))
+    assert pm.max_err(out, pm.torch_out(m, x)) <= TOL
