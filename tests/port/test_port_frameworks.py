@@ -156,3 +156,17 @@ def test_first_dense_after_a_conv_flatten_is_ambiguous_until_a_rule_says_how() -
     assert resolved.complete
     out = Flax().apply(resolved.apply(), x.transpose(0, 2, 3, 1))
     assert pm.max_err(out, pm.torch_out(m, x)) <= TOL
+
+
+def test_mlp_sequential_into_haiku_params() -> None:
+    import haiku as hk
+
+    m = pm.torch_mlp()
+    net = hk.without_apply_rng(hk.transform(lambda x: hk.nets.MLP([5, 4, 2])(x)))
+    x = np.random.RandomState(6).randn(3, 3).astype(np.float32)
+    params = net.init(jax.random.key(0), x)
+    plan = tt.port(pm.state_dict_numpy(m), params)
+    assert plan.complete
+    w = {r.target: r for r in plan.rows}["['mlp/~/linear_1']['w']"]
+    assert (w.sources, w.steps) == (("2.weight",), ("T",))
+    assert pm.max_err(net.apply(plan.apply(lazy=False), x), pm.torch_out(m, x)) <= TOL
