@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ._names import Leaf, module_tokens_of
 from ._transforms import candidates, transposes
@@ -263,11 +264,20 @@ class _Matcher:
 
     # --- 1. by name
     def _by_name(self) -> None:
+        by_pattern: dict[tuple[Tok, ...], list[_Group]] = {}
+        by_unstarred: dict[tuple[Tok, ...], list[_Group]] = {}  # a star dropped: stacks
+        for sg in self.src_groups:
+            by_pattern.setdefault(sg.pattern, []).append(sg)
+            if len(sg.members) > 1:
+                for k, t in enumerate(sg.pattern):
+                    if t == "*":
+                        key = sg.pattern[:k] + sg.pattern[k + 1 :]
+                        by_unstarred.setdefault(key, []).append(sg)
         for tg in self._free(self.dst_groups, self.used_dst):
             same = [
                 sg
-                for sg in self._free(self.src_groups, self.used_src)
-                if sg.pattern == tg.pattern and len(sg.members) == len(tg.members)
+                for sg in by_pattern.get(tg.pattern, [])
+                if len(sg.members) == len(tg.members) and self._is_free(sg)
             ]
             fits = [sg for sg in same if _compatible(sg.members, tg.members)]
             if len(fits) == 1:
@@ -276,9 +286,8 @@ class _Matcher:
             if len(tg.members) == 1:  # a scan stack: the same name with one number less
                 stacks = [
                     sg
-                    for sg in self._free(self.src_groups, self.used_src)
-                    if len(sg.members) > 1
-                    and _drop_one_star(sg.pattern, tg.pattern)
+                    for sg in by_unstarred.get(tg.pattern, [])
+                    if self._is_free(sg)
                     and _pair_modules(sg.members[0], tg.members[0], len(sg.members)) is not None
                 ]
                 if len(stacks) == 1:
@@ -287,66 +296,44 @@ class _Matcher:
             if len(fits) > 1:
                 self._ambiguous_groups(tg, fits, "several source blocks of the same name fit")
 
+    def _is_free(self, g: _Group) -> bool:
+        return all(id(m) not in self.used_src for m in g.members)
+
     # --- 2. by shape, whole groups
     def _by_shape_groups(self) -> None:
-        changed = True
-        while changed:
-            changed = False
-            free_t = self._free(self.dst_groups, self.used_dst)
-            free_s = self._free(self.src_groups, self.used_src)
-            for tg in free_t:
-                fits = [
-                    sg
-                    for sg in free_s
-                    if len(sg.members) == len(tg.members) and _compatible(sg.members, tg.members)
-                ]
-                if len(fits) != 1:
-                    continue
-                back = [
-                    g
-                    for g in free_t
-                    if len(g.members) == len(fits[0].members)
-                    and _compatible(fits[0].members, g.members)
-                ]
-                if len(back) == 1 and self._emit(fits[0].members, tg.members, "shape", False):
-                    changed = True
-                    break
+        src = self._free(self.src_groups, self.used_src)
+        dst = self._free(self.dst_groups, self.used_dst)
+        pairs, _ = _eliminate(
+            src,
+            dst,
+            key=lambda g: (len(g.members), _size_key(g.members[0])),
+            fits=lambda a, b: _compatible(a.members, b.members),
+        )
+        for sg, tg in pairs:
+            self._emit(sg.members, tg.members, "shape", False)
 
     # --- 3. by shape, module by module
     def _by_shape_modules(self) -> None:
-        def free(groups: list[_Group], used: set[int]) -> list[_Module]:
-            return [m for g in groups for m in g.members if id(m) not in used]
-
-        changed = True
-        while changed:
-            changed = False
-            fs, ft = free(self.src_groups, self.used_src), free(self.dst_groups, self.used_dst)
-            for mt in ft:
-                fits = [ms for ms in fs if _pair_modules(ms, mt) is not None]
-                if len(fits) != 1:
-                    continue
-                back = [m for m in ft if _pair_modules(fits[0], m) is not None]
-                if len(back) == 1 and self._emit([fits[0]], [mt], "shape", False):
-                    changed = True
-                    break
-        fs, ft = free(self.src_groups, self.used_src), free(self.dst_groups, self.used_dst)
-        for mt in ft:
-            fits = [ms for ms in fs if _pair_modules(ms, mt) is not None]
-            if len(fits) > 1:
-                self.result.ambiguous.append(
-                    Ambiguity(
-                        tuple(lf.name for lf in mt.leaves.values()),
-                        tuple(_module_label(ms) for ms in fits),
-                        f"{len(fits)} source modules have these roles and shapes "
-                        "and no name in common with it",
-                        tuple(lf.name for ms in fits for lf in ms.leaves.values()),
-                        _proposals(fits, mt),
-                    )
+        src = [m for g in self.src_groups for m in g.members if id(m) not in self.used_src]
+        dst = [m for g in self.dst_groups for m in g.members if id(m) not in self.used_dst]
+        pairs, tied = _eliminate(
+            src, dst, key=_size_key, fits=lambda a, b: _pair_modules(a, b) is not None
+        )
+        for ms, mt in pairs:
+            self._emit([ms], [mt], "shape", False)
+        for mt, fits in tied:
+            self.result.ambiguous.append(
+                Ambiguity(
+                    tuple(lf.name for lf in mt.leaves.values()),
+                    tuple(_module_label(ms) for ms in fits[:_SHOWN]),
+                    f"{len(fits)} source modules have these roles and shapes "
+                    "and no name in common with it",
+                    tuple(lf.name for ms in fits for lf in ms.leaves.values()),
+                    _proposals(fits[:_SHOWN], mt),
                 )
-                self.used_dst.add(id(mt))
-        claimed = {s for a in self.result.ambiguous for s in a.sources}
-        for ms in fs:
-            if any(lf.name in claimed for lf in ms.leaves.values()):
+            )
+            self.used_dst.add(id(mt))
+            for ms in fits:
                 self.used_src.add(id(ms))
 
     def _ambiguous_groups(self, tg: _Group, fits: list[_Group], reason: str) -> None:
@@ -360,6 +347,57 @@ class _Matcher:
         )
         for m in tg.members:
             self.used_dst.add(id(m))
+
+
+_SHOWN = 8  # candidates listed per ambiguity
+_MAX_PAIRS = 1 << 16  # pairs compared per bucket of same-size modules before giving up
+
+
+def _size_key(m: _Module) -> tuple[tuple[str, int], ...]:
+    """What a transform of the catalogue keeps: each role's number of elements."""
+    return tuple(sorted((r, math.prod(lf.shape)) for r, lf in m.leaves.items()))
+
+
+def _eliminate(
+    src: list[Any], dst: list[Any], key: Any, fits: Any
+) -> tuple[list[tuple[Any, Any]], list[tuple[Any, list[Any]]]]:
+    """Pairs that fit only each other (repeatedly, as pairs are taken out), and the targets
+    left with several candidates. Candidates are compared only within a bucket of `key`;
+    a bucket too big to compare pairwise leaves its targets tied with all its sources."""
+    buckets: dict[Any, tuple[list[Any], list[Any]]] = {}
+    for x in src:
+        buckets.setdefault(key(x), ([], []))[0].append(x)
+    for y in dst:
+        buckets.setdefault(key(y), ([], []))[1].append(y)
+    pairs: list[tuple[Any, Any]] = []
+    tied: list[tuple[Any, list[Any]]] = []
+    for ss, ts in buckets.values():
+        if not ss or not ts:
+            continue
+        if len(ss) * len(ts) > _MAX_PAIRS:
+            tied += [(t, list(ss)) for t in ts]
+            continue
+        cand = {j: {i for i, s in enumerate(ss) if fits(s, t)} for j, t in enumerate(ts)}
+        back: dict[int, set[int]] = {i: set() for i in range(len(ss))}
+        for j, c in cand.items():
+            for i in c:
+                back[i].add(j)
+        changed = True
+        while changed:
+            changed = False
+            for j in list(cand):
+                c = cand[j]
+                if len(c) == 1:
+                    (i,) = c
+                    if back[i] == {j}:
+                        pairs.append((ss[i], ts[j]))
+                        del cand[j]
+                        del back[i]
+                        changed = True
+        for j, c in cand.items():
+            if len(c) > 1:
+                tied.append((ts[j], [ss[i] for i in sorted(c)]))
+    return pairs, tied
 
 
 def _module_label(m: _Module) -> str:
