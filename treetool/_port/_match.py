@@ -328,7 +328,7 @@ class _Matcher:
                     tuple(_module_label(ms) for ms in fits[:_SHOWN]),
                     f"{len(fits)} source modules have these roles and shapes "
                     "and no name in common with it",
-                    tuple(lf.name for ms in fits for lf in ms.leaves.values()),
+                    tuple(lf.name for ms in fits[:_HELD] for lf in ms.leaves.values()),
                     _proposals(fits[:_SHOWN], mt),
                 )
             )
@@ -350,6 +350,7 @@ class _Matcher:
 
 
 _SHOWN = 8  # candidates listed per ambiguity
+_HELD = 64  # candidates an ambiguity holds back from "source not used"
 _MAX_PAIRS = 1 << 16  # pairs compared per bucket of same-size modules before giving up
 
 

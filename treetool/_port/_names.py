@@ -47,7 +47,6 @@ SYNONYMS: dict[str, str] = {
     "embeddings": "emb",
     "wte": "emb",
     "tok": "emb",
-    "norm": "norm",
 }
 
 #: words that carry no meaning across frameworks
@@ -76,12 +75,24 @@ def dropped_reason(keys: tuple[str, ...], shape: tuple[int, ...]) -> str | None:
     return None
 
 
+_NUMBERED = re.compile(r"^([a-z]+)(\d+)$")
+
+
 def _split(text: str) -> list[str | int]:
+    """`Dense_0` -> `['dense', 0]`; a trailing number is an index (`fc1` -> `['fc', 1]`)."""
     out: list[str | int] = []
     for part in _SPLIT.split(text):
         if not part:
             continue
-        out.append(int(part) if part.isdigit() else part.lower())
+        if part.isdigit():
+            out.append(int(part))
+            continue
+        part = part.lower()
+        m = _NUMBERED.match(part)
+        if m is not None and len(m.group(2)) < 8:
+            out += [m.group(1), int(m.group(2))]
+        else:
+            out.append(part)
     return out
 
 
@@ -93,6 +104,8 @@ def tokens(keys: tuple[str, ...]) -> tuple[str | int, ...]:
         ('layers', 0, 'attn', 'q', 'weight')
         >>> tokens(("params", "Dense_1", "kernel"))
         ('dense', 1, 'weight')
+        >>> tokens(("blocks", "0", "fc1", "weight"))
+        ('layers', 0, 'fc', 1, 'weight')
     """
     keys = strip_wrappers(keys)
     out: list[str | int] = []
