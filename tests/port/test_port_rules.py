@@ -194,3 +194,41 @@ def test_torch_layout_to_flax_layout_and_back_is_exact(widths: list[int], seed: 
     assert back.complete
     again = back.apply(lazy=False)
     assert all(np.array_equal(again[k], torch_sd[k]) for k in torch_sd)
+
+
+@pytest.mark.parametrize("ext", [".safetensors", ".npz", ".msgpack"])
+def test_write_by_extension_reads_back_to_the_filled_values(tmp_path: object, ext: str) -> None:
+    import os
+
+    rng = np.random.RandomState(1)
+    src = {
+        "0.weight": rng.randn(4, 3).astype(F32),
+        "0.bias": rng.randn(4).astype(F32),
+        "attn.in_proj_weight": rng.randn(6, 2).astype(F32),
+    }
+    target = {
+        "params": {
+            "Dense_0": {"kernel": np.zeros((3, 4), F32), "bias": np.zeros(4, F32)},
+            "attn": {n: {"kernel": np.zeros((2, 2), F32)} for n in ("query", "key", "value")},
+        }
+    }
+    plan = tt.port(src, target)
+    assert plan.complete
+    path = os.path.join(str(tmp_path), "out" + ext)
+    plan.write(path)
+    if ext == ".msgpack":
+        from flax import serialization
+
+        with open(path, "rb") as fh:
+            back = serialization.msgpack_restore(fh.read())
+    else:
+        back = tt.load(path)
+    flat = {str(p): np.asarray(x) for p, x in tt.leaves_with_paths(back)}
+    want = {str(p): np.asarray(x) for p, x in tt.leaves_with_paths(plan.apply(lazy=False))}
+    assert flat.keys() == want.keys()
+    assert all(np.array_equal(flat[k], want[k]) for k in want)
+    assert np.array_equal(
+        flat["['params']['attn']['key']['kernel']"], src["attn.in_proj_weight"][2:4].T
+    )
+    with pytest.raises(tt.SaveError, match=re.escape("cannot tell the format from the extension")):
+        plan.write(os.path.join(str(tmp_path), "out.bin"))

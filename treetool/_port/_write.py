@@ -53,7 +53,7 @@ def _write_safetensors(plan: Plan, path: str, cast: bool) -> None:
     let go: peak memory is about one leaf (two while a transform copies it)."""
     from .._paths import Path
     from ..io._save import dotted_names
-    from ..io.safetensors import DTYPES
+    from ..io.safetensors import DTYPES, PATHS_KEY
 
     names_by_dtype = {v: k for k, v in DTYPES.items()}
     dst = plan._target_side
@@ -80,7 +80,10 @@ def _write_safetensors(plan: Plan, path: str, cast: bool) -> None:
             "data_offsets": [offset, offset + nbytes],
         }
         offset += nbytes
-    header["__metadata__"] = {"format": "pt"}
+    # "pt": what Hugging Face expects of a torch-layout file; the key paths, as tt.save keeps
+    # them, so that tt.load gives back the target's nesting
+    keystrs = json.dumps(dict(zip(names, order)), separators=(",", ":"))
+    header["__metadata__"] = {"format": "pt", PATHS_KEY: keystrs}
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
     with open(path, "wb") as fh:
