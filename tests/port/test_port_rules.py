@@ -127,13 +127,22 @@ def test_a_wrong_edit_is_applied_shown_and_caught_by_check() -> None:
             "rules: ['params']['Dense_0']['bias']: identity gives shape [4, 4] from "
             "'inp.weight' [4, 4], the target needs [4]",
         ),
-        ("['params'] <- x", 'rules: line 1: expected a quoted name ("layers.0.weight")'),
+        ("\"['params']\" <- x", 'rules: line 1: expected a quoted name ("layers.0.weight")'),
+        (
+            "# only a comment\nnope <- x",
+            'rules: line 2: expected a quoted name ("layers.0.weight")',
+        ),
     ],
 )
 def test_bad_rules_are_one_line_errors(line: str, message: str) -> None:
     with pytest.raises(PortError) as e:
         tt.port(_square_source(), _square_target(), rules=line + "\n")
     assert str(e.value) == message
+
+
+def test_a_rule_file_that_does_not_exist() -> None:
+    with pytest.raises(PortError, match=re.escape("nope.rules: no such rule file")):
+        tt.port(_square_source(), _square_target(), rules="nope.rules")
 
 
 def test_a_hostile_source_file_is_one_line_and_runs_nothing(tmp_path: object) -> None:

@@ -151,6 +151,8 @@ def apply_rules(plan: Plan, rules: str | os.PathLike) -> Plan:
                 text = fh.read(1 << 24)
         except (OSError, UnicodeDecodeError) as e:
             raise PortError(f"{label}: cannot read the rule file: {e}") from None
+    elif rules and "\n" not in rules and not rules.lstrip().startswith(('"', "#", "drop ")):
+        raise PortError(f"{rules}: no such rule file")
     else:
         label, text = "rules", str(rules)
     parsed, drops = _parse(text, label)
