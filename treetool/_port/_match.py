@@ -17,48 +17,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from ._flatten import flag_flatten
 from ._names import Leaf, module_tokens_of
+from ._rows import Ambiguity, Match, Row
 from ._transforms import candidates, transposes
 
 __all__ = ["Ambiguity", "Match", "Row", "match"]
 
 Tok = str | int
-
-
-@dataclass(frozen=True)
-class Row:
-    """One target leaf (or one part of it) and what fills it."""
-
-    target: str
-    sources: tuple[str, ...]  # one name, or N stacked in order
-    steps: tuple[str, ...]  # applied to each source
-    source_shape: tuple[int, ...]
-    target_shape: tuple[int, ...]
-    how: str  # "name", "shape", "convention", "order", "rule", "rule (edited)"
-    part: tuple[int, int, int] | None = None  # (axis, i, n): a part of a fused target leaf
-    group: str = ""  # the folded block this row belongs to ("" when not repeated)
-
-
-@dataclass(frozen=True)
-class Ambiguity:
-    """Target leaves that names and shapes cannot decide between candidates."""
-
-    targets: tuple[str, ...]
-    candidates: tuple[str, ...]
-    reason: str
-    sources: tuple[str, ...] = ()  # the source names the candidates involve
-    proposals: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (target, source, steps)
-
-
-@dataclass
-class Match:
-    rows: list[Row] = field(default_factory=list)
-    ambiguous: list[Ambiguity] = field(default_factory=list)
-    unmatched_source: list[str] = field(default_factory=list)
-    unmatched_target: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -444,47 +413,5 @@ def _real_part_shape(lf: Leaf) -> tuple[int, ...]:
 def match(src: list[Leaf], dst: list[Leaf]) -> Match:
     """Pair `src` leaves with `dst` leaves; see the module docstring."""
     result = _Matcher(src, dst).run()
-    _flag_flatten(result, src, dst)
+    flag_flatten(result, src, dst)
     return result
-
-
-def _flag_flatten(result: Match, src: list[Leaf], dst: list[Leaf]) -> None:
-    """The first Dense after a conv flatten: torch flattens `(C, H, W)`, a channel-last JAX
-    model (flax, haiku) flattens `(H, W, C)`, and only the model's code knows which it does.
-    Its weight's row is turned into an ambiguity with both candidates."""
-    channels = [lf.shape[0] for lf in src if lf.layout == "oi" and len(lf.shape) == 4]
-    if not channels:
-        return
-    dst_layout = {lf.name: lf.layout for lf in dst}
-    src_by_name = {lf.name: lf for lf in src}
-    last_c = channels[-1]
-    for k, r in enumerate(result.rows):
-        lf = src_by_name.get(r.sources[0])
-        if lf is None or lf.part is not None or len(r.sources) != 1 or len(lf.shape) != 2:
-            continue
-        out, n_in = lf.shape
-        hw = n_in // last_c if n_in % last_c == 0 else 0
-        side = math.isqrt(hw) if hw > 1 else 0
-        if lf.layout != "oi" or dst_layout.get(r.target) != "io" or side * side != hw or hw < 2:
-            continue
-        hwc = (
-            f"reshape({out},{last_c},{side},{side})",
-            "perm(0,2,3,1)",
-            f"reshape({out},{n_in})",
-            "T",
-        )
-        result.ambiguous.append(
-            Ambiguity(
-                (r.target,),
-                (
-                    f"{lf.name} : {' '.join(r.steps)}   (the JAX model flattens (C, H, W), as torch)",
-                    f"{lf.name} : {' '.join(hwc)}   (it flattens (H, W, C), channel-last)",
-                ),
-                f"the first Dense after a conv flatten ({last_c} channels x {side}x{side}): "
-                "its input order depends on how the JAX model flattens",
-                (lf.name,),
-                ((r.target, lf.name, r.steps), (r.target, lf.name, hwc)),
-            )
-        )
-        del result.rows[k]
-        return
