@@ -172,5 +172,13 @@ def test_ls_of_an_unknown_command_still_lists_every_choice(files: Path) -> None:
     assert r.returncode == 2
     assert (
         "argument COMMAND: invalid choice: 'lss' (choose from 'inspect', 'ls', 'get', "
-        "'summary', 'diff', 'demo')" in r.stderr
+        "'summary', 'diff', 'port', 'demo')" in r.stderr
     )
+
+
+def test_port_help_imports_neither_jax_nor_the_port_machinery(files: Path) -> None:
+    r, modules = _run("port", "--help", cwd=files)
+    assert r.returncode == 0, r.stderr
+    assert "--rules FILE" in r.stdout and "--check MODULE:FN" in r.stdout
+    assert _imported(modules, _NEVER_FOR_HELP) == []
+    assert [m for m in modules if m.startswith("treetool._port")] == []

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from ._nodes import registered_nodes as registered_nodes
     from ._nodes import static as static
     from ._paths import Path as Path
+    from ._port import port as port
     from ._prng import KeyArray as KeyArray
     from ._summary import Summary as Summary
     from ._summary import summary as summary
@@ -145,6 +146,8 @@ _LAZY: dict[str, str] = {
     # display
     "show": "treetool.show",
     "render": "treetool.render",
+    # porting between frameworks
+    "port": "treetool._port",
     # transformations
     "batch_axes": "treetool._transforms",
     "auto_vmap": "treetool._transforms",

@@ -372,6 +372,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_port(args: argparse.Namespace) -> int:
+    from ._cli_port import cmd_port as run
+
+    return run(args)
+
+
 #: subcommand name -> the function that runs it (`cli.main` imports this table after parsing)
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "inspect": cmd_inspect,
@@ -379,5 +385,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "get": cmd_get,
     "summary": cmd_summary,
     "diff": cmd_diff,
+    "port": cmd_port,
     "demo": cmd_demo,
 }

@@ -35,6 +35,8 @@ _COMMANDS: dict[str, str] = {
     "only where it is shown)",
     "summary": "params, bytes and dtypes per subtree",
     "diff": "what differs between two trees (exit 0 equal, 1 different)",
+    "port": "map a checkpoint onto a model of another framework by names, shapes and "
+    "layouts (exit 0 complete, 1 not)",
     "demo": "a small equinox model with its optax state",
 }
 
@@ -191,6 +193,12 @@ def _demo_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+def _port_arguments(sp: argparse.ArgumentParser) -> None:
+    from ._cli_port import port_arguments
+
+    port_arguments(sp)
+
+
 #: subcommand -> what adds its arguments to its parser
 _ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "inspect": _inspect_arguments,
@@ -198,6 +206,7 @@ _ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "get": _get_arguments,
     "summary": _summary_arguments,
     "diff": _diff_arguments,
+    "port": _port_arguments,
     "demo": _demo_arguments,
 }
 

@@ -1,0 +1,99 @@
+"""The two sides of a port as lists of `Leaf`: the source's entries and the target's leaves."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .._paths import Path
+from ._conventions import layout, out_axis
+from ._names import Leaf, dropped_reason, fused_parts
+
+__all__ = ["Side", "read_source", "source_side", "target_side"]
+
+
+class Side:
+    """A side's leaves (fused ones split into parts), its arrays by name, and what it drops."""
+
+    def __init__(self) -> None:
+        self.leaves: list[Leaf] = []
+        self.arrays: dict[str, Any] = {}  # real name -> the array (source) or leaf (target)
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        self.dtypes: dict[str, str] = {}
+        self.dropped: dict[str, str] = {}  # name -> reason
+        self.order: list[str] = []  # every real name, in the tree's order
+
+
+def _is_array(x: Any) -> bool:
+    shape = getattr(x, "shape", None)
+    return isinstance(shape, tuple) and hasattr(x, "dtype") and not isinstance(x, type)
+
+
+def _dtype_name(x: Any) -> str:
+    name = getattr(x, "dtype_name", None)
+    return name if isinstance(name, str) else str(getattr(x.dtype, "name", x.dtype))
+
+
+def read_source(source: Any) -> Any:
+    """A file name, URL or sharded index read with `tt.load` (lazily); a tree as it is."""
+    if isinstance(source, str | os.PathLike):
+        from ..io import load
+
+        return load(os.fspath(source))
+    return source
+
+
+def _add(side: Side, name: str, keys: tuple[str, ...], x: Any, split_fused: bool) -> None:
+    shape = tuple(int(d) for d in x.shape)
+    side.arrays[name] = x
+    side.shapes[name] = shape
+    side.dtypes[name] = _dtype_name(x)
+    side.order.append(name)
+    lay = layout(keys, len(shape))
+    fused = fused_parts(keys) if split_fused else None
+    if fused is not None:
+        parts, part_keys = fused
+        axis = out_axis(lay, len(shape))
+        n = len(parts)
+        if shape and shape[axis] % n == 0:
+            sub = tuple(d // n if k == axis else d for k, d in enumerate(shape))
+            for i, pk in enumerate(part_keys):
+                side.leaves.append(Leaf(name, pk, sub, side.dtypes[name], lay, (axis, i, n)))
+            return
+    side.leaves.append(Leaf(name, keys, shape, side.dtypes[name], lay))
+
+
+def source_side(tree: Any) -> Side:
+    """The source's entries: names are dotted (`layers.0.weight`, as torch and Hugging Face
+    write them), unless two paths would share one, then key paths."""
+    from .._views import leaves_with_paths
+
+    side = Side()
+    pairs = [(p, x) for p, x in leaves_with_paths(tree) if _is_array(x)]
+    keys = [tuple(part for k in p for part in k.text.split(".")) for p, _ in pairs]
+    names = [".".join(k) for k in keys]
+    if len(set(names)) != len(names) or not all(names):
+        names = [str(p) for p, _ in pairs]
+    for name, ks, (_, x) in zip(names, keys, pairs):
+        reason = dropped_reason(ks, tuple(x.shape))
+        if reason is not None:
+            side.dropped[name] = reason
+            side.order.append(name)
+            side.shapes[name] = tuple(x.shape)
+            continue
+        _add(side, name, ks, x, split_fused=True)
+    return side
+
+
+def target_side(tree: Any) -> tuple[Side, list[Path]]:
+    """The target's array leaves (named by keystr) and the paths of all its leaves."""
+    from .._views import leaves_with_paths
+
+    side = Side()
+    paths = []
+    for p, x in leaves_with_paths(tree):
+        paths.append(p)
+        if _is_array(x):
+            ks = tuple(part for k in p for part in k.text.split("."))
+            _add(side, str(p), ks, x, split_fused=True)
+    return side, paths
