@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 _RANGE = re.compile(rb"range:\s*bytes=(\d+)-(\d*)", re.IGNORECASE)
+_AUTH = re.compile(rb"authorization:\s*([^\r\n]*)", re.IGNORECASE)
 
 
 @dataclass
@@ -61,6 +62,7 @@ class LyingServer:
         self.other_port = other_port  # where the redirects to "elsewhere" point
         self.accepted = 0
         self.requests: list[tuple[str, str]] = []  # (path, range header)
+        self.auth: list[str] = []  # the Authorization headers received
         self._stop = threading.Event()
         self._sock = socket.socket()
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -103,6 +105,9 @@ class LyingServer:
                 line = head.split(b"\r\n", 1)[0].decode("latin1")
                 method, path = line.split(" ")[:2]
                 m = _RANGE.search(head)
+                a = _AUTH.search(head)
+                if a:
+                    self.auth.append(a.group(1).decode("latin1"))
                 with self._lock:
                     self.requests.append((path, m.group(0).decode() if m else ""))
                 if not self._answer(conn, method, path, m):
@@ -112,11 +117,15 @@ class LyingServer:
         finally:
             conn.close()
 
-    def _send(self, conn: socket.socket, status: str, headers: list[tuple[str, str]], body: bytes) -> None:
+    def _send(
+        self, conn: socket.socket, status: str, headers: list[tuple[str, str]], body: bytes
+    ) -> None:
         head = f"HTTP/1.1 {status}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n"
         conn.sendall(head.encode("latin1") + body)
 
-    def _answer(self, conn: socket.socket, method: str, path: str, m: re.Match[bytes] | None) -> bool:
+    def _answer(
+        self, conn: socket.socket, method: str, path: str, m: re.Match[bytes] | None
+    ) -> bool:
         """Answer one request; False closes the connection."""
         parts = path.lstrip("/").split("/")
         mode, rest = (parts[0], "/".join(parts[1:])) if len(parts) > 1 else ("", parts[0])
