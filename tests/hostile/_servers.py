@@ -63,6 +63,10 @@ class LyingServer:
         self.accepted = 0
         self.requests: list[tuple[str, str]] = []  # (path, range header)
         self.auth: list[str] = []  # the Authorization headers received
+        #: name -> (size, head, tail): a file of `size` bytes, `head` then zeros then `tail`,
+        #: that exists only as the answers to ranges (`/sparse/NAME`): a server claiming a
+        #: huge file whose every byte it will send when asked
+        self.sparse: dict[str, tuple[int, bytes, bytes]] = {}
         self._stop = threading.Event()
         self._sock = socket.socket()
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -160,6 +164,19 @@ class LyingServer:
                 conn.sendall(b"X")
                 time.sleep(0.5)
             return False
+        if mode == "sparse" and name in self.sparse and m is not None:
+            size, head, tail = self.sparse[name]
+            start = int(m.group(1))
+            stop = min(size - 1, int(m.group(2))) if m.group(2) else size - 1
+            if stop - start > 64 << 20:  # (the server sends what it is asked, up to 64 MiB)
+                stop = start + (64 << 20)
+            body = _sparse_range(size, head, tail, start, stop + 1)
+            headers = [
+                ("Content-Range", f"bytes {start}-{stop}/{size}"),
+                ("Content-Length", str(len(body))),
+            ]
+            self._send(conn, "206 Partial Content", headers, body)
+            return True
         data = self.files.get(name)
         if data is None:
             self._send(conn, "404 Not Found", [("Content-Length", "0")], b"")
@@ -187,3 +204,13 @@ class LyingServer:
             return True
         self._send(conn, "206 Partial Content", headers, body)
         return True
+
+
+def _sparse_range(size: int, head: bytes, tail: bytes, start: int, stop: int) -> bytes:
+    """Bytes `start:stop` of a file of `size` bytes: `head`, zeros, then `tail` at the end."""
+    out = bytearray(stop - start)
+    for base, part in ((0, head), (size - len(tail), tail)):
+        lo, hi = max(start, base), min(stop, base + len(part))
+        if lo < hi:
+            out[lo - start : hi - start] = part[lo - base : hi - base]
+    return bytes(out)
