@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from .._arrays import LazyArray
 from .._dtypes import ITEMSIZES, ML_DTYPE_NAMES, _as_dtype, loaded_numpy, spec_facts
 from .._errors import LoadError
+from ._bigint import HugeInt
 from ._budget import Budget
 from ._listing import in_listing as in_listing
 from ._listing import listing as listing
@@ -247,6 +248,8 @@ def _short(x: Any) -> str:
         r = repr(x[:60])
     elif t is int:
         r = repr(x) if x.bit_length() <= 128 else f"an int of {x.bit_length()} bits"
+    elif t is HugeInt:
+        r = f"an int of {x.value.bit_length()} bits"
     elif t in _SCALARS or t is PlainDtype or _is_numpy_dtype_or_scalar(x):
         r = repr(x)
     elif isinstance(x, tuple | list | dict | set | frozenset):
