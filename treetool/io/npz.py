@@ -377,6 +377,8 @@ def _read_zip(
             key = name[:-4] if name.endswith(".npy") else name
             where = f"{path}[{name}]"
             try:
+                if key in flat:  # zipfile keeps both; the tree cannot
+                    raise LoadError(f"{where}: a second member named {key!r:.120}")
                 leaf = _member(zf, src, raw, info, where, size, trust, lazy, partial, blocked)
             except (LoadError, *_DAMAGE) as e:
                 # what zipfile and zlib raise on damage is one LoadError too
@@ -386,7 +388,25 @@ def _read_zip(
                 error = str(err)  # --partial: the members before the damaged one
                 break
             flat[key] = leaf
+    if error is None:
+        _check_overlaps(path, flat)
     return Loaded(tree_from_keystrs(flat), format, sorted(blocked), error)
+
+
+def _check_overlaps(path: str, flat: dict[str, Any]) -> None:
+    """Refuse stored members whose array bytes overlap (a zip whose directory points several
+    members at the same data): one sort of the spans, each checked against the one before."""
+    spans = sorted(
+        (leaf.offset, leaf.offset + leaf.nbytes, key)
+        for key, leaf in flat.items()
+        if type(leaf) is LazyArray and leaf.nbytes and leaf.file == path and leaf._opener is None
+    )
+    for (a0, a1, a), (b0, b1, b) in zip(spans, spans[1:]):
+        if b0 < a1:
+            raise LoadError(
+                f"{path}: members {a[:120]!r} (bytes {a0}-{a1}) and {b[:120]!r} "
+                f"(bytes {b0}-{b1}) overlap"
+            )
 
 
 #: what zipfile, zlib and struct raise on a damaged member
