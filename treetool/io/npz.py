@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import io
+import itertools
 import math
 import os
 import re
@@ -401,7 +402,7 @@ def _check_overlaps(path: str, flat: dict[str, Any]) -> None:
         for key, leaf in flat.items()
         if type(leaf) is LazyArray and leaf.nbytes and leaf.file == path and leaf._opener is None
     )
-    for (a0, a1, a), (b0, b1, b) in zip(spans, spans[1:]):
+    for (a0, a1, a), (b0, b1, b) in itertools.pairwise(spans):
         if b0 < a1:
             raise LoadError(
                 f"{path}: members {a[:120]!r} (bytes {a0}-{a1}) and {b[:120]!r} "

@@ -7,6 +7,7 @@ then the data; offsets are relative to the end of the header.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import struct
@@ -135,7 +136,7 @@ def _check_overlaps(path: str, header: dict[str, Any], flat: dict[str, Any]) -> 
         for name in flat
         if header[name]["data_offsets"][1] > header[name]["data_offsets"][0]
     )
-    for (a0, a1, a), (b0, b1, b) in zip(spans, spans[1:]):
+    for (a0, a1, a), (b0, b1, b) in itertools.pairwise(spans):
         if b0 < a1:
             raise LoadError(
                 f"{path}: tensors {a[:120]!r} (bytes {a0}-{a1}) and {b[:120]!r} "
