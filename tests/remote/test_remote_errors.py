@@ -68,8 +68,7 @@ def test_http_timeout_is_a_total_deadline_not_retried_past_it(
     monkeypatch.setenv("TREETOOL_REMOTE_RETRIES", "2")
     msg = _error(f"{http.url}/hang/model.safetensors")
     assert (
-        msg
-        == f"{http.url}/hang/model.safetensors: read of bytes 0-65535 failed after 1 try: "
+        msg == f"{http.url}/hang/model.safetensors: read of bytes 0-65535 failed after 1 try: "
         "no complete answer within 0.2 s"
     )
     assert http.log.count == 1  # the try took the whole timeout: no second one
