@@ -14,23 +14,24 @@ This module sits below the renderers and imports nothing heavy: the CLI's error 
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from typing import Any
 
 __all__ = ["redact_urls", "safe", "safe_text"]
 
 #: a URL in running text: its scheme, user info (`user:password@`), the rest of its authority
-#: and path, and its query (`?a=1&b=2`); a query value stops at `&`, `#`, a space, a quote or a
-#: colon that ends the text or is followed by a space (the `: ` after a URL in an error line)
-_URL = re.compile(
+#: and path, its query (`?a=1&b=2`) and fragment; a query value stops at `&`, `#`, a space, a
+#: quote or a colon that ends the text or is followed by a space (the `: ` after a URL in an
+#: error line). Compiled on first use (`re` is not imported until a URL is shown).
+_URL_PATTERN = (
     r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/?#\s'\"<>]*@)?"
     r"(?P<path>[^?#\s'\"<>]*)(?P<query>\?(?:[^#\s'\"<>:]|:(?![\s'\"]|$))*)?"
     r"(?P<fragment>#(?:[^\s'\"<>:]|:(?![\s'\"]|$))*)?"
 )
+_URL: Any = None
 
 
-def _redacted(m: re.Match[str]) -> str:
+def _redacted(m: Any) -> str:
     out = m.group("scheme") + ("***@" if m.group("user") else "") + m.group("path")
     query = m.group("query")
     if query:
@@ -56,8 +57,13 @@ def redact_urls(text: str) -> str:
         >>> redact_urls("s3://bucket/key and plain text")
         's3://bucket/key and plain text'
     """
+    global _URL
     if "://" not in text:
         return text
+    if _URL is None:
+        import re
+
+        _URL = re.compile(_URL_PATTERN)
     return _URL.sub(_redacted, text)
 
 
