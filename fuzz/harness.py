@@ -17,6 +17,13 @@ Usage (see fuzz/README.md):
 
     python fuzz/harness.py FORMAT --replay FILE ...   # one input, the exception in full
 
+    python fuzz/harness.py FORMAT --remote [...]      # the input served by a fuzzed server
+
+`--remote` (every format but orbax, `fuzz/remote.py`): the input's first 8 bytes script a
+local HTTP server (honest answers, 5xx/4xx, wrong `Content-Range`, short and long bodies,
+redirects, dropped connections) and the rest is the file it serves; the reader reads it by URL
+through its ranged reads. A connection to any other port is a finding too.
+
 With `TREETOOL_FUZZ_TERMSAFE=1`, text bound for a terminal (the rich views and LoadError
 messages) holding a control, DEL, C1 or bidi-override character is a finding too.
 
@@ -143,10 +150,25 @@ def _remove_stale_roots() -> None:
 class Harness:
     """Reads and renders one input at a time inside a private temporary directory."""
 
-    def __init__(self, fmt: str) -> None:
+    def __init__(self, fmt: str, remote: bool = False) -> None:
         if fmt not in FORMATS:
             raise SystemExit(f"harness: unknown format {fmt!r}; formats: {', '.join(FORMATS)}")
+        if remote and fmt == "orbax":
+            raise SystemExit("harness: --remote serves one file; orbax is a directory")
         self.fmt = fmt
+        #: remote mode (`--remote`, fuzz/remote.py): a fuzzed server answers the ranged reads
+        self.remote = None
+        if remote:
+            here = os.path.dirname(os.path.abspath(__file__))
+            if here not in sys.path:
+                sys.path.insert(0, here)
+            import remote as _remote_mode  # fuzz/remote.py, next to this file
+
+            os.environ.setdefault("TREETOOL_REMOTE_TIMEOUT", "2")
+            os.environ.setdefault("TREETOOL_REMOTE_RETRIES", "2")
+            self.other = _remote_mode.Listener()
+            self.remote = _remote_mode.FuzzedServer(self.other.port)
+            self.inputs = 0
         _remove_stale_roots()
         self.root = tempfile.mkdtemp(prefix=f"{_ROOT_PREFIX}{os.getpid()}-")
         # readers that need scratch files (npz members) get them here, not in the shared /tmp
@@ -157,8 +179,17 @@ class Harness:
         #: signatures of findings not to report again (`TREETOOL_FUZZ_SKIP`, comma-separated)
         self.skip = frozenset(filter(None, os.environ.get("TREETOOL_FUZZ_SKIP", "").split(",")))
 
-    def write(self, data: bytes) -> None:
-        """Put the input where the reader will find it."""
+    def write(self, data: bytes) -> str:
+        """Put the input where the reader will find it; return where that is (a path, or in
+        remote mode a URL of its own: sources are cached by URL)."""
+        if self.remote is not None:
+            self.remote.serve(data)
+            self.inputs += 1
+            return f"{self.remote.url}/{self.inputs}"
+        self._write_file(data)
+        return self.target
+
+    def _write_file(self, data: bytes) -> None:
         if self.fmt != "orbax":
             with open(self.target, "wb") as fh:
                 fh.write(data)
@@ -197,9 +228,9 @@ class Harness:
         from treetool import LoadError
 
         self._clear_scratch()
-        self.write(data)
+        target = self.write(data)
         try:
-            loaded = treetool.io.read(self.target)
+            loaded = treetool.io.read(target)
         except LoadError as e:
             if isinstance(e.__context__, MemoryError):  # no budget tripped before the allocation
                 raise Finding("out-of-memory", f"on a {len(data)}-byte input: {e}") from e
@@ -207,7 +238,7 @@ class Harness:
             if _TERMSAFE:
                 check_terminal_text(str(e), "LoadError message")
             try:  # what `--partial` shows: the tree read up to the error
-                loaded = treetool.io.read(self.target, partial=True)
+                loaded = treetool.io.read(target, partial=True)
             except LoadError:
                 pass
         if loaded is not None:
@@ -217,6 +248,8 @@ class Harness:
                 said += f" (--partial: {loaded.format} tree read up to the error, rendered)"
             render_all(loaded.tree, loaded.format)
             del loaded
+        if self.remote is not None and self.other.accepted:
+            raise Finding("other-host", f"{self.other.accepted} connections to another port")
         left = self._clear_scratch()
         if left:
             raise Finding("temp-files", f"the reader left {len(left)} behind: {left[:3]}")
@@ -393,7 +426,7 @@ def _limit_memory() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
-def replay(fmt: str, paths: list[str]) -> int:
+def replay(fmt: str, paths: list[str], remote: bool = False) -> int:
     """Run inputs once each and print what happens; exit 1 if any is a finding.
 
     Each input gets 20 s and the process `ADDRESS_SPACE`: a hang is reported as a
@@ -407,7 +440,7 @@ def replay(fmt: str, paths: list[str]) -> int:
         raise TimeoutError("the input took more than 20 s")
 
     signal.signal(signal.SIGALRM, _timeout)
-    h = Harness(fmt)
+    h = Harness(fmt, remote=remote)
     bad = 0
     for p in paths:
         with open(p, "rb") as fh:
@@ -428,17 +461,20 @@ def replay(fmt: str, paths: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    """`harness.py FORMAT [--replay FILE ... | libFuzzer args]`."""
+    """`harness.py FORMAT [--remote] [--replay FILE ... | libFuzzer args]`."""
+    remote = "--remote" in argv[2:3]
+    if remote:
+        argv = [*argv[:2], *argv[3:]]
     if len(argv) < 2 or argv[1] not in FORMATS:
         print(__doc__, file=sys.stderr)
         return 2
     fmt = argv[1]
     if len(argv) > 2 and argv[2] == "--replay":
-        return replay(fmt, argv[3:])
+        return replay(fmt, argv[3:], remote)
     import atheris
 
     _instrument()
-    h = Harness(fmt)
+    h = Harness(fmt, remote=remote)
 
     def test_one_input(data: bytes) -> None:
         h.one(data)

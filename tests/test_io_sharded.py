@@ -94,7 +94,8 @@ def test_index_may_only_name_files_next_to_it(sharded: Any, shard: Any) -> None:
     with pytest.raises(LoadError) as e:
         tt.load(p)
     assert str(e.value) == (
-        f"{p}: weight_map['w']: expected a shard file name next to the index, found {shard!r}"
+        f"{p}: weight_map['w']: expected a shard file name next to the index (a relative "
+        f"path inside its folder), found {shard!r}"
     )
 
 

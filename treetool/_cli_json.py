@@ -136,16 +136,18 @@ def _print_json(data: Any) -> None:
     if _targets._KEEP is not None:
         _targets._KEEP.append(data)
 
+    from ._text import redact_urls  # URLs' user info and query values hidden, as everywhere
+
     out = sys.stdout
     leaves = data.get("leaves") if isinstance(data, dict) else None
     if not isinstance(leaves, _Records):
-        json.dump(data, out, indent=2, default=_json_default)
+        out.write(redact_urls(json.dumps(data, indent=2, default=_json_default)))
         out.write("\n")
         return
     head = {k: v for k, v in data.items() if k != "leaves"}
-    text = json.dumps(head, indent=2, default=_json_default)
+    text = redact_urls(json.dumps(head, indent=2, default=_json_default))
     out.write(text[:-2] + ',\n  "leaves": [')
-    out.write(",".join("\n    " + r for r in leaves))
+    out.write(",".join("\n    " + (redact_urls(r) if "://" in r else r) for r in leaves))
     out.write("\n  ]\n}\n" if leaves else "]\n}\n")
 
 

@@ -17,7 +17,54 @@ from __future__ import annotations
 import unicodedata
 from typing import Any
 
-__all__ = ["safe", "safe_text"]
+__all__ = ["redact_urls", "safe", "safe_text"]
+
+#: a URL in running text: its scheme, user info (`user:password@`), the rest of its authority
+#: and path, its query (`?a=1&b=2`) and fragment; a query value stops at `&`, `#`, a space, a
+#: quote or a colon that ends the text or is followed by a space (the `: ` after a URL in an
+#: error line). Compiled on first use (`re` is not imported until a URL is shown).
+_URL_PATTERN = (
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/?#\s'\"<>]*@)?"
+    r"(?P<path>[^?#\s'\"<>]*)(?P<query>\?(?:[^#\s'\"<>:]|:(?![\s'\"]|$))*)?"
+    r"(?P<fragment>#(?:[^\s'\"<>:]|:(?![\s'\"]|$))*)?"
+)
+_URL: Any = None
+
+
+def _redacted(m: Any) -> str:
+    out = m.group("scheme") + ("***@" if m.group("user") else "") + m.group("path")
+    query = m.group("query")
+    if query:
+        parts = []
+        for part in query[1:].split("&"):
+            key, eq, _ = part.partition("=")
+            parts.append(f"{key}=***" if eq else ("***" if part else ""))
+        out += "?" + "&".join(parts)
+    if m.group("fragment"):
+        out += "#***"
+    return out
+
+
+def redact_urls(text: str) -> str:
+    """`text` with the secrets of every URL in it hidden: user info (`user:password@`) becomes
+    `***@`, every query value `***` and a fragment `#***` (a presigned URL's signature, a `?token=`). The one
+    place where treetool hides credentials: `safe` calls it, so every error line, listing,
+    rendered name and JSON document shows URLs this way.
+
+    Example:
+        >>> redact_urls("http://me:Pa55@host:8000/m.safetensors?token=T0k&v=2: not found")
+        'http://***@host:8000/m.safetensors?token=***&v=***: not found'
+        >>> redact_urls("s3://bucket/key and plain text")
+        's3://bucket/key and plain text'
+    """
+    global _URL
+    if "://" not in text:
+        return text
+    if _URL is None:
+        import re
+
+        _URL = re.compile(_URL_PATTERN)
+    return _URL.sub(_redacted, text)
 
 
 _SHORT = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}
@@ -71,6 +118,8 @@ def safe(text: str, *, newlines: bool = False) -> str:
         >>> safe("abc\\u202edef"), safe("poids_été")
         ('abc\\\\u202edef', 'poids_été')
     """
+    if "://" in text:
+        text = redact_urls(text)
     if text.isprintable():
         return text
     if newlines:

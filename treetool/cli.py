@@ -134,6 +134,46 @@ def _common(sp: argparse.ArgumentParser, json: bool = True) -> None:
         help="skeleton for a file that stores no structure (equinox tree_serialise_leaves): "
         "e.g. mypkg.models:make_model; in diff, a module:attr side is used automatically",
     )
+    _remote_options(sp)
+
+
+def _remote_options(sp: argparse.ArgumentParser) -> None:
+    """How remote reads (s3://, gs://, http(s)://) may take time and where they may go."""
+    sp.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="total deadline of one remote request: connect, first byte and the whole body "
+        "(default 30, or $TREETOOL_REMOTE_TIMEOUT)",
+    )
+    sp.add_argument(
+        "--retries",
+        type=int,
+        metavar="N",
+        help="tries of a remote request that failed with 5xx, a dropped connection or no "
+        "answer in time, within one timeout in all; 4xx is never retried "
+        "(default 3, or $TREETOOL_REMOTE_RETRIES)",
+    )
+    sp.add_argument(
+        "--follow-redirects",
+        action="store_true",
+        help="follow HTTP redirects to another scheme, host or port (default: refused, "
+        "or $TREETOOL_FOLLOW_REDIRECTS=1; redirects to non-http schemes never are)",
+    )
+
+
+def _apply_remote_options(args: argparse.Namespace) -> None:
+    """The remote options, where given, as the environment the remote sources read."""
+    if getattr(args, "timeout", None) is not None:
+        if not args.timeout > 0:
+            raise CliError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+        os.environ["TREETOOL_REMOTE_TIMEOUT"] = repr(args.timeout)
+    if getattr(args, "retries", None) is not None:
+        if args.retries < 1:
+            raise CliError(f"--retries must be at least 1, got {args.retries}")
+        os.environ["TREETOOL_REMOTE_RETRIES"] = str(args.retries)
+    if getattr(args, "follow_redirects", False):
+        os.environ["TREETOOL_FOLLOW_REDIRECTS"] = "1"
 
 
 def _inspect_arguments(sp: argparse.ArgumentParser) -> None:
@@ -223,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         from ._cli_progress import remote_progress
 
         command = COMMANDS[args.command]
+        _apply_remote_options(args)
 
         with remote_progress(_shows_read_progress(args)):
             if getattr(args, "allow_fill", False):

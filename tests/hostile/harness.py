@@ -5,7 +5,12 @@ write files. `run_cli` runs the real command in a subprocess inside a scratch di
 and TMPDIR too), caps its address space so a bomb cannot take the machine down, and measures what
 it did: exit code, output, wall time, peak resident memory (from `wait4`) and the files it created.
 `assert_contained` states the promise: one line `treetool: error: ...` and exit 2 (or the exit
-code the caller expects), no control bytes on either stream, bounded time and memory, no new files.
+code the caller expects), no control bytes on either stream, bounded time and memory, no new files,
+no connection to any host:port but those the command line (or the storage endpoints of its
+environment) names, and no secret in any output: every run gets canary AWS credentials in its
+environment, and the user info and query values of the URLs in its arguments are secrets too.
+Connections are recorded by a `sitecustomize` on the child's path (`_netlog/`), which logs every
+TCP connect a Python socket makes (a native client's, obstore's, are counted by the servers).
 """
 
 from __future__ import annotations
@@ -14,9 +19,11 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unicodedata
+import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +31,16 @@ from typing import IO
 
 #: the address-space cap of the child: a bomb fails to allocate instead of swapping the machine
 ADDRESS_SPACE_CAP = 4 << 30
+
+#: canary credentials in every child's environment: none may appear in any output
+CANARY_ENV = {
+    "AWS_ACCESS_KEY_ID": "AKIACANARYKEY0000001",
+    "AWS_SECRET_ACCESS_KEY": "canarySecretAccessKey0000000000000000001",
+    "AWS_SESSION_TOKEN": "canarySessionToken00001",
+}
+#: the environment variables naming storage endpoints a run may connect to
+_ENDPOINT_VARS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "STORAGE_EMULATOR_HOST")
+_NETLOG = str(Path(__file__).resolve().parent / "_netlog")
 
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
@@ -40,11 +57,16 @@ class Run:
     peak_rss: int  # bytes
     new_files: list[str] = field(default_factory=list)
     timed_out: bool = False
+    #: `host:port` of every TCP connection the child made through a Python socket, in order
+    connections: list[str] = field(default_factory=list)
+    #: the child's environment (canaries and endpoints included)
+    env: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __str__(self) -> str:
         return (
             f"treetool {' '.join(self.args)} -> rc {self.rc} in {self.seconds:.2f} s, "
-            f"peak RSS {self.peak_rss / 2**20:.0f} MiB, new files {self.new_files}\n"
+            f"peak RSS {self.peak_rss / 2**20:.0f} MiB, new files {self.new_files}, "
+            f"connections {sorted(set(self.connections))}\n"
             f"--- stdout ---\n{self.stdout[:2000]!r}\n--- stderr ---\n{self.stderr[:2000]!r}"
         )
 
@@ -107,7 +129,12 @@ def run_cli(
         for k, v in os.environ.items()
         if k not in {"COLUMNS", "LINES", "FORCE_COLOR", "TERM", "PYTHONSTARTUP"}
     }
+    child_env.update(CANARY_ENV)
+    netlog_fd, netlog = tempfile.mkstemp(prefix="treetool-connects-")
+    os.close(netlog_fd)
     child_env.update(
+        TREETOOL_TEST_CONNECT_LOG=netlog,
+        PYTHONPATH=os.pathsep.join(p for p in (_NETLOG, child_env.get("PYTHONPATH")) if p),
         HOME=str(root / "home"),
         TMPDIR=str(root / "tmp"),
         TERM="dumb",
@@ -169,6 +196,9 @@ def run_cli(
         t.join(10)
     proc.wait()
     after = _files_under(root, allow)
+    with open(netlog) as fh:
+        connections = fh.read().split()
+    os.unlink(netlog)
     return Run(
         args=tuple(args),
         rc=proc.returncode,
@@ -178,6 +208,8 @@ def run_cli(
         peak_rss=peak,
         new_files=sorted(after - before),
         timed_out=timed_out.is_set(),
+        connections=connections,
+        env=child_env,
     )
 
 
@@ -192,6 +224,50 @@ def control_chars(text: str, allow: str = "\n") -> list[str]:
     return bad
 
 
+def _host_port(url: str) -> str | None:
+    u = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
+    if u.scheme not in ("http", "https") or not u.hostname:
+        return None
+    try:
+        port = u.port or (443 if u.scheme == "https" else 80)
+    except ValueError:
+        return None
+    return f"{u.hostname}:{port}"
+
+
+def allowed_hosts(run: Run) -> set[str]:
+    """The `host:port`s a run may connect to: those of the http(s) URLs in its arguments and
+    of the storage endpoints in its environment."""
+    found = {_host_port(a) for a in run.args if "://" in a}
+    found |= {_host_port(run.env[v]) for v in _ENDPOINT_VARS if run.env.get(v)}
+    return {h for h in found if h}
+
+
+def secrets_of(run: Run) -> set[str]:
+    """What must never be printed: the canary credentials of the environment, and the user
+    info and query values of the URLs in the arguments."""
+    found = {v for k, v in run.env.items() if k.startswith("AWS_") and "SECRET" in k}
+    found |= {run.env[k] for k in CANARY_ENV if run.env.get(k)}
+    for a in run.args:
+        if "://" not in a:
+            continue
+        u = urllib.parse.urlsplit(a)
+        found |= {x for x in (u.username, u.password) if x}
+        found |= {v for _k, v in urllib.parse.parse_qsl(u.query) if v}
+    return {x for x in found if len(x) >= 6}  # (short ones would match by chance)
+
+
+def assert_isolated(run: Run, also: Iterable[str] = ()) -> None:
+    """No connection but to the hosts the command line names (`allowed_hosts`, and `also`),
+    and no secret (`secrets_of`) in any output."""
+    allowed = allowed_hosts(run) | set(also)
+    strays = sorted({c for c in run.connections if c not in allowed})
+    assert not strays, f"connected to {strays}, allowed {sorted(allowed)}\n{run}"
+    for secret in secrets_of(run):
+        for name in ("stdout", "stderr"):
+            assert secret not in getattr(run, name), f"secret {secret!r} on {name}\n{run}"
+
+
 def assert_contained(
     run: Run,
     *,
@@ -200,7 +276,8 @@ def assert_contained(
     max_rss: int = 1 << 30,
     ls_fields: bool = False,
 ) -> None:
-    """Assert that a run on a hostile file stayed contained (see the module docstring).
+    """Assert that a run on a hostile file stayed contained (see the module docstring): the
+    limits, then `assert_isolated`.
 
     `ls_fields=True` is for `treetool ls`, whose stdout separates its three fields by tabs: a tab
     is then allowed on stdout, and every line must have exactly three fields (so a tab that came
@@ -223,3 +300,4 @@ def assert_contained(
     assert run.seconds < max_seconds, f"took {run.seconds:.1f} s\n{run}"
     assert run.peak_rss < max_rss, f"peak RSS {run.peak_rss / 2**20:.0f} MiB\n{run}"
     assert not run.new_files, f"files written: {run.new_files}\n{run}"
+    assert_isolated(run)

@@ -260,7 +260,7 @@ def test_an_unresolvable_endpoint_is_one_bounded_line(monkeypatch: pytest.Monkey
     with pytest.raises(LoadError) as info:
         tt.load("s3://ckpts/run/model.safetensors")
     assert str(info.value) == (
-        "s3://ckpts/run/model.safetensors: read of bytes 0-65535 failed after 1 tries: "
+        "s3://ckpts/run/model.safetensors: read of bytes 0-65535 failed after 1 try: "
         "cannot resolve the server's name (dns error)"
     )
 

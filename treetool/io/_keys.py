@@ -51,9 +51,14 @@ def tree_from_keystrs(flat: dict[str, Any]) -> Any:
     if not flat:
         return {}
     paths = []
+    n = len(flat)
     for name in flat:
         p = _parse(name)
         if p is None or len(p) == 0:
+            return dict(flat)
+        # a list of a tree of n leaves has fewer than n items: an index past that is no list
+        # (and big ints could be chosen to share a hash: n**2 comparisons to insert them)
+        if any(type(k) is SequenceKey and not 0 <= k.idx < n for k in p):
             return dict(flat)
         paths.append(p)
     root: dict = {}

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from .._arrays import LazyArray
 from .._dtypes import ITEMSIZES, ML_DTYPE_NAMES, _as_dtype, loaded_numpy, spec_facts
 from .._errors import LoadError
+from ._bigint import HugeInt
 from ._budget import Budget
 from ._listing import in_listing as in_listing
 from ._listing import listing as listing
@@ -247,6 +248,8 @@ def _short(x: Any) -> str:
         r = repr(x[:60])
     elif t is int:
         r = repr(x) if x.bit_length() <= 128 else f"an int of {x.bit_length()} bits"
+    elif t is HugeInt:
+        r = f"an int of {x.value.bit_length()} bits"
     elif t in _SCALARS or t is PlainDtype or _is_numpy_dtype_or_scalar(x):
         r = repr(x)
     elif isinstance(x, tuple | list | dict | set | frozenset):
@@ -293,15 +296,23 @@ def make_dtype(args: Any) -> PendingDtype:
     raise LoadError(f"unsupported numpy.dtype argument {_short(spec)}")
 
 
+#: the largest item a file's dtype may have (`S`/`U`/`V` of a few KiB in real files): a bigger
+#: one would be allocated whole for a scalar (`V2147483647`: 2 GiB for a few bytes of file)
+MAX_ITEMSIZE = 1 << 20
+
+
 def dtype_of(x: Any) -> Any:
-    """The dtype of a dtype argument found in a file: a `PlainDtype` or a numpy dtype."""
+    """The dtype of a dtype argument found in a file: a `PlainDtype` or a numpy dtype, its
+    item at most `MAX_ITEMSIZE` bytes."""
     t = type(x)
-    if t is PlainDtype:
-        return x
     if t is PendingDtype:
-        return x.dtype
+        x, t = x.dtype, type(x.dtype)
     np = loaded_numpy()  # no numpy imported: no numpy dtype exists
-    if np is not None and isinstance(x, np.dtype):
+    if t is PlainDtype or (np is not None and isinstance(x, np.dtype)):
+        if x.itemsize > MAX_ITEMSIZE:
+            raise LoadError(
+                f"dtype {x.name} has items of {x.itemsize} bytes, more than {MAX_ITEMSIZE}"
+            )
         return x
     raise LoadError(f"expected a dtype, found {_short(x)}")
 

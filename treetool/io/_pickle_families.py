@@ -13,6 +13,7 @@ just past the opcode being run (a method that consumes argument bytes advances i
 from __future__ import annotations
 
 from .._errors import UnsafeError
+from ._bigint import MAX_INT_BYTES, HugeInt
 from ._pickle_ops import (
     _appends,
     _ascii,
@@ -71,7 +72,8 @@ class _Families(_State):
             n = data[pos] if w == 1 else self.i32(data, pos)[0]
             pos += w
             self.need(n, pos, _OP_NAMES[op])
-            push(int.from_bytes(data[pos : pos + n], "little", signed=True))
+            v = int.from_bytes(data[pos : pos + n], "little", signed=True)
+            push(v if n <= MAX_INT_BYTES else HugeInt(v))  # shown as `int (N digits)`
             self.pos = pos + n
         else:  # INT, LONG, FLOAT (text)
             line, self.pos = self.read_line(pos, _OP_NAMES[op])

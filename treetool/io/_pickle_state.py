@@ -89,7 +89,9 @@ _STATE_C = _Special("C-ordered array state")
 _STATE_F = _Special("Fortran-ordered array state")
 _MEMO_GAP = 4096
 _SET_COST = 216 - 64  # an empty set, beyond the 64 bytes a byte of the file may make
-_SIMPLE_KEYS = frozenset((str, int))
+#: dict keys that SETITEMS inserts unchecked: strings (an int's hash may be chosen by the file:
+#: `KeyCheck` checks ints for collisions)
+_SIMPLE_KEYS = frozenset((str,))
 
 
 class _Fail(Exception):

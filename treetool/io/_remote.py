@@ -7,12 +7,14 @@ Clients are configured by each ecosystem's standard environment, so a user's set
 HTTP uses the standard library: a `Range` GET per read, and the answer's `Content-Range` is
 checked, so a server that ignores ranges is refused instead of sending a whole file.
 
-Every request has a timeout (`TREETOOL_REMOTE_TIMEOUT`, seconds, default 30: an S3/GCS call,
-the client's own retries included, or one HTTP request, or a tensorstore read of an orbax
-array per try) and transient failures (timeouts, connection resets, 5xx) are retried a bounded
-number of times (`TREETOOL_REMOTE_RETRIES`, default 3): a server that accepts and never answers
-costs at most timeout x retries seconds (plus pauses of at most 1 s between tries). Failures
-become one `LoadError` line naming the URL.
+Every request has a total deadline (`TREETOOL_REMOTE_TIMEOUT`, seconds, default 30, the CLI's
+`--timeout`: an S3/GCS call, the client's own retries included, or one HTTP request from
+connect to the last byte of its body, or a tensorstore read of an orbax array per try), and
+transient failures (no answer in time, connection resets, 5xx; never a 4xx) are retried a
+bounded number of times (`TREETOOL_REMOTE_RETRIES`, default 3, `--retries`) while the tries
+so far took less than the timeout: a server that accepts and never answers, or sends a byte a
+second, costs at most about twice the timeout. Failures become one `LoadError` line naming
+the URL (its user info and query values hidden, as in every line treetool prints).
 Reads bigger than `_CHUNK` are split into chunks fetched in parallel.
 """
 
@@ -184,16 +186,21 @@ class RemoteSource(Source):
         raise NotImplementedError
 
     def _call(self, what: str, fn: Callable[[], _T]) -> _T:
+        """`fn()`, tried again on a transient failure (5xx, a dropped connection, no answer
+        in time) at most `TREETOOL_REMOTE_RETRIES` times in all, and no new try once the
+        tries so far took `TREETOOL_REMOTE_TIMEOUT` (so a read fails within about twice the
+        timeout); a 4xx or any other failure is never tried again."""
         tries = _retries()
+        budget = time.monotonic() + _timeout()
         for i in range(tries):
             try:
                 return fn()
             except _Transient as e:
-                if i + 1 == tries:
-                    raise LoadError(
-                        f"{self.name}: {what} failed after {tries} tries: {e}"
-                    ) from None
-                time.sleep(min(0.05 * 2**i, 1.0))
+                pause = min(0.05 * 2**i, 1.0)
+                if i + 1 == tries or time.monotonic() + pause >= budget:
+                    done = f"{i + 1} {'try' if i == 0 else 'tries'}"
+                    raise LoadError(f"{self.name}: {what} failed after {done}: {e}") from None
+                time.sleep(pause)
         raise AssertionError("unreachable")
 
     @property

@@ -47,6 +47,13 @@ def looks_like_flax_msgpack(head: bytes) -> bool:
     return bool(key) and (0xA0 <= key[0] <= 0xBF or key[0] in (0xD9, 0xDA, 0xDB))
 
 
+#: the longest string a file may hold (strings are read whole, locally and remotely: keys and
+#: names are far shorter)
+MAX_STR = 16 << 20
+#: the most bytes of a numpy scalar extension (read whole: one number, 32 bytes at most)
+MAX_SCALAR = 64
+
+
 class _Budgets:
     """What a file of `size` bytes may build: containers, map entries and array items.
 
@@ -155,6 +162,8 @@ class _Reader:
 
     def text(self, pos: int, n: int) -> str:
         self.need(pos, n, "str")
+        if n > MAX_STR:  # a string is read whole: refused before the read is issued
+            raise self.fail(f"a string of {n} bytes, more than {MAX_STR}", pos)
         try:
             return bytes(self.data[pos : pos + n]).decode("utf-8")
         except UnicodeDecodeError:
@@ -247,6 +256,8 @@ class _Reader:
             if nb != math.prod(shape) * itemsize:
                 raise self.fail(f"array payload of {nb} bytes does not match {dname}{shape}", pos)
             if code == _EXT_SCALAR:  # a numpy scalar, packed as a 0-d array
+                if nb > MAX_SCALAR:  # read whole: refused before the read is issued
+                    raise self.fail(f"a numpy scalar of {nb} bytes, more than {MAX_SCALAR}", pos)
                 if not shape and isinstance(dtype, str):  # listing: no numpy
                     return HostScalar(dname, bytes(self.data[start : start + nb]))
                 import numpy as np

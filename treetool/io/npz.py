@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import io
+import itertools
 import math
 import os
 import re
@@ -313,21 +314,29 @@ def read(
 _BYTES_PER_MEMBER = 64
 
 
-def _zip_entry_count(src: Source, size: int) -> int | None:
-    """The member count the zip's end record claims (zip64 too), before zipfile reads them."""
+#: a member's central directory record: 46 bytes and its name (and extra fields, comment);
+#: more directory bytes than this per claimed member (plus 64 KiB) is a directory bomb
+_DIRECTORY_BYTES_PER_MEMBER = 46 + 4096
+
+
+def _zip_directory(src: Source, size: int) -> tuple[int, int] | None:
+    """(members, central directory bytes) the zip's end record claims (zip64 too), read
+    before zipfile reads (and allocates) the directory; None when there is no end record."""
     tail_len = min(size, 22 + 65535)
     tail = src.read(size - tail_len, tail_len)
     at = tail.rfind(b"PK\x05\x06")
     if at < 0 or at + 22 > len(tail):
         return None
-    count = struct.unpack_from("<H", tail, at + 10)[0]
-    if count != 0xFFFF or at < 20 or tail[at - 20 : at - 16] != b"PK\x06\x07":
-        return count
+    count, cd_size = struct.unpack_from("<HI", tail, at + 10)
+    zip64 = at >= 20 and tail[at - 20 : at - 16] == b"PK\x06\x07"
+    if not zip64 or (count != 0xFFFF and cd_size != 0xFFFFFFFF):
+        return count, cd_size
     start = struct.unpack_from("<Q", tail, at - 20 + 8)[0]
     rec = src.read(start, 56) if start + 56 <= size else b""
     if len(rec) < 56 or rec[:4] != b"PK\x06\x06":
         return None
-    return struct.unpack_from("<Q", rec, 32)[0]
+    count, cd_size = struct.unpack_from("<QQ", rec, 32)
+    return count, cd_size
 
 
 def _read_npz(path: str, *, trust: bool, lazy: bool, partial: bool, format: str) -> Any:
@@ -343,10 +352,17 @@ def _read_zip(
 
     path = src.name
     size = src.size
-    claimed = _zip_entry_count(src, size)
+    claimed = _zip_directory(src, size)
     limit = 1000 + size // _BYTES_PER_MEMBER
     if claimed is not None:  # what the end record claims, before zipfile reads the directory
-        Budget(path, "zip members", limit).take(claimed)
+        count, cd_size = claimed
+        Budget(path, "zip members", limit).take(count)
+        most = min(size, (1 << 16) + count * _DIRECTORY_BYTES_PER_MEMBER)
+        if cd_size > most:
+            raise LoadError(
+                f"{path}: the zip's central directory claims {cd_size} bytes for {count} "
+                f"members, more than {most}"
+            )
     members = Budget(path, "zip members", limit)
     try:
         zf = zipfile.ZipFile(zfh)
@@ -362,6 +378,8 @@ def _read_zip(
             key = name[:-4] if name.endswith(".npy") else name
             where = f"{path}[{name}]"
             try:
+                if key in flat:  # zipfile keeps both; the tree cannot
+                    raise LoadError(f"{where}: a second member named {key!r:.120}")
                 leaf = _member(zf, src, raw, info, where, size, trust, lazy, partial, blocked)
             except (LoadError, *_DAMAGE) as e:
                 # what zipfile and zlib raise on damage is one LoadError too
@@ -371,7 +389,25 @@ def _read_zip(
                 error = str(err)  # --partial: the members before the damaged one
                 break
             flat[key] = leaf
+    if error is None:
+        _check_overlaps(path, flat)
     return Loaded(tree_from_keystrs(flat), format, sorted(blocked), error)
+
+
+def _check_overlaps(path: str, flat: dict[str, Any]) -> None:
+    """Refuse stored members whose array bytes overlap (a zip whose directory points several
+    members at the same data): one sort of the spans, each checked against the one before."""
+    spans = sorted(
+        (leaf.offset, leaf.offset + leaf.nbytes, key)
+        for key, leaf in flat.items()
+        if type(leaf) is LazyArray and leaf.nbytes and leaf.file == path and leaf._opener is None
+    )
+    for (a0, a1, a), (b0, b1, b) in itertools.pairwise(spans):
+        if b0 < a1:
+            raise LoadError(
+                f"{path}: members {a[:120]!r} (bytes {a0}-{a1}) and {b[:120]!r} "
+                f"(bytes {b0}-{b1}) overlap"
+            )
 
 
 #: what zipfile, zlib and struct raise on a damaged member

@@ -7,6 +7,7 @@ then the data; offsets are relative to the end of the header.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import struct
@@ -111,9 +112,36 @@ def _read(src: Source, lazy: bool) -> tuple[dict[str, Any], dict[str, Any] | Non
     for name, entry in header.items():
         if name == "__metadata__":
             continue
-        flat[name] = _leaf(src, name, entry, base, size, lazy)
+        flat[name] = _leaf(src, name, entry, base, size)
+    _check_overlaps(path, header, flat)
+    if not lazy:
+        flat = {name: leaf.read().copy() for name, leaf in flat.items()}
     meta = header.get("__metadata__")
     return flat, (meta if isinstance(meta, dict) else None)
+
+
+def _check_overlaps(path: str, header: dict[str, Any], flat: dict[str, Any]) -> None:
+    """Refuse tensors whose bytes overlap (the safetensors library refuses them too): one
+    sort of the spans, then each against the one before it; never a check of every pair.
+
+    Example:
+        >>> h = {"a": {"data_offsets": [0, 8]}, "b": {"data_offsets": [4, 12]}}
+        >>> _check_overlaps("w.safetensors", h, {"a": 0, "b": 0})
+        Traceback (most recent call last):
+        ...
+        treetool._errors.LoadError: w.safetensors: tensors 'a' (bytes 0-8) and 'b' (bytes 4-12) overlap
+    """
+    spans = sorted(
+        (header[name]["data_offsets"][0], header[name]["data_offsets"][1], name)
+        for name in flat
+        if header[name]["data_offsets"][1] > header[name]["data_offsets"][0]
+    )
+    for (a0, a1, a), (b0, b1, b) in itertools.pairwise(spans):
+        if b0 < a1:
+            raise LoadError(
+                f"{path}: tensors {a[:120]!r} (bytes {a0}-{a1}) and {b[:120]!r} "
+                f"(bytes {b0}-{b1}) overlap"
+            )
 
 
 #: `__metadata__` key under which `tt.save` records `{dotted name: key path}` as JSON
@@ -138,7 +166,7 @@ def _saved_paths(meta: dict[str, Any], flat: dict[str, Any]) -> dict[str, str] |
     return paths
 
 
-def _leaf(src: Source, name: str, entry: Any, base: int, size: int, lazy: bool) -> Any:
+def _leaf(src: Source, name: str, entry: Any, base: int, size: int) -> Any:
     path = src.name
     shown = name if len(name) <= 120 else name[:117] + "..."
     where = f"{path}: tensor {shown!r}"
@@ -161,8 +189,7 @@ def _leaf(src: Source, name: str, entry: Any, base: int, size: int, lazy: bool) 
         )
     if base + stop > size:
         raise LoadError(f"{where}: data ends at byte {base + stop}, the file has {size}")
-    leaf = LazyArray(tuple(shape), dtype, path, base + start, source=src if src.remote else None)
-    return leaf if lazy else leaf.read().copy()
+    return LazyArray(tuple(shape), dtype, path, base + start, source=src if src.remote else None)
 
 
 def write(flat: dict[str, Any], path: str, metadata: dict[str, str] | None = None) -> None:

@@ -28,11 +28,18 @@ from typing import Any
 
 from .._errors import LoadError
 from ._keys import tree_from_keystrs
+from ._limits import check_json_text
 from ._source import Source, source_for
 
 __all__ = ["check_remote_target", "looks_like_index", "read", "read_index"]
 
 _MAX_INDEX = 64 << 20
+#: the deepest JSON an index may hold (its weight_map is at depth 2; metadata a little deeper)
+_MAX_INDEX_DEPTH = 32
+#: the most tensors one index may name
+MAX_INDEX_ENTRIES = 1_000_000
+#: the most shard files one index may name (each costs a request remotely)
+MAX_SHARDS = 10_000
 
 
 def looks_like_index(head: bytes) -> bool:
@@ -74,30 +81,69 @@ def read_index(src: Source) -> dict[str, str]:
     size = src.size
     if size > _MAX_INDEX:
         raise LoadError(f"{src.name}: index of {size} bytes is larger than {_MAX_INDEX}")
+    raw = src.read(0, size)
+    check_json_text(raw, f"{src.name}: sharded index", max_depth=_MAX_INDEX_DEPTH)
     try:
-        index = json.loads(src.read(0, size))
+        index = json.loads(raw)
     except (ValueError, RecursionError):
         raise LoadError(f"{src.name}: sharded index is not valid JSON") from None
     if not isinstance(index, dict) or not isinstance(index.get("weight_map"), dict):
         raise LoadError(f"{src.name}: sharded index has no weight_map object")
+    entries = len(index["weight_map"])
+    if entries > MAX_INDEX_ENTRIES:
+        raise LoadError(
+            f"{src.name}: sharded index names {entries} tensors, more than {MAX_INDEX_ENTRIES}"
+        )
+    shards = len(set(map(str, index["weight_map"].values())))
+    if shards > MAX_SHARDS:
+        raise LoadError(f"{src.name}: sharded index names {shards} shards, more than {MAX_SHARDS}")
     out: dict[str, str] = {}
     for name, shard in index["weight_map"].items():
-        if not isinstance(shard, str) or not _plain_name(shard):
+        if not isinstance(shard, str) or not _relative_name(shard):
             raise LoadError(
-                f"{src.name}: weight_map[{name!r}]: expected a shard file name next to the "
-                f"index, found {shard!r}"
+                f"{src.name}: weight_map[{name!r:.200}]: expected a shard file name "
+                f"next to the index (a relative path inside its folder), found "
+                f"{shard!r:.200}"
             )
         out[name] = shard
     return out
 
 
-def _plain_name(name: str) -> bool:
-    return (
-        0 < len(name) <= 255
-        and name not in (".", "..")
-        and not any(c in name for c in "/\\:\x00")
-        and name.isprintable()
-    )
+def _relative_name(name: str) -> bool:
+    """Whether `name` is a relative path inside a folder: segments split by `/`, none empty,
+    `.` or `..`; no scheme, `//`, absolute path, backslash, colon or control character.
+
+    Example:
+        >>> [_relative_name(n) for n in ("m-1.safetensors", "sub/m-1.safetensors")]
+        [True, True]
+        >>> [_relative_name(n) for n in ("../x", "/etc/passwd", "//h/x", "http://h/x", "a//b")]
+        [False, False, False, False, False]
+    """
+    if not 0 < len(name) <= 1024 or not name.isprintable() or any(c in name for c in "\\:"):
+        return False
+    return all(0 < len(part) <= 255 and part not in (".", "..") for part in name.split("/"))
+
+
+def _check_inside(index: Source, shard: Source, name: str) -> None:
+    """Refuse a shard that `join` did not put inside the index's folder on the index's own
+    store (same scheme, host and port): a file never makes treetool go elsewhere."""
+    if index.remote != shard.remote:
+        ok = False
+    elif index.remote:
+        import urllib.parse
+
+        a, b = urllib.parse.urlsplit(index.name), urllib.parse.urlsplit(shard.name)
+        folder = a.path.rsplit("/", 1)[0] + "/" if not a.path.endswith("/") else a.path
+        ok = (a.scheme, a.netloc) == (b.scheme, b.netloc) and b.path == folder + name
+    else:
+        import os
+
+        folder = os.path.dirname(os.path.abspath(index.name))
+        ok = os.path.abspath(shard.name) == os.path.join(folder, *name.split("/"))
+    if not ok:
+        raise LoadError(
+            f"{index.name}: shard {name!r:.200} is not a file inside the index's folder"
+        )
 
 
 def _shard_leaves(src: Source, lazy: bool) -> tuple[str, dict[str, Any]]:
@@ -168,6 +214,7 @@ def read(
 
 def _read_shard(index: Source, shard: str, lazy: bool) -> tuple[str, dict[str, Any]]:
     src = index.join(shard)
+    _check_inside(index, src, shard)
     try:
         return _shard_leaves(src, lazy)
     except LoadError as e:
