@@ -54,6 +54,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "remote"))
 
+import _rows
 from storage_servers import BUCKET, GcsServer, HttpServer, S3Server, environment
 
 TREETOOL = [sys.executable, "-m", "treetool.cli"]
@@ -97,6 +98,9 @@ else:
             shutil.copyfileobj(r, f, 1 << 20)
 """
 
+
+#: inspect on the loopback: at least this many times faster than download + local
+SPEEDUP_GOAL = 20.0
 
 #: fresh runs of each timed command (and of each download + local command): the best counts
 REPEAT = 3
@@ -254,6 +258,14 @@ def _orbax_rows(
             f"{t_dl / t_tt:.1f}x faster",
         )
     )
+    _rows.row(
+        f"remote inspect, {label}: orbax checkpoint (10,000 arrays, {_size(total)})",
+        "download then inspect",
+        t_dl,
+        t_tt,
+        ("speedup>=", SPEEDUP_GOAL),
+        note=f"{reqs} requests, {_share(sent, total)} read",
+    )
     return rows + _metadata_rows(label, url, log, env)
 
 
@@ -274,6 +286,13 @@ def _metadata_rows(label: str, url: str, log: Any, env: dict[str, str]) -> list[
         secs, leaves = out.stdout.split()
         figures[how] = (float(secs), int(leaves), log.count, log.bytes_sent)
     (t1, n1, r1, b1), (t2, n2, r2, b2) = figures["treetool"], figures["orbax"]
+    _rows.row(
+        f"orbax metadata, {label}: treetool.io.read",
+        "StandardCheckpointer().metadata()",
+        t2,
+        t1,
+        note=f"requests {r1} vs {r2}, {b1 / 2**10:.0f} KiB vs {b2 / 2**10:.0f} KiB",
+    )
     return [
         (
             label,
@@ -319,6 +338,14 @@ def _tasks(
             f"{t_dl / t_tt:.1f}x faster",
         )
     )
+    _rows.row(
+        f"remote inspect, {label}: 16-shard safetensors ({set_bytes / 2**30:.2f} GB)",
+        "download then inspect",
+        t_dl,
+        t_tt,
+        ("speedup>=", SPEEDUP_GOAL),
+        note=f"{reqs} requests, {_share(sent, set_bytes)} read",
+    )
     # 2. inspect a pickle
     pkl = "ckpt_1000.pkl"
     log.clear()
@@ -338,6 +365,14 @@ def _tasks(
             f"{t_dl:.2f} s",
             f"{t_dl / t_tt:.1f}x faster",
         )
+    )
+    _rows.row(
+        f"remote inspect, {label}: pickle ({size[pkl] / 2**30:.2f} GB, 128 arrays)",
+        "download then inspect",
+        t_dl,
+        t_tt,
+        ("speedup>=", SPEEDUP_GOAL),
+        note=f"{reqs} requests, {_share(sent, size[pkl])} read",
     )
     # 3. value diff of two checkpoints differing in one leaf: best of 3 each way (wall time on
     # a shared machine is noisy), with the CPU time of the client processes next to it
@@ -370,6 +405,15 @@ def _tasks(
             f"{t_dl:.2f} s (cpu {cpu_dl:.2f} s), peak {rss_dl:.0f} MB",
             f"{t_tt / t_dl:.2f}x the time, {cpu_tt / cpu_dl:.2f}x the cpu",
         )
+    )
+    _rows.row(
+        f"remote value diff, {label}: 2 pickles ({data / 2**30:.2f} GB)",
+        "download both then diff",
+        t_dl,
+        t_tt,
+        ("ratio<=", 1.0),
+        peak_mb=rss_tt,
+        note=f"{reqs} requests, {sent / data:.1%} read; cpu {cpu_tt / cpu_dl:.2f}x",
     )
     return rows
 
@@ -494,7 +538,11 @@ def main() -> None:
         choices=("s3", "http", "slow", "gcs", "orbax"),
         help="one store only (orbax: the orbax rows on S3 and GCS, no 1 GB files)",
     )
+    ap.add_argument("--quick", action="store_true", help="--scale 0.05 --s3-scale 0.05")
+    _rows.add_argument(ap)
     args = ap.parse_args()
+    if args.quick:
+        args.scale = args.s3_scale = 0.05
     tmp = tempfile.mkdtemp(prefix="bench_remote_")
     env = dict(os.environ)
     # the children run as an installed treetool does: with its compiled bytecode (pip
@@ -533,6 +581,7 @@ def main() -> None:
     print("|" + "---|" * len(head))
     for row in rows:
         print("| " + " | ".join(row) + " |")
+    _rows.dump(args.rows_json)
 
 
 if __name__ == "__main__":
