@@ -36,6 +36,7 @@ from typing import Any
 from .._dtypes import loaded_numpy
 from . import _numpy_rebuild as nr
 from ._pickle_families import _Families
+from ._pickle_layers import run_layers
 from ._pickle_ops import SHAREABLE, _appends, _setitems
 from ._pickle_salvage import offer_snapshot
 from ._pickle_state import _SIMPLE_KEYS, _STATE_C, _STATE_F, _UNDEF, _Fail, _Special
@@ -128,6 +129,7 @@ class _Machine(_Families):
                                 tmpl: bytes | None = None
                                 alt_hb: bytes | None = None  # the header before this one
                                 alt_h, alt_len = h, 0
+                                layer: list[tuple[Any, ...]] | None = None  # this layer's records
                                 state = state_f if fortran else state_c
                                 common = new_t0 and dims
                                 while True:
@@ -194,6 +196,9 @@ class _Machine(_Families):
                                             key = data[pos + 3 : q].decode("utf-8", "surrogatepass")
                                         except UnicodeDecodeError:
                                             break
+                                        # a layer of records only (keys from the memo): the
+                                        # next layers are read as more of the same
+                                        same = layer and 2 * len(layer) == len(stack)
                                         outer[-1].update(zip(keys, stack[1::2]))
                                         # (the MARK puts `outer` back on the metastack)
                                         outer.extend((key, d := {}))
@@ -203,10 +208,28 @@ class _Machine(_Families):
                                         pos = q + 4
                                         if stop is not None and stop.is_set():
                                             check_stop(self.path)
+                                        if same:
+                                            pos, stack = run_layers(
+                                                data,
+                                                pos,
+                                                end,
+                                                tuple(layer),  # type: ignore[arg-type]
+                                                stack,
+                                                metastack,
+                                                memo_extend,
+                                                frombuffer,
+                                                stop,
+                                                self.path,
+                                            )
+                                            self.stack = stack
+                                            append = stack.append
+                                            break
+                                        layer = []
                                         if pos + 2 >= end:
                                             break
                                         c = data[pos]
                                     if c == 0x8C:  # SHORT_BINUNICODE, MEMOIZE, BINGET
+                                        layer = None
                                         q = pos + 2 + data[pos + 1]
                                         hp = q + 3
                                         if data[q : hp + length] != tmpl:
@@ -280,6 +303,14 @@ class _Machine(_Families):
                                     at = hp + length
                                     if data[at + n : at + n + 4] != b"\x94t\x94b":
                                         break
+                                    if layer is not None:
+                                        if key is not None and not kmemo and common:
+                                            rec = (data[pos:at], at - pos, key, n, dt, shape)
+                                            layer.append(
+                                                (*rec, shaped, fortran, t0, nd_t0_bb, state)
+                                            )
+                                        else:
+                                            layer = None
                                 continue
                         if nxt := fast_array(pos):
                             pos = nxt
