@@ -78,7 +78,8 @@ def run_layers(
             return pos, stack
         outer = metastack[-1]
         outer[-1].update(zip(stack[::2], stack[1::2]))
-        outer.extend((name, d := {}))  # (the MARK puts `outer` back on the metastack)
+        d: dict[Any, Any] = {}
+        outer.extend((name, d))  # (the MARK puts `outer` back on the metastack)
         memo_extend((name, d))
         stack = []
         pos = q + 4

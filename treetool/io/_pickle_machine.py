@@ -129,6 +129,7 @@ class _Machine(_Families):
                                 tmpl: bytes | None = None
                                 alt_hb: bytes | None = None  # the header before this one
                                 alt_h, alt_len = h, 0
+                                h2: tuple[Any, ...] | None
                                 layer: list[tuple[Any, ...]] | None = None  # this layer's records
                                 state = state_f if fortran else state_c
                                 common = new_t0 and dims
@@ -201,7 +202,8 @@ class _Machine(_Families):
                                         same = layer and 2 * len(layer) == len(stack)
                                         outer[-1].update(zip(keys, stack[1::2]))
                                         # (the MARK puts `outer` back on the metastack)
-                                        outer.extend((key, d := {}))
+                                        d: dict[Any, Any] = {}
+                                        outer.extend((key, d))
                                         memo_extend((key, d))
                                         self.stack = stack = []
                                         append = stack.append
