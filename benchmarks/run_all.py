@@ -11,6 +11,7 @@ holds when the ratio is <= 1/50). Peak memory is the row's own figure where the 
 measures one (a child process, a tracemalloc peak), else the peak RSS of the script's process.
 
     python benchmarks/run_all.py [--quick] [--only views --only transforms ...]
+                                 [--extra 'remote=--only http-link' ...]
                                  [--json table.json] [--markdown performance_table.md]
 
 `--quick` runs every script at its small sizes (minutes instead of an hour); `--markdown`
@@ -26,6 +27,7 @@ import datetime
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -226,18 +228,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="FILE", help="write the table (and the machine) as JSON")
     ap.add_argument("--markdown", metavar="FILE", help="write the Performance page's fragment")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per script")
+    ap.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        metavar="NAME=ARGS",
+        help="more arguments for one script, e.g. 'remote=--only http-link' (repeatable)",
+    )
     args = ap.parse_args(argv)
     only = {_name(s) for s in args.only}
+    extra: dict[str, list[str]] = {}
+    for e in args.extra:
+        name, sep, more = e.partition("=")
+        if not sep:
+            raise SystemExit(f"run_all: --extra wants NAME=ARGS, got {e!r}")
+        extra.setdefault(_name(name), []).extend(shlex.split(more))
     before = _loadavg()
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     benches = []
     for name, full, quick in BENCHES:
         if only and name not in only:
             continue
-        benches.append(run_one(name, quick if args.quick else full, args.timeout))
+        chosen = [*(quick if args.quick else full), *extra.get(name, [])]
+        benches.append(run_one(name, chosen, args.timeout))
     rows = [r for b in benches for r in b["rows"]]
     command = "python benchmarks/run_all.py" + (" --quick" if args.quick else "")
     command += "".join(f" --only {s}" for s in args.only)
+    command += "".join(f" --extra {shlex.quote(e)}" for e in args.extra)
     report = {
         "date": date,
         "command": command,
