@@ -13,6 +13,7 @@ measures one (a child process, a tracemalloc peak), else the peak RSS of the scr
     python benchmarks/run_all.py [--quick] [--only views --only transforms ...]
                                  [--extra 'remote=--only http-link' ...]
                                  [--json table.json] [--markdown performance_table.md]
+    python benchmarks/run_all.py --from-json a.json --from-json b.json --markdown out.md
 
 `--quick` runs every script at its small sizes (minutes instead of an hour); `--markdown`
 writes the Performance page's fragment: the machine, the date, the load average before and
@@ -235,7 +236,21 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME=ARGS",
         help="more arguments for one script, e.g. 'remote=--only http-link' (repeatable)",
     )
+    ap.add_argument(
+        "--from-json",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="run nothing: write --markdown from the JSON of earlier runs (one section each)",
+    )
     args = ap.parse_args(argv)
+    if args.from_json:
+        reports = [json.loads(Path(f).read_text()) for f in args.from_json]
+        for r in reports:
+            print(text_table(r["rows"]))
+        if args.markdown:
+            Path(args.markdown).write_text("\n".join(markdown(r) for r in reports))
+        return 0
     only = {_name(s) for s in args.only}
     extra: dict[str, list[str]] = {}
     for e in args.extra:
