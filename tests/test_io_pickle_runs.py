@@ -475,3 +475,21 @@ def test_a_layer_cut_or_changed_anywhere_reads_as_the_opcodes_do(
         for byte in (0x00, 0x28, 0x75, 0x7D, 0x8C, 0x94, 0xFF, data[pos] ^ 1):
             f.write_bytes(data[:pos] + bytes([byte]) + data[pos + 1 :])
             _same_outcome(f)
+
+
+def test_the_walk_counts_layers_of_leaves_as_it_counts_any_container() -> None:
+    # walk_check counts a dict of leaves in place (not pushed): the same expanded size and
+    # depth as a walk of it, shared layers counted at every reference, limits as before
+    from treetool.io._budget import Budget, BudgetError
+    from treetool.io._pickle_ops import walk_check
+
+    x = np.zeros(2, np.float32)
+    layers = {f"l{i}": {"b": x, "w": x, "n": 3} for i in range(10)}
+    shared = {"b": x}
+    tree = {"layers": layers, "s1": shared, "s2": shared, "odd": {"a": [x]}}
+    # 4 + 10 + 30 (the layers) + 1 + 1 (the shared dict, twice) + 1 + 1 (the list)
+    assert walk_check(tree, Budget("f", 0), {id(shared)}, False).expanded == 48
+    assert walk_check(tree, Budget("f", 0), None, False).expanded == 48
+    with pytest.raises(BudgetError, match="nested deeper than 2 levels"):
+        walk_check({"a": layers}, Budget("f", 0, max_depth=2), set(), False)
+    walk_check({"a": layers}, Budget("f", 0, max_depth=3), set(), False)
