@@ -231,7 +231,8 @@ class _Machine(_Families):
                                             break
                                         c = data[pos]
                                     if c == 0x8C:  # SHORT_BINUNICODE, MEMOIZE, BINGET
-                                        layer = None
+                                        # (not a record of `layer`: the layer's count of
+                                        # records then falls short of its stack, no template)
                                         q = pos + 2 + data[pos + 1]
                                         hp = q + 3
                                         if data[q : hp + length] != tmpl:
