@@ -170,7 +170,7 @@ def main() -> None:
         tgt = f"<= {target:g}" if target else ""
         print(f"{case:<{w}}  {anchor:<{wa}}  {ta:9.3f}  {to:8.3f}  {ratio:6.2f}  {tgt}")
         _rows.row(
-            f"diff: {case}",
+            f"diff: {case.strip()}",
             anchor,
             ta if ta == ta else None,
             to,
