@@ -23,6 +23,7 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
+import _rows
 import equinox as eqx
 import jax
 import numpy as np
@@ -150,6 +151,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="smaller sizes")
     p.add_argument("--value-mb", type=int, default=None, help="MB of float32 per side")
+    _rows.add_argument(p)
     args = p.parse_args()
     n_struct = 100_000 if args.quick else 1_000_000
     mb = args.value_mb or (256 if args.quick else 1024)
@@ -167,7 +169,24 @@ def main() -> None:
         ratio = to / ta if ta == ta and ta > 0 else float("nan")
         tgt = f"<= {target:g}" if target else ""
         print(f"{case:<{w}}  {anchor:<{wa}}  {ta:9.3f}  {to:8.3f}  {ratio:6.2f}  {tgt}")
+        _rows.row(
+            f"diff: {case.strip()}",
+            anchor,
+            ta if ta == ta else None,
+            to,
+            ("ratio<=", target) if target else None,
+        )
     print(f"peak extra memory of the value diff: {extra:.2%} of the data (target < 10%)")
+    _rows.row(
+        f"diff: peak extra memory of the value diff, share of the data ({mb} MB per side)",
+        None,
+        None,
+        None,
+        ("mb<", mb * 2 * 0.10),
+        peak_mb=extra * mb * 2,
+        note=f"{extra:.2%} of the data (target < 10%)",
+    )
+    _rows.dump(args.rows_json)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import zlib
 
+import _rows
 import numpy as np
 
 HUGE = 2**64 - 1
@@ -169,6 +170,7 @@ def build(d: str, quick: bool) -> list[tuple[str, list[str]]]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="a tenth of the sizes, 1 GiB member")
+    _rows.add_argument(ap)
     args = ap.parse_args()
     d = tempfile.mkdtemp(prefix="treetool_hostile_", dir="/tmp")
     try:
@@ -182,6 +184,15 @@ def main() -> None:
             wall, mb, code, line = run(cmd, d)
             shown = line if len(line) <= 90 else line[:87] + "..."
             print(f"{label:36s} {code:3d} {wall:7.2f} {mb:6.0f} {wall / floor:6.1f}  {shown}")
+            _rows.row(
+                f"hostile file: {label.strip()}",
+                "python -c 'import numpy'",
+                floor,
+                wall,
+                peak_mb=mb,
+                note=f"exit {code}: {shown}",
+            )
+        _rows.dump(args.rows_json)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 

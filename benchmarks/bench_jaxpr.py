@@ -16,6 +16,7 @@ import gc
 import io
 import time
 
+import _rows
 import jax
 import jax.numpy as jnp
 from rich.console import Console
@@ -73,6 +74,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="10 layers instead of 68")
     ap.add_argument("--layers", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=5)
+    _rows.add_argument(ap)
     a = ap.parse_args()
     layers = a.layers or (10 if a.quick else 68)
     closed, n_eqns = build(layers)
@@ -102,6 +104,14 @@ def main() -> None:
     ]
     for name, t in rows:
         print(f"{name:<44}{anchor:>20.4f}{t:>12.4f}{t / anchor:>8.2f}")
+        _rows.row(
+            f"jaxpr ({n_eqns:,} equations): {name.split('  [')[0]}",
+            "str(closed_jaxpr)",
+            anchor,
+            t,
+            ("ratio<=", 1.0) if "target" in name else None,
+        )
+    _rows.dump(a.rows_json)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 
+import _rows
 import numpy as np
 
 TREETOOL = [sys.executable, "-m", "treetool.cli"]
@@ -143,6 +144,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="200 MB, 10,000 arrays")
     ap.add_argument("--orbax", type=int, default=None, help="arrays in the orbax checkpoint")
+    _rows.add_argument(ap)
     args = ap.parse_args()
     big_bytes = (200 if args.quick else 2000) * 2**20
     many = 10_000 if args.quick else 100_000
@@ -208,6 +210,24 @@ def main() -> None:
         print(
             f"{case:<38} {anchor:<26} {a_t:>9.3f} {a_m:>6.0f} {o_t:>10.3f} {o_m:>6.0f} {ratio:>6.2f}  {target}"
         )
+        _rows.row(
+            f"treetool inspect --json: {case.strip()}",
+            anchor,
+            a_t if a_t == a_t else None,
+            o_t,
+            _goal(target),
+            peak_mb=o_m,
+            note=f"anchor peak {a_m:.0f} MB; target {target}" if a_m == a_m else f"target {target}",
+        )
+    _rows.dump(args.rows_json)
+
+
+def _goal(target: str) -> tuple[str, float]:
+    """The table's goal of a target text: `<= 3x` or `< 0.3 s` (its first clause)."""
+    first = target.split(",")[0].strip()
+    if first.endswith("x"):
+        return ("ratio<=", float(first.removeprefix("<=").removesuffix("x")))
+    return ("s<", float(first.removeprefix("<").removesuffix("s")))
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 
+import _rows
+
 _PROBE = """
 import sys
 from treetool.cli import main
@@ -57,6 +59,11 @@ def _imports(path: str) -> str:
 
 
 def main() -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    _rows.add_argument(ap)
+    args = ap.parse_args()
     import equinox as eqx
     import jax
     import numpy as np
@@ -80,6 +87,14 @@ def main() -> None:
         print(f"treetool ls model.pkl (equinox objects): {t_pkl:.3f} s  ({_imports(pkl)})")
         print(f"treetool ls model.safetensors (anchor):  {t_st:.3f} s  ({_imports(st)})")
         print(f"ratio pickle / safetensors: {t_pkl / t_st:.2f}x")
+        _rows.row(
+            "treetool ls of a pickle of equinox objects",
+            "treetool ls of the same arrays in safetensors",
+            t_st,
+            t_pkl,
+            note=f"pickle: {_imports(pkl)}; safetensors: {_imports(st)}",
+        )
+        _rows.dump(args.rows_json)
     finally:
         shutil.rmtree(d)
 

@@ -30,12 +30,21 @@ its metadata read on the same `s3://` path by `treetool.io.read` and by orbax's
 The GCS run makes that comparison on the GCS emulator (arrays of 16 KiB there: the row is
 about metadata; saved locally by orbax and uploaded unchanged).
 
+The "s3-link" and "http-link" rows run the same tasks behind a shaped link (`--link MS,MB/s`,
+20 ms per round trip and 100 MB/s by default: `storage_servers.Link`, a token bucket shared by
+every answer of the server, as one network link), so that download-then-inspect costs what it
+costs a user. Goals there: inspect >= 50x faster than download-then-inspect (the loopback
+rows keep their >= 20x), and the value diff no slower than downloading one of the two files.
+On the link, each download is timed once (the link sets its time); directories (orbax) are
+downloaded ten objects at a time, as `aws s3 cp --recursive` does.
+
 Inspect rows: requests and bytes of one run; wall times are the best of `REPEAT` fresh runs,
 for treetool and for download + local alike. The children run with compiled bytecode cached
 (`PYTHONPYCACHEPREFIX` in the run's temporary folder), as an installed treetool does.
 
     python benchmarks/bench_remote.py [--scale 1.0] [--s3-scale 1.0] [--latency 0.02]
-                                      [--only s3|http|slow]
+                                      [--link 20,100] [--quick]
+                                      [--only s3|http|slow|gcs|orbax|s3-link|http-link]
 """
 
 from __future__ import annotations
@@ -54,7 +63,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "remote"))
 
-from storage_servers import BUCKET, GcsServer, HttpServer, S3Server, environment
+import _rows
+from storage_servers import BUCKET, GcsServer, HttpServer, Link, S3Server, environment
 
 TREETOOL = [sys.executable, "-m", "treetool.cli"]
 
@@ -84,11 +94,16 @@ if urls[0].startswith("s3://"):
         if key.endswith("/"):  # a directory (orbax): every object under it, paths kept
             top = os.path.basename(key.rstrip("/"))
             pages = c.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key)
+            jobs = []
             for page in pages:
                 for obj in page.get("Contents", []):
                     out = os.path.join(dest, top, obj["Key"][len(key):])
                     os.makedirs(os.path.dirname(out), exist_ok=True)
-                    c.download_file(bucket, obj["Key"], out)
+                    jobs.append((obj["Key"], out))
+            # ten at a time, as `aws s3 cp --recursive` does by default
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(10) as pool:
+                list(pool.map(lambda j: c.download_file(bucket, j[0], j[1]), jobs))
         else:
             c.download_file(bucket, key, os.path.join(dest, os.path.basename(key)))
 else:
@@ -97,6 +112,11 @@ else:
             shutil.copyfileobj(r, f, 1 << 20)
 """
 
+
+#: inspect: at least this many times faster than download + local, on the loopback and on
+#: the shaped link (`--link`: 20 ms per round trip, 100 MB/s by default)
+SPEEDUP_GOAL = 20.0
+SPEEDUP_GOAL_LINK = 50.0
 
 #: fresh runs of each timed command (and of each download + local command): the best counts
 REPEAT = 3
@@ -229,7 +249,13 @@ print(time.perf_counter() - t0, n)
 
 
 def _orbax_rows(
-    label: str, url: str, log: Any, sizes: dict[str, int], dl: str, env: dict[str, str]
+    label: str,
+    url: str,
+    log: Any,
+    sizes: dict[str, int],
+    dl: str,
+    env: dict[str, str],
+    shaped: bool = False,
 ) -> list[tuple[str, ...]]:
     """inspect of an orbax checkpoint (`sizes`: its files' sizes by relative path), and its
     metadata read by treetool and by orbax."""
@@ -240,7 +266,11 @@ def _orbax_rows(
     reqs, sent = log.count, log.bytes_sent  # one run's requests
     t_tt, _ = run([*TREETOOL, "ls", url], env, REPEAT)
     t_dl, _ = download_then(
-        [url + "/"], [*TREETOOL, "ls", os.path.join(dl, os.path.basename(url))], dl, env, REPEAT
+        [url + "/"],
+        [*TREETOOL, "ls", os.path.join(dl, os.path.basename(url))],
+        dl,
+        env,
+        1 if shaped else REPEAT,
     )
     meta = sizes["_METADATA"]
     rows.append(
@@ -253,6 +283,14 @@ def _orbax_rows(
             f"{t_dl:.2f} s",
             f"{t_dl / t_tt:.1f}x faster",
         )
+    )
+    _rows.row(
+        f"remote inspect, {label}: orbax checkpoint (10,000 arrays, {_size(total)})",
+        "download (10 at a time) then inspect",
+        t_dl,
+        t_tt,
+        ("speedup>=", SPEEDUP_GOAL_LINK if shaped else SPEEDUP_GOAL),
+        note=f"{reqs} requests, {_share(sent, total)} read",
     )
     return rows + _metadata_rows(label, url, log, env)
 
@@ -274,6 +312,13 @@ def _metadata_rows(label: str, url: str, log: Any, env: dict[str, str]) -> list[
         secs, leaves = out.stdout.split()
         figures[how] = (float(secs), int(leaves), log.count, log.bytes_sent)
     (t1, n1, r1, b1), (t2, n2, r2, b2) = figures["treetool"], figures["orbax"]
+    _rows.row(
+        f"orbax metadata, {label}: treetool.io.read",
+        "StandardCheckpointer().metadata()",
+        t2,
+        t1,
+        note=f"requests {r1} vs {r2}, {b1 / 2**10:.0f} KiB vs {b2 / 2**10:.0f} KiB",
+    )
     return [
         (
             label,
@@ -297,8 +342,13 @@ def _tasks(
     shard_names: list[str],
     dl: str,
     env: dict[str, str],
+    shaped: bool = False,
 ) -> list[tuple[str, ...]]:
+    """The inspect and diff rows of one store; `shaped`: behind a shaped link (downloads are
+    timed once there: the link, not the machine, sets their time)."""
     rows = []
+    goal = ("speedup>=", SPEEDUP_GOAL_LINK if shaped else SPEEDUP_GOAL)
+    dl_repeat, diff_runs = (1, 1) if shaped else (REPEAT, _DIFF_RUNS)
     # 1. inspect a sharded set
     index = "model.safetensors.index.json"
     log.clear()
@@ -307,7 +357,7 @@ def _tasks(
     t_tt, _ = run([*TREETOOL, "ls", f"{base}/{index}"], env, REPEAT)
     set_bytes = sum(size[n] for n in shard_names) + size[index]
     urls = [f"{base}/{n}" for n in [index, *shard_names]]
-    t_dl, _ = download_then(urls, [*TREETOOL, "ls", os.path.join(dl, index)], dl, env, REPEAT)
+    t_dl, _ = download_then(urls, [*TREETOOL, "ls", os.path.join(dl, index)], dl, env, dl_repeat)
     rows.append(
         (
             label,
@@ -319,6 +369,14 @@ def _tasks(
             f"{t_dl / t_tt:.1f}x faster",
         )
     )
+    _rows.row(
+        f"remote inspect, {label}: 16-shard safetensors ({set_bytes / 2**30:.2f} GB)",
+        "download then inspect",
+        t_dl,
+        t_tt,
+        goal,
+        note=f"{reqs} requests, {_share(sent, set_bytes)} read",
+    )
     # 2. inspect a pickle
     pkl = "ckpt_1000.pkl"
     log.clear()
@@ -326,7 +384,7 @@ def _tasks(
     reqs, sent = log.count, log.bytes_sent  # one run's requests
     t_tt, _ = run([*TREETOOL, "ls", f"{base}/{pkl}"], env, REPEAT)
     t_dl, _ = download_then(
-        [f"{base}/{pkl}"], [*TREETOOL, "ls", os.path.join(dl, pkl)], dl, env, REPEAT
+        [f"{base}/{pkl}"], [*TREETOOL, "ls", os.path.join(dl, pkl)], dl, env, dl_repeat
     )
     rows.append(
         (
@@ -339,12 +397,20 @@ def _tasks(
             f"{t_dl / t_tt:.1f}x faster",
         )
     )
+    _rows.row(
+        f"remote inspect, {label}: pickle ({size[pkl] / 2**30:.2f} GB, 128 arrays)",
+        "download then inspect",
+        t_dl,
+        t_tt,
+        goal,
+        note=f"{reqs} requests, {_share(sent, size[pkl])} read",
+    )
     # 3. value diff of two checkpoints differing in one leaf: best of 3 each way (wall time on
     # a shared machine is noisy), with the CPU time of the client processes next to it
     a, b = "ckpt_1000.pkl", "ckpt_2000.pkl"
     data = size[a] + size[b]
     tt_runs, dl_runs = [], []
-    for _ in range(_DIFF_RUNS):
+    for _ in range(diff_runs):
         log.clear()
         cpu0 = _children_cpu()
         t_tt, rss_tt = run([*TREETOOL, "diff", f"{base}/{a}", f"{base}/{b}"], env)
@@ -362,7 +428,7 @@ def _tasks(
     rows.append(
         (
             label,
-            f"value diff of 2 pickles ({data / 2**30:.2f} GB), best of {_DIFF_RUNS}",
+            f"value diff of 2 pickles ({data / 2**30:.2f} GB), best of {diff_runs}",
             str(reqs),
             f"{sent / data:.1%}",
             f"{t_tt:.2f} s (cpu {cpu_tt:.2f} s), peak {rss_tt:.0f} MB "
@@ -371,7 +437,40 @@ def _tasks(
             f"{t_tt / t_dl:.2f}x the time, {cpu_tt / cpu_dl:.2f}x the cpu",
         )
     )
+    _rows.row(
+        f"remote value diff, {label}: 2 pickles ({data / 2**30:.2f} GB)",
+        "download both then diff",
+        t_dl,
+        t_tt,
+        ("ratio<=", 1.0),
+        peak_mb=rss_tt,
+        note=f"{reqs} requests, {sent / data:.1%} read; cpu {cpu_tt / cpu_dl:.2f}x",
+    )
+    if shaped:  # the goal on a real link: no slower than downloading one of the two
+        t_one, _ = run([sys.executable, "-c", _DOWNLOAD, _fresh(dl), f"{base}/{a}"], env)
+        _rows.row(
+            f"remote value diff, {label}: 2 pickles ({data / 2**30:.2f} GB)",
+            f"download one of them ({size[a] / 2**30:.2f} GB)",
+            t_one,
+            t_tt,
+            ("ratio<=", 1.0),
+            peak_mb=rss_tt,
+            note=f"{sent / data:.1%} of both files read; the link's rate alone needs "
+            f"{sent / LINK_RATE[0]:.1f} s for that"
+            if LINK_RATE
+            else "",
+        )
     return rows
+
+
+#: the rate of the shaped link in use (bytes/s), for the notes
+LINK_RATE: list[float] = []
+
+
+def _fresh(d: str) -> str:
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    return d
 
 
 #: runs of each side of the value diff row (the best is shown)
@@ -387,7 +486,9 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _store_s3(total: int, tmp: str, env: dict[str, str], big: bool = True) -> list[tuple[str, ...]]:
+def _store_s3(
+    total: int, tmp: str, env: dict[str, str], big: bool = True, link: Any = None
+) -> list[tuple[str, ...]]:
     src = os.path.join(tmp, "s3src")
     os.makedirs(src)
     shard_names = write_shards(src, total) if big else []
@@ -411,10 +512,14 @@ def _store_s3(total: int, tmp: str, env: dict[str, str], big: bool = True) -> li
         size = {n: os.path.getsize(os.path.join(src, n)) for n in os.listdir(src)}
         dl = os.path.join(tmp, "dl")
         rows = []
+        label = "s3 (moto, loopback)" if link is None else f"s3 (moto), link {link}"
+        server.link = link  # from here on: the uploads above were not shaped
+        shaped = link is not None
         if big:
-            rows = _tasks("s3 (moto)", f"s3://{BUCKET}/a", server.log, size, shard_names, dl, env)
+            base = f"s3://{BUCKET}/a"
+            rows = _tasks(label, base, server.log, size, shard_names, dl, env, shaped)
         sizes = _listed_sizes(client, "a/orbax_ckpt/")
-        return rows + _orbax_rows("s3 (moto)", url, server.log, sizes, dl, env)
+        return rows + _orbax_rows(label, url, server.log, sizes, dl, env, shaped)
     finally:
         server.stop()
         shutil.rmtree(src, ignore_errors=True)
@@ -465,18 +570,20 @@ def _store_gcs(total: int, tmp: str, env: dict[str, str]) -> list[tuple[str, ...
 
 
 def _store_http(
-    total: int, tmp: str, env: dict[str, str], latency: float = 0.0
+    total: int, tmp: str, env: dict[str, str], latency: float = 0.0, link: Any = None
 ) -> list[tuple[str, ...]]:
     src = os.path.join(tmp, "httpsrc")
     os.makedirs(src)
     shard_names = write_shards(src, total)
     write_pickles(src, total)
-    server = HttpServer(src, latency=latency)
-    label = f"http, {latency * 1000:.0f} ms per request" if latency else "http (ranged)"
+    server = HttpServer(src, latency=latency, link=link)
+    label = f"http, {latency * 1000:.0f} ms per request" if latency else "http (ranged, loopback)"
+    if link is not None:
+        label = f"http, link {link}"
     try:
         size = {n: os.path.getsize(os.path.join(src, n)) for n in os.listdir(src)}
         dl = os.path.join(tmp, "dl")
-        return _tasks(label, server.url, server.log, size, shard_names, dl, env)
+        return _tasks(label, server.url, server.log, size, shard_names, dl, env, link is not None)
     finally:
         server.stop()
         shutil.rmtree(src, ignore_errors=True)
@@ -491,10 +598,22 @@ def main() -> None:
     )
     ap.add_argument(
         "--only",
-        choices=("s3", "http", "slow", "gcs", "orbax"),
+        choices=("s3", "http", "slow", "gcs", "orbax", "s3-link", "http-link"),
         help="one store only (orbax: the orbax rows on S3 and GCS, no 1 GB files)",
     )
+    ap.add_argument(
+        "--link",
+        default="20,100",
+        help="the shaped link of the s3-link and http-link rows: MS per round trip,MB/s",
+    )
+    ap.add_argument("--quick", action="store_true", help="--scale 0.05 --s3-scale 0.05")
+    _rows.add_argument(ap)
     args = ap.parse_args()
+    if args.quick:
+        args.scale = args.s3_scale = 0.05
+    ms, mbps = (float(x) for x in args.link.split(","))
+    link = Link(rtt=ms / 1000, rate=mbps * 1e6)
+    LINK_RATE.append(link.rate)
     tmp = tempfile.mkdtemp(prefix="bench_remote_")
     env = dict(os.environ)
     # the children run as an installed treetool does: with its compiled bytecode (pip
@@ -508,6 +627,8 @@ def main() -> None:
         ("gcs", _store_gcs, 0.0, {}),
         ("http", _store_http, args.scale, {}),
         ("slow", _store_http, args.scale, {"latency": args.latency}),
+        ("s3-link", _store_s3, args.s3_scale, {"link": link}),
+        ("http-link", _store_http, args.scale, {"link": link}),
     ]
     try:
         for name, store, scale, extra in stores:
@@ -533,6 +654,7 @@ def main() -> None:
     print("|" + "---|" * len(head))
     for row in rows:
         print("| " + " | ".join(row) + " |")
+    _rows.dump(args.rows_json)
 
 
 if __name__ == "__main__":

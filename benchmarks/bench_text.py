@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 
+import _rows
 import numpy as np
 from rich.console import Console
 
@@ -80,6 +81,14 @@ def _pair(
 
 def _row(name: str, anchor: float, ours: float) -> None:
     print(f"{name:<44} {anchor * 1e3:>10.1f} {ours * 1e3:>10.1f} {ours / anchor:>7.2f}")
+    plain = not name.startswith("hostile")
+    _rows.row(
+        f"sanitiser cost: {name}",
+        "the same with safe() = identity",
+        anchor,
+        ours,
+        ("ratio<=", 1.10) if plain else None,
+    )
 
 
 def _ls_lines(paths: list[str], sanitise: Callable[[str], str]) -> None:
@@ -108,6 +117,7 @@ def _ls_anchor(paths: list[str]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller trees, fewer repeats")
+    _rows.add_argument(ap)
     args = ap.parse_args()
     n_paths = 100_000 if args.quick else 1_000_000
     n_wide = 10_000 if args.quick else 100_000
@@ -156,6 +166,7 @@ def main() -> None:
     _row(f"hostile names, {len(hostile):,} ({per:.0f} ns each)", anchor, ours)
     med = statistics.median([len(safe(h)) for h in hostile[:100]])
     print(f"(a hostile name of {len(hostile[0])} characters is shown in {med:.0f})")
+    _rows.dump(args.rows_json)
 
 
 if __name__ == "__main__":

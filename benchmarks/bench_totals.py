@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import _rows
 import numpy as np
 
 
@@ -75,6 +76,7 @@ def cases(tree: Any) -> dict[str, Callable[[], Any]]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="1e4 leaves only")
+    _rows.add_argument(ap)
     args = ap.parse_args()
     import treetool.io as io
 
@@ -95,6 +97,14 @@ def main() -> None:
                         anchor = s
                     ratio = f"{s / anchor:.2f}" if anchor else "-"
                     print(f"{name:<22}{n:>8}  {consumer:<20}{s:>10.4f}{ratio:>8}")
+                    if consumer != "Node.aggregates":
+                        _rows.row(
+                            f"totals: {consumer}, {name}, {n:,} leaves",
+                            "Node.aggregates (CPU s)",
+                            anchor,
+                            s,
+                        )
+    _rows.dump(args.rows_json)
 
 
 if __name__ == "__main__":

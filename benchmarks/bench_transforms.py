@@ -7,7 +7,7 @@ many calls is taken. The overhead of a wrapper is its time per call minus plain 
 the same arrays (partitioned by hand, which is what both wrappers automate). Target:
 tt.autojit's overhead <= 0.5x equinox.filter_jit's.
 
-    python benchmarks/bench_transforms.py [--calls N] [--rounds R] [--quick]
+    python benchmarks/bench_transforms.py [--calls N] [--rounds R] [--quick] [--rows-json FILE]
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 
+import _rows
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -45,6 +46,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--quick", action="store_true", help="500 calls x 3 rounds")
+    _rows.add_argument(ap)
     a = ap.parse_args()
     if a.quick:
         a.calls, a.rounds = 500, 3
@@ -90,6 +92,15 @@ def main() -> None:
         f"whole call: autojit / filter_jit = {ours_t / eqx_t:.2f}, autojit / jax.jit = {ours_t / base:.2f}"
     )
     print(f"cache: {ours.cache_info()}")
+    _rows.row(
+        f"autojit cached call: overhead over jax.jit ({n_arrays} arrays)",
+        "equinox.filter_jit's overhead",
+        eqx_t - base,
+        ours_t - base,
+        ("ratio<=", 0.5),
+        note=f"jax.jit {base * 1e6:.1f} us/call; whole call autojit/filter_jit {ours_t / eqx_t:.2f}",
+    )
+    _rows.dump(a.rows_json)
 
 
 if __name__ == "__main__":

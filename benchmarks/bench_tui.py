@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 
+import _rows
 import numpy as np
 
 LEAVES_PER_BLOCK = 10
@@ -211,6 +212,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
     p.add_argument("--child", nargs=2)
+    _rows.add_argument(p)
     args = p.parse_args()
     if args.child:
         kind, n = args.child[0], int(args.child[1])
@@ -242,6 +244,14 @@ def main() -> None:
             f"{ours['paint_mb']:>10.0f} / {ours['peak_mb']:<10.0f} | {ours['ready']:>9.2f} s | "
             f"{move:>22} | {ours['tabs']:.2f} s"
         )
+        _rows.row(
+            f"TUI first paint (headless), {n:,} leaves",
+            "eager textual Tree" if n <= eager_max else None,
+            eager["paint"] if n <= eager_max else None,
+            ours["paint"],
+            peak_mb=ours["peak_mb"],
+            note=f"index ready {ours['ready']:.2f} s",
+        )
     wide = _child("wide", 10_000)
     print()
     print(
@@ -250,6 +260,8 @@ def main() -> None:
         f"cursor move after it {wide['move'] * 1000:.1f} ms"
         f" | Pilot's own cost per key (an unbound key) {wide['floor'] * 1000:.0f} ms"
     )
+    _rows.row("TUI: expand a 10,000-child node", "eager textual Tree", wide["eager"], wide["ours"])
+    _rows.dump(args.rows_json)
 
 
 if __name__ == "__main__":

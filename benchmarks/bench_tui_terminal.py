@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import _rows
 import numpy as np
 
 COLS, ROWS = 160, 48
@@ -307,6 +308,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--compare", help="also run this checkout (the anchor) and print ratios")
     p.add_argument("--sizes", default=None, help="comma-separated array counts")
     p.add_argument("--layers", type=int, default=None, help="layers of the equinox model (0: none)")
+    _rows.add_argument(p)
     args = p.parse_args(argv)
     sizes = [int(float(s)) for s in args.sizes.split(",")] if args.sizes else None
     if sizes is None:
@@ -341,7 +343,18 @@ def main(argv: list[str] | None = None) -> None:
                 b = LIMIT if b is None else b
                 ratio = f" | {a / b:.1f}x" if b else " | –"
             print(f"| {key} | " + " | ".join(cells) + ratio + " |")
+            value = by[labels[-1]].get(key)
+            if isinstance(value, (int, float)):
+                before = by[labels[0]].get(key) if len(labels) == 2 else None
+                _rows.row(
+                    f"TUI in a terminal, {name}: {key}",
+                    "the --compare checkout" if len(labels) == 2 else None,
+                    before if isinstance(before, (int, float)) else None,
+                    None if unit == "MB" else value,
+                    peak_mb=value if unit == "MB" else None,
+                )
         print()
+    _rows.dump(args.rows_json)
 
 
 def _runner(src: str | None) -> tuple[str | None, str]:

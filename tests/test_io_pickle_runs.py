@@ -371,3 +371,125 @@ def test_a_header_change_on_a_key_from_the_memo_is_not_missed(tmp_path: Path) ->
         ("w", "int32", [7, 7]),
         ("p3", "float32", [3.0, 3.0]),
     ]
+
+
+# -- the run goes on from one layer of a nested checkpoint to the next ----------------------
+
+
+def _layers_file(n: int = 6) -> tuple[bytes, int]:
+    """`{"l{i}": {"b": f32[3], "w": f32[2,2]}}` and the offset of the SETITEMS that ends l2."""
+    tree = {
+        f"l{i}": {"b": np.full(3, i, np.float32), "w": np.full((2, 2), i, np.float32)}
+        for i in range(n)
+    }
+    data = pickle.dumps(tree, protocol=4)
+    at = data.index(b"u\x8c\x02l3\x94}\x94(")
+    return data, at
+
+
+def test_a_nested_checkpoint_is_read_in_one_run_across_its_layers(tmp_path: Path) -> None:
+    from treetool.io._budget import Budget
+    from treetool.io._pickle_machine import _Machine
+
+    data, _ = _layers_file(40)
+    f = tmp_path / "nested.pkl"
+    f.write_bytes(data)
+    got = _same_outcome(f)[1]
+    assert list(got) == [f"l{i}" for i in range(40)]
+    assert [(k, v.shape, v.dtype.name) for k, v in got["l39"].items()] == [
+        ("b", (3,), "float32"),
+        ("w", (2, 2), "float32"),
+    ]
+    assert got["l39"]["w"].tolist() == [[39.0, 39.0], [39.0, 39.0]]
+    # the memo is the opcodes' memo, entry by entry (arrays compared by their bytes)
+    memos = []
+    for fast in (True, False):
+        old = _State.fast_arrays
+        _State.fast_arrays = fast
+        try:
+            m = _Machine(data, "f.pkl", True, False, Budget("f.pkl", len(data)), set())
+            m.run()
+        finally:
+            _State.fast_arrays = old
+        memos.append([x.tobytes() if isinstance(x, np.ndarray) else x for x in m.memo])
+    assert len(memos[0]) == len(memos[1])
+    for i, (a, b) in enumerate(zip(*memos, strict=True)):
+        if a is _STATE_C or a is _STATE_F:  # an array's state, made only if it is fetched
+            assert type(b) is tuple and b[0] == 1, i
+            continue
+        assert type(a) is type(b), i
+        if isinstance(a, dict):
+            assert list(a) == list(b), i
+        else:
+            assert a == b or repr(a) == repr(b), i
+
+
+@pytest.mark.parametrize(
+    "layer",
+    [
+        {"b": np.zeros(3, np.float32), "step": 5, "w": np.ones((2, 2), np.float32)},  # a scalar
+        {"w": np.ones((2, 2), np.float32)},  # one record
+        {},  # no records: EMPTY_DICT then the next key
+        {"b": np.zeros(3, np.float64), "w": np.ones((2, 2), np.float32)},  # a new header
+        {3: np.zeros(3, np.float32)},  # a key that is not a string
+        [np.zeros(3, np.float32)],  # a list, not a dict
+        np.zeros(3, np.float32),  # an array, no dict
+    ],
+)
+def test_a_layer_that_is_something_else_reads_as_the_opcodes_do(tmp_path: Path, layer: Any) -> None:
+    tree: dict[Any, Any] = {
+        f"l{i}": {"b": np.full(3, i, np.float32), "w": np.full((2, 2), i, np.float32)}
+        for i in range(6)
+    }
+    tree["l3"] = layer
+    tree["l4"] = tree["l1"]  # a layer shared through the memo (BINGET, not EMPTY_DICT)
+    f = tmp_path / "odd.pkl"
+    data = pickle.dumps(tree, protocol=4)
+    f.write_bytes(data)
+    got = _same_outcome(f)
+    assert _plain(got[1]) == _plain(pickle.loads(data))
+
+
+def _plain(x: Any) -> Any:
+    """A tree with each array as (shape, dtype name, values): comparable with `==`."""
+    if isinstance(x, dict):
+        return [(k, _plain(v)) for k, v in x.items()]
+    if isinstance(x, list):
+        return [_plain(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return (x.shape, x.dtype.name, x.tolist())
+    return x
+
+
+def test_a_layer_cut_or_changed_anywhere_reads_as_the_opcodes_do(
+    tmp_path: Path,
+) -> None:
+    data, at = _layers_file()
+    f = tmp_path / "t.pkl"
+    layer = data.index(b"u\x8c\x02l4") - at  # the bytes of one layer
+    for end in range(at - 2, at + layer + 12):
+        f.write_bytes(data[:end])
+        got = _same_outcome(f)
+        assert got[0] == "raised" and "truncated pickle" in got[2], (end, got)
+    for pos in range(at - 1, at + layer + 12):
+        for byte in (0x00, 0x28, 0x75, 0x7D, 0x8C, 0x94, 0xFF, data[pos] ^ 1):
+            f.write_bytes(data[:pos] + bytes([byte]) + data[pos + 1 :])
+            _same_outcome(f)
+
+
+def test_the_walk_counts_layers_of_leaves_as_it_counts_any_container() -> None:
+    # walk_check counts a dict of leaves in place (not pushed): the same expanded size and
+    # depth as a walk of it, shared layers counted at every reference, limits as before
+    from treetool.io._budget import Budget, BudgetError
+    from treetool.io._pickle_ops import walk_check
+
+    x = np.zeros(2, np.float32)
+    layers = {f"l{i}": {"b": x, "w": x, "n": 3} for i in range(10)}
+    shared = {"b": x}
+    tree = {"layers": layers, "s1": shared, "s2": shared, "odd": {"a": [x]}}
+    # 4 + 10 + 30 (the layers) + 1 + 1 (the shared dict, twice) + 1 + 1 (the list)
+    assert walk_check(tree, Budget("f", 0), {id(shared)}, False).expanded == 48
+    assert walk_check(tree, Budget("f", 0), None, False).expanded == 48
+    with pytest.raises(BudgetError, match="nested deeper than 2 levels"):
+        walk_check({"a": layers}, Budget("f", 0, max_depth=2), set(), False)
+    walk_check({"a": layers}, Budget("f", 0, max_depth=3), set(), False)

@@ -80,6 +80,70 @@ class Log:
         return sum(r.sent for r in self.requests)
 
 
+class Link:
+    """A shaped network link between a server and its clients (the benchmark's "20 ms,
+    100 MB/s" rows; tests leave servers on the bare loopback).
+
+    Each request waits `rtt` seconds (its round trip) before it is answered, and every byte
+    of every answer goes through one token bucket of `rate` bytes per second (`burst` bytes
+    deep), shared by all connections, as one network link is: answers sent in parallel share
+    the rate. Request bodies (uploads) are not shaped.
+
+    Example (on a clock that only the waits move):
+        >>> now = [0.0]
+        >>> def wait(s): now[0] += s
+        >>> link = Link(rtt=0.02, rate=1e6, burst=1000, clock=lambda: now[0], sleep=wait)
+        >>> link.round_trip(); now[0]
+        0.02
+        >>> sent = []
+        >>> link.send(sent.append, b"x" * 65_536 * 3)  # 196,608 bytes at 1 MB/s, 1,000 free
+        >>> round(now[0] - 0.02, 6), [len(p) for p in sent]
+        (0.195608, [65536, 65536, 65536])
+    """
+
+    def __init__(
+        self,
+        rtt: float = 0.02,
+        rate: float = 100e6,
+        burst: int = 256 * 1024,
+        clock: Any = time.monotonic,
+        sleep: Any = time.sleep,
+    ) -> None:
+        self.rtt, self.rate, self.burst = rtt, rate, burst
+        self._clock, self._sleep = clock, sleep
+        self._lock = threading.Lock()
+        self._tokens = float(burst)
+        self._at = clock()
+
+    def __str__(self) -> str:
+        return f"{self.rtt * 1000:g} ms, {self.rate / 1e6:g} MB/s"
+
+    def round_trip(self) -> None:
+        if self.rtt:
+            self._sleep(self.rtt)
+
+    def take(self, n: int) -> None:
+        """Wait until `n` more bytes may go (a debt that later senders wait for as well)."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate) - n
+            self._at = now
+            wait = -self._tokens / self.rate
+        if wait > 0:
+            self._sleep(wait)
+
+    def chunks(self, body: bytes, size: int = 64 * 1024) -> Iterator[bytes]:
+        """`body` in pieces of `size` bytes, each given when the link lets it go."""
+        for i in range(0, len(body), size):
+            part = body[i : i + size]
+            self.take(len(part))
+            yield part
+
+    def send(self, write: Any, body: bytes) -> None:
+        for part in self.chunks(body):
+            write(part)
+
+
 _S3_RANGE = re.compile(r"bytes=(\d+)-(\d*)")
 
 
@@ -128,7 +192,9 @@ class S3Server:
     reads of a 1 GB object would cost 130 GB of copies server-side, which no S3 does.
     """
 
-    def __init__(self, fast_ranges: bool = False) -> None:
+    def __init__(self, fast_ranges: bool = False, link: Link | None = None) -> None:
+        """`link`: a shaped link for every answer (may be set later, as `server.link`, so
+        that the uploads that fill the bucket are not shaped)."""
         from moto.server import DomainDispatcherApplication, create_backend_app
         from werkzeug.serving import WSGIRequestHandler, make_server
 
@@ -139,8 +205,10 @@ class S3Server:
                 pass
 
         self.log = Log()
+        self.link = link
         app = DomainDispatcherApplication(create_backend_app)
         log = self.log
+        server = self
 
         def logged(environ: dict[str, Any], start_response: Any) -> Any:
             rec = Request(
@@ -155,14 +223,24 @@ class S3Server:
                         rec.sent = int(v)  # counted before the client can see the answer
                 return start_response(status, headers, *exc)
 
+            link = server.link
             try:
+                if link is not None:
+                    link.round_trip()
                 fast = _ranged_get(environ) if fast_ranges else None
                 if fast is not None:
                     status, headers, body = fast
                     start(status, headers)
-                    yield body
+                    if link is None:
+                        yield body
+                    else:
+                        yield from link.chunks(body)
                     return
-                yield from app(environ, start)
+                if link is None:
+                    yield from app(environ, start)
+                else:
+                    for body in app(environ, start):
+                        yield from link.chunks(body)
             finally:
                 if rec.done is None:
                     rec.done = time.monotonic()
@@ -299,9 +377,10 @@ _RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
 class HttpServer:
     """Static files from `root` with `Range` support, fault paths and a request log."""
 
-    def __init__(self, root: str, latency: float = 0.0) -> None:
+    def __init__(self, root: str, latency: float = 0.0, link: Link | None = None) -> None:
         """`latency`: seconds each answer waits before it is sent, as a network's round
-        trip would (the benchmark's "HTTP, 20 ms" rows; tests leave it at 0)."""
+        trip would (the benchmark's "HTTP, 20 ms" rows; tests leave it at 0). `link`: a
+        shaped link (a round trip per request and a shared rate for the answers' bytes)."""
         self.log = Log()
         self.root = root
         log = self.log
@@ -327,6 +406,8 @@ class HttpServer:
                 log.add(rec)
                 if latency:
                     release.wait(latency)  # the round trip of a network
+                if link is not None:
+                    link.round_trip()
                 mode, path = self._file()
                 if mode == "hang":
                     release.wait(30)
@@ -365,7 +446,10 @@ class HttpServer:
                 self.end_headers()
                 if not head:
                     rec.sent = len(body)
-                    self.wfile.write(body)
+                    if link is None:
+                        self.wfile.write(body)
+                    else:
+                        link.send(self.wfile.write, body)
 
             def do_GET(self) -> None:
                 self._answer(head=False)

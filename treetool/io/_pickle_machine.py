@@ -15,6 +15,9 @@ the rest), then the arrays that follow it while they are more of the same: a dic
 array alone), each checked whole (the key, the BINGET, a header seen before, the data and what
 ends an array) before anything is made from it, so that the effect on the stack and the memo
 is the opcodes' and a record that is anything else is read opcode by opcode, with every check.
+The run also goes on from one dict of arrays to the next of the same parent (SETITEMS, then
+`key: {` and MARK: a nested checkpoint's next layer), and tries the header before the current
+one first when the header changes (layers alternate a bias's and a kernel's).
 
 The state and the operations the families share (the memo, globals, calls, BUILD, numpy's
 per-array opcode sequence replayed in one step by `fast_array`) are `_pickle_state._State`.
@@ -33,6 +36,7 @@ from typing import Any
 from .._dtypes import loaded_numpy
 from . import _numpy_rebuild as nr
 from ._pickle_families import _Families
+from ._pickle_layers import run_layers
 from ._pickle_ops import SHAREABLE, _appends, _setitems
 from ._pickle_salvage import offer_snapshot
 from ._pickle_state import _SIMPLE_KEYS, _STATE_C, _STATE_F, _UNDEF, _Fail, _Special
@@ -123,16 +127,27 @@ class _Machine(_Families):
                                     frombuffer = nr.numpy().frombuffer
                                 idx, key, kmemo = data[pos - 1], None, False
                                 tmpl: bytes | None = None
+                                alt_hb: bytes | None = None  # the header before this one
+                                alt_h, alt_len = h, 0
+                                h2: tuple[Any, ...] | None
+                                layer: list[tuple[Any, ...]] | None = None  # this layer's records
                                 state = state_f if fortran else state_c
                                 common = new_t0 and dims
                                 while True:
                                     raw = data[at : at + n]
                                     arr = frombuffer(raw, dt)
-                                    if shaped:
-                                        arr = arr.reshape(shape, order="F" if fortran else "C")
+                                    if shaped:  # (a keyword argument costs a reshape again)
+                                        arr = (
+                                            arr.reshape(shape, order="F")
+                                            if fortran
+                                            else arr.reshape(shape)
+                                        )
                                     if kmemo and common:  # a dict's record, as numpy writes it
                                         append(key)
                                         memo_extend((key, t0, nd_t0_bb, arr, shape, raw, state))
+                                    elif common and key is not None:  # a key from the memo
+                                        append(key)
+                                        memo_extend((t0, nd_t0_bb, arr, shape, raw, state))
                                     else:
                                         if key is not None:
                                             append(key)
@@ -159,7 +174,65 @@ class _Machine(_Families):
                                     if pos + 2 >= end:
                                         break
                                     c = data[pos]
+                                    if c == 0x75 and watch is None:
+                                        # SETITEMS ending a dict of these records, then the
+                                        # next `key: {` of its parent (SHORT_BINUNICODE,
+                                        # MEMOIZE, EMPTY_DICT, MEMOIZE, MARK): the next layer
+                                        # of a nested checkpoint. Checked before anything is
+                                        # done; once done, the stacks and the memo are the
+                                        # opcodes', and a record that follows is checked below
+                                        # as any other (else the loop reads it)
+                                        if data[pos + 1] != 0x8C or not metastack:
+                                            break
+                                        q = pos + 3 + data[pos + 2]
+                                        if data[q : q + 4] != b"\x94}\x94(" or len(stack) % 2:
+                                            break
+                                        outer = metastack[-1]
+                                        if not outer or type(outer[-1]) is not dict:
+                                            break
+                                        keys = stack[::2]
+                                        if not simple_keys.issuperset(map(type, keys)):
+                                            break
+                                        try:
+                                            key = data[pos + 3 : q].decode("utf-8", "surrogatepass")
+                                        except UnicodeDecodeError:
+                                            break
+                                        # a layer of records only (keys from the memo): the
+                                        # next layers are read as more of the same
+                                        same = layer and 2 * len(layer) == len(stack)
+                                        outer[-1].update(zip(keys, stack[1::2]))
+                                        # (the MARK puts `outer` back on the metastack)
+                                        d: dict[Any, Any] = {}
+                                        outer.extend((key, d))
+                                        memo_extend((key, d))
+                                        self.stack = stack = []
+                                        append = stack.append
+                                        pos = q + 4
+                                        if stop is not None and stop.is_set():
+                                            check_stop(self.path)
+                                        if same:
+                                            pos, stack = run_layers(
+                                                data,
+                                                pos,
+                                                end,
+                                                tuple(layer),  # type: ignore[arg-type]
+                                                stack,
+                                                metastack,
+                                                memo_extend,
+                                                frombuffer,
+                                                stop,
+                                                self.path,
+                                            )
+                                            self.stack = stack
+                                            append = stack.append
+                                            break
+                                        layer = []
+                                        if pos + 2 >= end:
+                                            break
+                                        c = data[pos]
                                     if c == 0x8C:  # SHORT_BINUNICODE, MEMOIZE, BINGET
+                                        # (not a record of `layer`: the layer's count of
+                                        # records then falls short of its stack, no template)
                                         q = pos + 2 + data[pos + 1]
                                         hp = q + 3
                                         if data[q : hp + length] != tmpl:
@@ -196,27 +269,51 @@ class _Machine(_Families):
                                         break
                                     hb2 = data[hp : hp + length]
                                     if hb2 != hb:  # another header: one seen before?
-                                        h = headers_get(hb2)
-                                        if h is None:
-                                            for i in header_lengths:
-                                                if i != length:
-                                                    hb2 = data[hp : hp + i]
-                                                    h = headers_get(hb2)
-                                                    if h is not None:
-                                                        break
-                                            else:
+                                        # first the one before this one (a nested
+                                        # checkpoint's layers alternate two headers)
+                                        if data[hp : hp + alt_len] == alt_hb:
+                                            h2, hb2 = alt_h, alt_hb
+                                        else:
+                                            h2 = headers_get(hb2)
+                                            if h2 is None:
+                                                for i in header_lengths:
+                                                    if i != length:
+                                                        hb2 = data[hp : hp + i]
+                                                        h2 = headers_get(hb2)
+                                                        if h2 is not None:
+                                                            break
+                                                else:
+                                                    break
+                                            if not h2[9]:
                                                 break
-                                        if not h[9]:
-                                            break
-                                        nd_t0_bb, t0, new_t0, dt, shape, dims, n, fortran = h[:8]
-                                        length, shaped, hb = h[8], h[10], hb2
+                                        alt_hb, alt_h, alt_len, h = hb, h, length, h2
+                                        (
+                                            nd_t0_bb,
+                                            t0,
+                                            new_t0,
+                                            dt,
+                                            shape,
+                                            dims,
+                                            n,
+                                            fortran,
+                                            length,
+                                        ) = h[:9]
+                                        shaped, hb, tmpl = h[10], hb2, None
                                         state = state_f if fortran else state_c
-                                        common, tmpl = new_t0 and dims, None
+                                        common = new_t0 and dims
                                     elif c == 0x8C:  # the same again: its template
                                         tmpl = data[hp - 3 : hp + length]
                                     at = hp + length
                                     if data[at + n : at + n + 4] != b"\x94t\x94b":
                                         break
+                                    if layer is not None:
+                                        if key is not None and not kmemo and common:
+                                            rec = (data[pos:at], at - pos, key, n, dt, shape)
+                                            layer.append(
+                                                (*rec, shaped, fortran, t0, nd_t0_bb, state)
+                                            )
+                                        else:
+                                            layer = None
                                 continue
                         if nxt := fast_array(pos):
                             pos = nxt

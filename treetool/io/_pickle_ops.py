@@ -244,6 +244,19 @@ def walk_check(
                                 if d >= max_depth:
                                     raise budget.exceeded("depth")
                                 deep = d
+                        elif (
+                            tc is dict
+                            and plain_keys.issuperset(map(type, c))
+                            and not_leaves.isdisjoint(map(type, c.values()))
+                            and (every or id(c) not in shared)  # type: ignore[operator]
+                        ):
+                            # a dict of leaves met once (a layer of a nested checkpoint):
+                            # counted here, as a walk of it would count it
+                            walked += len(c)
+                            if d > deep:
+                                if d >= max_depth:
+                                    raise budget.exceeded("depth")
+                                deep = d
                         else:
                             push((c, d))
                     elif tc is ndarray and c.dtype.hasobject:

@@ -377,8 +377,8 @@ class _State:
         else:
             raw = data[at : at + n]
             arr = nr.numpy().frombuffer(raw, dt)
-            if shaped:
-                arr = arr.reshape(shape, order="F" if fortran else "C")
+            if shaped:  # (a keyword argument costs about a reshape)
+                arr = arr.reshape(shape, order="F") if fortran else arr.reshape(shape)
         memo = self.memo
         if new_t0:
             memo.append(t0)

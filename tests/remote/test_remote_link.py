@@ -1,0 +1,88 @@
+"""The benchmark's shaped link (`storage_servers.Link`: a round trip per request, one shared
+rate for every answer's bytes) keeps every answer whole, and a remote diff over it reads the
+two sides' structures at once (their requests in flight together)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import urllib.request
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import cli as _cli
+from storage_servers import BUCKET, HttpServer, Link, S3Server
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = str(tmp_path_factory.mktemp("link"))
+    a = {f"layer_{i}": {"w": np.full(50_000, i, np.float32), "step": i} for i in range(8)}
+    b = pickle.loads(pickle.dumps(a))
+    b["layer_5"]["w"][123] = -1.0
+    for name, tree in (("a.pkl", a), ("b.pkl", b)):
+        with open(os.path.join(root, name), "wb") as fh:
+            pickle.dump(tree, fh, protocol=4)
+    return root
+
+
+def _bytes(root: str, name: str) -> bytes:
+    with open(os.path.join(root, name), "rb") as fh:
+        return fh.read()
+
+
+def _get(url: str, rng: str | None = None) -> bytes:
+    req = urllib.request.Request(url, headers={"Range": rng} if rng else {})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return r.read()
+
+
+def test_http_answers_over_a_shaped_link_are_whole(files: str) -> None:
+    server = HttpServer(files, link=Link(rtt=0.005, rate=50e6, burst=4096))
+    try:
+        data = _bytes(files, "a.pkl")
+        assert _get(f"{server.url}/a.pkl") == data
+        assert _get(f"{server.url}/a.pkl", "bytes=70000-270004") == data[70000:270005]
+        assert [r.sent for r in server.log.requests] == [len(data), 200005]
+    finally:
+        server.stop()
+
+
+def test_s3_answers_over_a_shaped_link_are_whole(files: str) -> None:
+    server = S3Server(fast_ranges=True)
+    try:
+        client = server.client()
+        client.create_bucket(Bucket=BUCKET)
+        client.upload_file(os.path.join(files, "a.pkl"), BUCKET, "l/a.pkl")
+        server.link = Link(rtt=0.005, rate=50e6, burst=4096)  # the uploads were not shaped
+        data = _bytes(files, "a.pkl")
+        got = client.get_object(Bucket=BUCKET, Key="l/a.pkl", Range="bytes=100-150099")
+        assert got["Body"].read() == data[100:150100]
+        assert client.get_object(Bucket=BUCKET, Key="l/a.pkl")["Body"].read() == data
+        listed = client.list_objects_v2(Bucket=BUCKET, Prefix="l/")["Contents"]
+        assert [(o["Key"], o["Size"]) for o in listed] == [("l/a.pkl", len(data))]
+    finally:
+        server.stop()
+
+
+def test_a_remote_diff_reads_both_structures_at_once(files: str, tmp_path: Any) -> None:
+    server = HttpServer(files, link=Link(rtt=0.02, rate=100e6))
+    try:
+        out = _cli("diff", f"{server.url}/a.pkl", f"{server.url}/b.pkl", cwd=str(tmp_path))
+        local = _cli(
+            "diff", os.path.join(files, "a.pkl"), os.path.join(files, "b.pkl"), cwd=str(tmp_path)
+        )
+        assert out.returncode == local.returncode == 1, out.stderr
+        assert out.stdout.replace(server.url + "/", "") == local.stdout.replace(files + "/", "")
+        reqs = server.log.requests
+        a = [r for r in reqs if r.path.endswith("/a.pkl")]
+        b = [r for r in reqs if r.path.endswith("/b.pkl")]
+        assert a and b
+        # the first request of each side arrived before the other side's first was answered
+        # (each answer waits its 20 ms round trip): the two reads started together
+        assert a[0].at < b[0].done and b[0].at < a[0].done  # type: ignore[operator]
+    finally:
+        server.stop()
