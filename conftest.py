@@ -16,7 +16,7 @@ TUI = Path(__file__).parent / "tui"
 
 def pytest_collect_file(file_path: Path, parent: Any) -> None:
     if file_path.suffix != ".py" or TUI not in file_path.parents:
-        return None
+        return
     parts = file_path.relative_to(TUI.parent).with_suffix("").parts
     if parts[-1] == "__init__":
         parts = parts[:-1]
@@ -24,4 +24,4 @@ def pytest_collect_file(file_path: Path, parent: Any) -> None:
         name = ".".join(parts[:n])
         if name not in sys.modules:
             sys.modules[name] = importlib.import_module(f"treetool.{name}")
-    return None
+    return

@@ -9,9 +9,9 @@ import gc
 
 import numpy as np
 import pytest
-from textual.widgets import Tree
 from treetool.tui import TreetoolApp
 from treetool.tui.widgets import PytreeTree
+from treetool.tui.widgets.row_tree import RowTree
 from tui_helpers import no_delays, settle  # noqa: F401 (no_delays: a fixture, by name)
 
 pytestmark = pytest.mark.usefixtures("no_delays")
@@ -56,4 +56,4 @@ async def test_row_widths_are_the_rendered_widths():
         rows = [view.root, *view.root.children, *view.root.children[0].children]
         assert len(rows) == 6
         for tn in rows:  # expanded, collapsed, leaves, wide characters
-            assert view.get_label_width(tn) == Tree.get_label_width(view, tn), str(tn.label)
+            assert view.get_label_width(tn) == RowTree.get_label_width(view, tn), str(tn.label)

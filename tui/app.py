@@ -21,6 +21,7 @@ from textual.worker import Worker, get_current_worker
 from .._model import Node, view
 from .._text import safe
 from ._app_reading import ReadingApp
+from ._crash import CrashLog
 from ._gc import freeze, frozen_after, hand_back, take_over
 from ._workers import report_failure
 from .commands import APP_BINDINGS, COMMANDS, TREE_KEYS
@@ -128,8 +129,10 @@ class TreetoolApp(ReadingApp):
         self.matches: list[str] = []
         self.match_pos = -1
         self.node: Node = self.model
-        #: "Type: message" of the error that ended the app, None while it has not crashed
-        self.crash: str | None = None
+        #: Textual's traceback of an error that ends the app, kept for `crash`
+        self.crash_log = CrashLog()
+        if self.crash_log.console is not None:
+            self.error_console = self.crash_log.console
         self._tab_errors: list[str] = []
         self._details_timer: Timer | None = None
         #: the search's matches and the way to its first, for the tree once typing pauses
@@ -327,21 +330,14 @@ class TreetoolApp(ReadingApp):
 
     # --- crashes -----------------------------------------------------------------------------
 
-    def _fatal_error(self) -> None:
-        """An unhandled error: remember it as one line (`crash`), exit with status 1.
+    @property
+    def crash(self) -> str | None:
+        """ "Type: message" of the error that ended the app (exit status 1), None when none did.
 
-        `treetool.tui.run` turns it into an exception, so the CLI prints one line and exits
-        non-zero; `TREETOOL_DEBUG=1` keeps Textual's full traceback.
+        `treetool.tui.run` raises it, so the CLI prints one line and exits non-zero;
+        `TREETOOL_DEBUG=1` shows Textual's full traceback instead (see `_crash`).
         """
-        import os
-        import sys
-
-        err = sys.exc_info()[1] or self._exception
-        self.crash = f"{type(err).__name__}: {err}" if err is not None else "unknown error"
-        if os.environ.get("TREETOOL_DEBUG"):
-            super()._fatal_error()
-            return
-        self._close_messages_no_wait()
+        return self.crash_log.line()
 
     # --- events ----------------------------------------------------------------------------
 
