@@ -22,12 +22,13 @@ from .._model import Node, view
 from .._text import safe
 from ._app_reading import ReadingApp
 from ._crash import CrashLog
+from ._file_reader import FileReader
 from ._gc import freeze, frozen_after, hand_back, take_over
 from ._workers import report_failure
 from .commands import APP_BINDINGS, COMMANDS, TREE_KEYS
 from .leaf_index import Cancelled, LeafIndex, expression, node_chain
-from .messages import LeafChosen, NodeFocused
-from .reading import FileReader, NotReadYet, Reading
+from .messages import IndexReady, LeafChosen, NodeFocused, SearchDone
+from .reading import NotReadYet, Reading
 from .screens import HelpScreen
 from .tabs import TabSpec, load_tab_modules, tabs_for
 from .widgets import DetailsPane, DiffTab, LeavesTable, PytreeTree, SearchBar, TotalsBar
@@ -211,14 +212,14 @@ class TreetoolApp(ReadingApp):
                     pass
         if worker.is_cancelled:
             return
-        self.call_from_thread(self._set_index, index)
+        self.post_message(IndexReady(index))
         try:  # the text search's haystack, so the first keystroke is answered at once
             index.haystack(cancelled=lambda: worker.is_cancelled)
         except Cancelled:
             return
 
-    def _set_index(self, index: LeafIndex) -> None:
-        self.index = index
+    def on_index_ready(self, message: IndexReady) -> None:
+        index = self.index = message.index
         freeze()  # what the first paint and the first workers made lives on too (see `_gc`)
         if not self._alive():
             return
@@ -238,7 +239,7 @@ class TreetoolApp(ReadingApp):
         worker = get_current_worker()
         index = self.index
         if not is_glob(query) and index is None:
-            self.call_from_thread(self._set_matches, query, None, None, set(), "")
+            self.post_message(SearchDone(query, None))
             return
         try:
             found, rows = search(
@@ -248,7 +249,7 @@ class TreetoolApp(ReadingApp):
             return
         except Exception as e:  # a malformed glob: say why in the bar
             if not worker.is_cancelled:
-                self.call_from_thread(self._set_matches, query, [], None, set(), f"{e}")
+                self.post_message(SearchDone(query, [], error=f"{e}"))
             return
         matched: set[str] = set()
         for start in range(0, len(found), 1 << 16):  # a few ms a step: the UI thread gets the GIL
@@ -262,17 +263,11 @@ class TreetoolApp(ReadingApp):
             except KeyError:
                 chain = None
         if not worker.is_cancelled:
-            self.call_from_thread(self._set_matches, query, found, rows, matched, "", chain)
+            self.post_message(SearchDone(query, found, rows, matched, "", chain))
 
-    def _set_matches(
-        self,
-        query: str,
-        found: list[str] | None,
-        rows: Any,
-        matched: AbstractSet[str],
-        error: str,
-        chain: list[tuple[Node, int]] | None = None,
-    ) -> None:
+    def on_search_done(self, message: SearchDone) -> None:
+        query, found, rows, matched = message.query, message.found, message.rows, message.matched
+        error, chain = message.error, message.chain
         if not self._alive() or query != self.query_one("#search-input", Input).value:
             return
         bar = self.query_one(SearchBar)
@@ -386,7 +381,7 @@ class TreetoolApp(ReadingApp):
             self._follow_timer = None
         if not event.value.strip():
             self.workers.cancel_group(self, "search")
-            self._set_matches(event.value, [], None, set(), "")
+            self.on_search_done(SearchDone(event.value, []))
             self.query_one(SearchBar).set_count("")
             return
         self.query_one(SearchBar).set_count("searching…")

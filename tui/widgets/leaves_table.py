@@ -94,6 +94,16 @@ class LeavesTable(ScrollView, can_focus=True):
     sort_column: reactive[str | None] = reactive(None)
     sort_reverse = reactive(False)
 
+    class Sorted(Message, bubble=False):
+        """The sort worker's rows; newer rows replace rows not shown yet."""
+
+        def __init__(self, rows: np.ndarray) -> None:
+            super().__init__()
+            self.rows = rows
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, LeavesTable.Sorted)
+
     class Highlighted(Message):
         """The cursor moved onto a leaf; handled by `on_leaves_table_highlighted`."""
 
@@ -173,7 +183,10 @@ class LeavesTable(ScrollView, can_focus=True):
             return
         rows = index.order(column, reverse, self.filter_rows)
         if not get_current_worker().is_cancelled:
-            self.app.call_from_thread(self._set_rows, rows)
+            self.post_message(self.Sorted(rows))
+
+    def on_leaves_table_sorted(self, message: Sorted) -> None:
+        self._set_rows(message.rows)
 
     def _set_rows(self, rows: np.ndarray) -> None:
         self.rows = rows

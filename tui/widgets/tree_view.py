@@ -16,6 +16,7 @@ from rich.style import Style
 from rich.text import Text
 from textual import work
 from textual.binding import Binding, BindingType
+from textual.message import Message
 from textual.worker import Worker, get_current_worker
 
 from ..._model import Aggregates, Node
@@ -100,6 +101,8 @@ class PytreeTree(RowTree[Entry]):
         self._pending_fill: list[TreeRow[Entry]] = []
         #: while revealing, one label budget for every level opened (not one per level)
         self._budget: Budget | None = None
+        #: the row `set_model` puts the cursor on once the new rows are laid out
+        self._cursor_to: TreeRow[Entry] | None = None
         self.guide_depth = 3
 
     # --- labels ------------------------------------------------------------------------
@@ -147,6 +150,13 @@ class PytreeTree(RowTree[Entry]):
         if pending:
             self._fill_labels(pending)
 
+    class Totalled(Message, bubble=False):
+        """The labels worker totalled the subtree of `row`: its label shows the totals."""
+
+        def __init__(self, row: TreeRow[Entry]) -> None:
+            super().__init__()
+            self.row = row
+
     @work(thread=True, group="labels", exit_on_error=False)
     def _fill_labels(self, rows: list[TreeRow[Entry]]) -> None:
         """Total the subtrees of freshly added rows off the UI thread, then relabel them."""
@@ -162,9 +172,10 @@ class PytreeTree(RowTree[Entry]):
             except Exception:  # the label shows the error itself
                 continue
             if agg is not None and not worker.is_cancelled:
-                self.app.call_from_thread(self._relabel, tn)
+                self.post_message(self.Totalled(tn))
 
-    def _relabel(self, tn: TreeRow[Entry]) -> None:
+    def on_pytree_tree_totalled(self, message: Totalled) -> None:
+        tn = message.row
         if tn.data is not None:
             tn.set_label(self._label(tn.data, Budget(0)))
 
@@ -379,7 +390,8 @@ class PytreeTree(RowTree[Entry]):
             if e.kind in ("node", "chain"):
                 opened.append(str(e.node.path))
             stack.extend(reversed(tn.children))
-        cur = self.cursor_node
+        # a new tree's cursor goes to its row after the next refresh: that row until then
+        cur = self._cursor_to or self.cursor_node
         e = cur.data if cur is not None else None
         at = str(e.node.path) if e is not None and e.kind in ("node", "chain") else None
         return opened, at
@@ -414,7 +426,8 @@ class PytreeTree(RowTree[Entry]):
             back = self._reveal(cursor) if cursor is not None else None
         finally:
             self._budget = None
-        self.call_after_refresh(self._place_cursor, back or self.root)
+        self._cursor_to = back or self.root
+        self.call_after_refresh(self._place_cursor, self._cursor_to)
 
     def _drop_rows(self) -> None:
         """Let go of the tree shown until now: its rows' entries are emptied.
@@ -505,6 +518,8 @@ class PytreeTree(RowTree[Entry]):
         tn.add_leaf(self._label(gap, self._budget or Budget(LABEL_BUDGET)), gap)
 
     def _place_cursor(self, tn: TreeRow[Entry], now: bool = False) -> None:
+        if tn is self._cursor_to:
+            self._cursor_to = None
         # rows added in this tick have no line number until the tree's lines are rebuilt:
         # `lines` rebuilds them now rather than on the next refresh
         self.lines  # noqa: B018 (the property builds the lines when rows changed)
