@@ -22,7 +22,7 @@ from ._gc import freeze
 from .messages import ReadDone, ReadFailed, ReadKept, ReadProgress, SnapshotReady
 from .reading import Read, Snapshot, resolve
 from .tabs import TabSpec, tabs_for
-from .widgets import DetailsPane, PytreeTree, TotalsBar
+from .widgets import DetailsPane, PytreeTree
 from .widgets.totals import totals_text
 
 __all__ = ["ReadingApp"]
@@ -39,6 +39,8 @@ class ReadingApp(App[None]):
     note: str | None
     file_facts: dict[str, Any] | None
     extra_tabs: list[TabSpec]
+    #: the totals bar's line (a var of `TreetoolApp`)
+    totals_line: Text
     #: TreetoolApp's worker that indexes every leaf (the totals, search, the Leaves tab)
     _build_index: Callable[[], object]
 
@@ -88,7 +90,7 @@ class ReadingApp(App[None]):
     def show_progress(self, text: Text) -> None:
         """The progress line of the read, in the totals line."""
         if self._alive():
-            self.query_one(TotalsBar).update(text)
+            self.totals_line = text
 
     def kept_paths(self) -> tuple[list[str], str | None]:
         """The open rows and the cursor of the tree shown now (kept in the next one)."""
@@ -112,7 +114,7 @@ class ReadingApp(App[None]):
         self.reader.stop()
         self.file_facts = read.file_facts
         self.query_one(DetailsPane).file_facts = read.file_facts or {}
-        self.query_one(TotalsBar).update(totals_text(None, None))
+        self.totals_line = totals_text(None, None)
         self._swap(read.tree, model, opened, cursor)
         freeze()  # the whole tree lives as long as the app (see `_gc`)
         self._add_tabs(read.tree)

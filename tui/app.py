@@ -13,12 +13,13 @@ from textual import events, work
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import BindingType
 from textual.containers import Horizontal
+from textual.reactive import var
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 from textual.worker import Worker, get_current_worker
 
-from .._model import Node, view
+from .._model import Aggregates, Node, view
 from .._text import safe
 from ._app_reading import ReadingApp
 from ._crash import CrashLog
@@ -73,6 +74,15 @@ class TreetoolApp(ReadingApp):
     #: seconds typing must pause before the tree follows the search (lights, opens)
     FOLLOW_DELAY: ClassVar[float] = 0.12
 
+    #: the leaf index of the whole tree (None until built): the Leaves table is bound to it
+    index: var[LeafIndex | None] = var(None, init=False)
+    #: its totals: the tree's root row and the details pane are bound to them
+    totals: var[Aggregates | None] = var(None, init=False, always_update=True)
+    #: the totals line (or the progress of a read, or a failure): the totals bar is bound to it
+    totals_line: var[Text] = var(lambda: totals_text(None, None), init=False)
+    #: the search bar's match counter
+    search_count: var[str] = var("", init=False)
+
     BINDINGS: ClassVar[list[BindingType]] = APP_BINDINGS
     """
     | Key(s) | Description |
@@ -126,7 +136,6 @@ class TreetoolApp(ReadingApp):
                 self.model.is_leaf  # noqa: B018
             except Exception:  # its row shows the error
                 pass
-        self.index: LeafIndex | None = None
         self.matches: list[str] = []
         self.match_pos = -1
         self.node: Node = self.model
@@ -148,21 +157,27 @@ class TreetoolApp(ReadingApp):
 
     def compose(self) -> ComposeResult:
         yield Header(icon="🌳")
-        yield TotalsBar(totals_text(None, None), id="totals")
+        yield TotalsBar(totals_text(None, None), id="totals").data_bind(
+            line=TreetoolApp.totals_line
+        )
         with Horizontal(id="main"):
             with TabbedContent(id="tabs", initial="tree"):
                 with TabPane("Tree", id="tree"):
-                    yield PytreeTree(self.model, self.root_name, id="tree-view")
+                    yield PytreeTree(self.model, self.root_name, id="tree-view").data_bind(
+                        TreetoolApp.totals
+                    )
                 with TabPane("Leaves", id="leaves"):
-                    yield LeavesTable(id="leaves-table")
+                    yield LeavesTable(id="leaves-table").data_bind(TreetoolApp.index)
                 if self.other is not None:
                     with TabPane("Diff", id="diff"):
                         yield DiffTab(self.obj, self.other, id="diff-tab")
                 for spec in self.extra_tabs:
                     with TabPane(spec.title, id=spec.id):
                         yield spec.make(self.obj)
-            yield DetailsPane(self.root_name, self.model, id="details", file_facts=self.file_facts)
-        yield SearchBar(id="search")
+            yield DetailsPane(
+                self.root_name, self.model, id="details", file_facts=self.file_facts
+            ).data_bind(TreetoolApp.totals)
+        yield SearchBar(id="search").data_bind(count=TreetoolApp.search_count)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -219,14 +234,14 @@ class TreetoolApp(ReadingApp):
             return
 
     def on_index_ready(self, message: IndexReady) -> None:
-        index = self.index = message.index
+        self.index = message.index
+
+    def watch_index(self, index: LeafIndex | None) -> None:
         freeze()  # what the first paint and the first workers made lives on too (see `_gc`)
-        if not self._alive():
+        if index is None or not self._alive():
             return
-        self.query_one(TotalsBar).update(totals_text(index.totals, index.devices_count()))
-        self.query_one(PytreeTree).set_totals(index.totals)
-        self.query_one(DetailsPane).set_totals(self.model, index.totals)
-        self.query_one(LeavesTable).set_index(index)
+        self.totals_line = totals_text(index.totals, index.devices_count())
+        self.totals = index.totals
         query = self.query_one("#search-input", Input).value
         if query:
             self._search(query)
@@ -270,9 +285,8 @@ class TreetoolApp(ReadingApp):
         error, chain = message.error, message.chain
         if not self._alive() or query != self.query_one("#search-input", Input).value:
             return
-        bar = self.query_one(SearchBar)
         if found is None:
-            bar.set_count("indexing…")
+            self.search_count = "indexing…"
             return
         self.matches = found
         self.match_pos = -1
@@ -284,9 +298,9 @@ class TreetoolApp(ReadingApp):
             self._follow_timer.stop()
         self._follow_timer = self._after(self.FOLLOW_DELAY, self._follow_search)
         if error:
-            bar.set_count(error)
+            self.search_count = error
         else:
-            bar.set_count(f"{len(found):,} match{'es' if len(found) != 1 else ''}")
+            self.search_count = f"{len(found):,} match{'es' if len(found) != 1 else ''}"
 
     def _follow_search(self, reveal: bool = True) -> None:
         """Light the matches in the tree and (with `reveal`) open it onto the first match."""
@@ -319,9 +333,9 @@ class TreetoolApp(ReadingApp):
         if not self._alive():
             return
         if text.startswith("index"):
-            self.query_one(TotalsBar).update(Text(text, style="bold red"))
+            self.totals_line = Text(text, style="bold red")
         else:
-            self.query_one(SearchBar).set_count(text)
+            self.search_count = text
 
     # --- crashes -----------------------------------------------------------------------------
 
@@ -382,9 +396,9 @@ class TreetoolApp(ReadingApp):
         if not event.value.strip():
             self.workers.cancel_group(self, "search")
             self.on_search_done(SearchDone(event.value, []))
-            self.query_one(SearchBar).set_count("")
+            self.search_count = ""
             return
-        self.query_one(SearchBar).set_count("searching…")
+        self.search_count = "searching…"
         self._search(event.value)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -491,7 +505,7 @@ class TreetoolApp(ReadingApp):
             tree = self.query_one(PytreeTree)
             tree.reveal(path)
             tree.focus()
-        self.query_one(SearchBar).set_count(f"{self.match_pos + 1}/{len(self.matches):,}")
+        self.search_count = f"{self.match_pos + 1}/{len(self.matches):,}"
 
     def action_next_match(self) -> None:
         """Jump to the next search match."""

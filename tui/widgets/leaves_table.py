@@ -16,7 +16,7 @@ from textual import events, work
 from textual.binding import Binding, BindingType
 from textual.geometry import Size
 from textual.message import Message
-from textual.reactive import reactive
+from textual.reactive import reactive, var
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.worker import Worker, get_current_worker
@@ -90,6 +90,8 @@ class LeavesTable(ScrollView, can_focus=True):
     LeavesTable > .leaves-table--odd { background: $surface-lighten-1; }
     """
 
+    #: the leaf index shown (None: not built yet); the app binds it to its own `index`
+    index: var[LeafIndex | None] = var(None, init=False)
     cursor = reactive(0, always_update=True)
     sort_column: reactive[str | None] = reactive(None)
     sort_reverse = reactive(False)
@@ -116,16 +118,16 @@ class LeavesTable(ScrollView, can_focus=True):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.index: LeafIndex | None = None
         self.rows: np.ndarray = np.zeros(0, dtype=np.int64)
         self.filter_rows: np.ndarray | None = None
         self._widths_cache: dict[str, int] = dict(_MAX_WIDTHS)
 
     # --- data --------------------------------------------------------------------------
 
-    def set_index(self, index: LeafIndex) -> None:
+    def watch_index(self, index: LeafIndex | None) -> None:
         """Show the leaves of `index` (in leaf order until sorted)."""
-        self.index = index
+        if index is None:
+            return
         self._widths_cache = self._natural_widths()
         self._apply_order()
 

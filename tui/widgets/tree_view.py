@@ -17,6 +17,7 @@ from rich.text import Text
 from textual import work
 from textual.binding import Binding, BindingType
 from textual.message import Message
+from textual.reactive import var
 from textual.worker import Worker, get_current_worker
 
 from ..._model import Aggregates, Node
@@ -67,6 +68,9 @@ class Entry:
 class PytreeTree(RowTree[Entry]):
     """A `RowTree` over the Node model that loads children on expand, page by page."""
 
+    #: the whole tree's totals (the app binds it to its own `totals`; None: not counted yet)
+    totals: var[Aggregates | None] = var(None, init=False)
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("right,l", "open", "Expand", tooltip="Expand the node", id="tree.open"),
         Binding(
@@ -97,7 +101,6 @@ class PytreeTree(RowTree[Entry]):
         self.model = root
         self.root_name = root_name
         self.matches: AbstractSet[str] = frozenset()
-        self.totals: Aggregates | None = None
         self._pending_fill: list[TreeRow[Entry]] = []
         #: while revealing, one label budget for every level opened (not one per level)
         self._budget: Budget | None = None
@@ -141,9 +144,10 @@ class PytreeTree(RowTree[Entry]):
             lbl.key = f"{first}…({entry.stop - 1:,} levels)…{last}"
         return label_text(lbl, root=node is self.model)
 
-    def set_totals(self, totals: Aggregates) -> None:
+    def watch_totals(self, totals: Aggregates | None) -> None:
         """Totals of the whole tree (from the leaf index): shown on the root row."""
-        self.totals = totals
+        if totals is None:
+            return
         if self.root.data is not None:
             self.root.set_label(self._label(self.root.data, Budget(0)))
         pending, self._pending_fill = self._pending_fill, []
