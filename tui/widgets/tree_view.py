@@ -298,7 +298,7 @@ class PytreeTree(RowTree[Entry]):
     @staticmethod
     def _chain(entry: Entry) -> Entry:
         """A node with one child that has one child…: CHAIN_MIN levels or more become one
-        row (10,000-level trees open in one step and the Tree widget stays shallow)."""
+        row (10,000-level trees open in one step and the tree stays shallow)."""
         node, levels = entry.node, 0
         try:
             while not node.is_leaf and node.num_children == 1:
