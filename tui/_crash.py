@@ -2,8 +2,9 @@
 
 Textual ends the app on an unhandled error and, once the terminal is restored, prints the
 error's traceback to `App.error_console`. The treetool app gives it a `CrashLog`'s console
-instead (unless `TREETOOL_DEBUG` is set), and `CrashLog.line()` is that traceback's last
-line: `ZeroDivisionError: the handler divided by zero`. `treetool.tui.run` raises it as
+instead, which keeps it (and with `TREETOOL_DEBUG` set, prints it to stderr too), and
+`CrashLog.line()` is that traceback's last line: `ZeroDivisionError: the handler divided
+by zero`. `treetool.tui.run` raises it as
 `AppCrashed`, which the CLI prints as one line.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import io
 import os
+import re
+import sys
 
 from rich.console import Console
 
@@ -18,6 +21,7 @@ __all__ = ["CrashLog", "crash_line"]
 
 #: the longest crash line kept
 MAX_LINE = 300
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def crash_line(traceback: str) -> str | None:
@@ -30,23 +34,37 @@ def crash_line(traceback: str) -> str | None:
         >>> crash_line("") is None
         True
     """
-    tail = traceback.rsplit("╯", 1)[-1]
+    tail = _ANSI.sub("", traceback).rsplit("╯", 1)[-1]
     line = " ".join(tail.split())
     if not line:
         return None
     return line if len(line) <= MAX_LINE else line[: MAX_LINE - 1] + "…"
 
 
+class _Tee(io.StringIO):
+    """Kept here and written to stderr (`TREETOOL_DEBUG`: the whole traceback is shown)."""
+
+    def write(self, s: str) -> int:
+        sys.stderr.write(s)
+        return super().write(s)
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
+
+
 class CrashLog:
-    """Where the app's `error_console` writes (None with `TREETOOL_DEBUG`: the terminal)."""
+    """Where the app's `error_console` writes."""
 
     def __init__(self) -> None:
-        self.text = io.StringIO()
-        self.console: Console | None = None
-        if not os.environ.get("TREETOOL_DEBUG"):
-            self.console = Console(
-                file=self.text, markup=False, highlight=False, width=10_000, color_system=None
-            )
+        debug = bool(os.environ.get("TREETOOL_DEBUG"))
+        self.text = _Tee() if debug else io.StringIO()
+        self.console = Console(
+            file=self.text,
+            markup=False,
+            highlight=False,
+            width=None if debug else 10_000,
+            color_system="auto" if debug else None,
+        )
 
     def line(self) -> str | None:
         """ "Type: message" of the error that ended the app; None when none did."""

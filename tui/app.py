@@ -141,8 +141,7 @@ class TreetoolApp(ReadingApp):
         self.node: Node = self.model
         #: Textual's traceback of an error that ends the app, kept for `crash`
         self.crash_log = CrashLog()
-        if self.crash_log.console is not None:
-            self.error_console = self.crash_log.console
+        self.error_console = self.crash_log.console
         self._tab_errors: list[str] = []
         self._details_timer: Timer | None = None
         #: the search's matches and the way to its first, for the tree once typing pauses
@@ -344,7 +343,7 @@ class TreetoolApp(ReadingApp):
         """ "Type: message" of the error that ended the app (exit status 1), None when none did.
 
         `treetool.tui.run` raises it, so the CLI prints one line and exits non-zero;
-        `TREETOOL_DEBUG=1` shows Textual's full traceback instead (see `_crash`).
+        `TREETOOL_DEBUG=1` also prints Textual's full traceback (see `_crash`).
         """
         return self.crash_log.line()
 
