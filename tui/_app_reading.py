@@ -59,7 +59,8 @@ class ReadingApp(App[None]):
     # --- what the reader posts ---------------------------------------------------------------
 
     def on_read_progress(self, message: ReadProgress) -> None:
-        self.show_progress(message.text)
+        if self.reader is not None and not self.reader.done:  # a line posted before the end
+            self.show_progress(message.text)
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
         reader = self.reader
