@@ -13,6 +13,9 @@ from treetool.tui import TreetoolApp
 from treetool.tui.leaf_index import LeafIndex
 from treetool.tui.widgets import DetailsPane, LeavesTable, PytreeTree
 from treetool.tui.widgets.tree_view import PAGE
+from tui_helpers import no_delays, settle  # noqa: F401 (no_delays: a fixture, by name)
+
+pytestmark = pytest.mark.usefixtures("no_delays")
 
 SIZE = (120, 40)
 
@@ -43,16 +46,6 @@ def adam_state():
     return optax.adam(1e-3).init(params)
 
 
-async def _settle(app, pilot) -> None:
-    await pilot.pause()
-    await app.workers.wait_for_complete()
-    await pilot.pause(0.2)  # the tree follows a search once typing pauses (FOLLOW_DELAY)
-    await app.workers.wait_for_complete()
-    await pilot.pause(0.1)  # the details pane follows the cursor after DETAILS_DELAY
-    await app.workers.wait_for_complete()
-    await pilot.pause()
-
-
 def _text(widget) -> str:
     """A Static's content as plain text, as a 100-column console prints it."""
     console = Console(width=100, file=io.StringIO(), color_system=None)
@@ -76,7 +69,7 @@ def _rows(tree: PytreeTree) -> list[str]:
 async def test_open_expand_navigate_equinox(mlp):
     app = TreetoolApp(mlp, title="model")
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         tree = app.query_one(PytreeTree)
         assert _rows(tree) == [
             "model  MLP  26 params · 104 B",
@@ -88,18 +81,18 @@ async def test_open_expand_navigate_equinox(mlp):
             str(app.query_one("#totals").render()) == "6 leaves · 26 params · 104 B · f32×4 · cpu:0"
         )
         await pilot.press("down", "right")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert _rows(tree)[2:4] == [
             "[0]  Linear  16 params · 64 B",
             "[1]  Linear  10 params · 40 B",
         ]
         await pilot.press("right", "right", "right")  # into [0], expand it, into .weight
-        await _settle(app, pilot)
+        await settle(pilot)
         assert str(app.node.path) == ".layers[0].weight"
         assert app.node.info.shape == (4, 3)
         assert app.query_one(DetailsPane).node is app.node
         await pilot.press("left")  # to the parent
-        await _settle(app, pilot)
+        await settle(pilot)
         assert str(app.node.path) == ".layers[0]"
 
 
@@ -107,9 +100,9 @@ async def test_open_expand_navigate_equinox(mlp):
 async def test_copy_path_both_forms(mlp):
     app = TreetoolApp(mlp, title="model")
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         app.query_one(PytreeTree).reveal(".layers[1].bias")
-        await _settle(app, pilot)
+        await settle(pilot)
         await pilot.press("y")
         assert app.clipboard == "model.layers[1].bias"
         await pilot.press("Y")
@@ -120,29 +113,29 @@ async def test_copy_path_both_forms(mlp):
 async def test_search_glob_next_prev(mlp):
     app = TreetoolApp(mlp, title="model")
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         await pilot.press("slash", *"**.bias")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert app.matches == [".layers[0].bias", ".layers[1].bias"]
         assert str(app.query_one("#search-count").render()) == "2 matches"
         assert str(app.node.path) == ".layers[0].bias"  # revealed while typing
         assert app.query_one("#search-input").has_focus
         await pilot.press("enter")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert str(app.node.path) == ".layers[0].bias"
         assert app.query_one(PytreeTree).has_focus
         await pilot.press("n")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert str(app.node.path) == ".layers[1].bias"
         await pilot.press("n")  # wraps around
-        await _settle(app, pilot)
+        await settle(pilot)
         assert str(app.node.path) == ".layers[0].bias"
         await pilot.press("N")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert str(app.node.path) == ".layers[1].bias"
         assert str(app.query_one("#search-count").render()) == "2/2"
         await pilot.press("escape")  # from the tree: clears the search too
-        await _settle(app, pilot)
+        await settle(pilot)
         assert app.matches == []
         assert not app.query_one("#search").has_class("-open")
 
@@ -151,15 +144,15 @@ async def test_search_glob_next_prev(mlp):
 async def test_search_substring_filters_leaves_table(adam_state):
     app = TreetoolApp(adam_state, title="opt_state")
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         table = app.query_one(LeavesTable)
         assert table.row_count == 5
         await pilot.press("slash", *".mu")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert app.matches == ["[0].mu['b']", "[0].mu['w']"]
         assert [table.path_at(i) for i in range(table.row_count)] == app.matches
         await pilot.press("escape")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert app.matches == []
         assert table.row_count == 5
 
@@ -168,7 +161,7 @@ async def test_search_substring_filters_leaves_table(adam_state):
 async def test_optax_state_tree_and_leaves_tab_sort(adam_state):
     app = TreetoolApp(adam_state, title="opt_state")
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         tree = app.query_one(PytreeTree)
         assert _rows(tree) == [
             "opt_state  tuple[2]  19 params · 76 B",
@@ -176,26 +169,26 @@ async def test_optax_state_tree_and_leaves_tab_sort(adam_state):
             "[1]  EmptyState",
         ]
         await pilot.press("L")
-        await _settle(app, pilot)
+        await settle(pilot)
         table = app.query_one(LeavesTable)
         assert table.has_focus
         paths = [table.path_at(i) for i in range(table.row_count)]
         assert paths == ["[0].count", "[0].mu['b']", "[0].mu['w']", "[0].nu['b']", "[0].nu['w']"]
         table.sort_by("params", reverse=True)
-        await _settle(app, pilot)
+        await settle(pilot)
         paths = [table.path_at(i) for i in range(table.row_count)]
         assert paths == ["[0].mu['w']", "[0].nu['w']", "[0].mu['b']", "[0].nu['b']", "[0].count"]
         await pilot.press("s")  # params -> bytes
-        await _settle(app, pilot)
+        await settle(pilot)
         assert table.sort_column == "nbytes"
         await pilot.press("r")  # ascending bytes: count (i32 scalar) first
-        await _settle(app, pilot)
+        await settle(pilot)
         assert table.path_at(0) == "[0].count"
         await pilot.press("down")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert str(app.node.path) == table.path_at(1)
         await pilot.press("enter")  # show it in the tree
-        await _settle(app, pilot)
+        await settle(pilot)
         assert app.query_one("#tabs").active == "tree"
         assert str(tree.cursor_node.data.node.path) == table.path_at(1)
 
@@ -209,14 +202,14 @@ async def test_loaded_npz_file(tmp_path):
     tree = tt.load(path)
     app = TreetoolApp(tree, title=str(path))
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         assert _rows(app.query_one(PytreeTree)) == [
             "tree  dict[2]  16 params · 80 B",
             "['b']  f64[4]  4 params · 32 B  [lazy]",
             "['w']  f32[3,4]  12 params · 48 B  [lazy]",
         ]
         await pilot.press("down", "down")
-        await _settle(app, pilot)
+        await settle(pilot)
         details = app.query_one(DetailsPane)
         assert details.node is app.node
         assert str(app.node.path) == "['w']"
@@ -238,20 +231,20 @@ async def test_wide_node_is_paged_and_reveal_loads_pages():
     tree = {"wide": [np.zeros(s, np.float32) for s in shapes]}
     app = TreetoolApp(tree)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         tv = app.query_one(PytreeTree)
         await pilot.press("down", "right")
-        await _settle(app, pilot)
+        await settle(pilot)
         wide = tv.root.children[0]
         assert len(wide.children) == PAGE + 1
         assert str(wide.children[-1].label) == f"… {1000 - PAGE:,} more (enter to show {PAGE})"
         tv.move_cursor(wide.children[-1])
         await pilot.press("enter")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert len(wide.children) == 2 * PAGE + 1
         assert str(tv.cursor_node.data.node.path) == f"['wide'][{PAGE}]"
         tv.reveal("['wide'][950]")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert str(app.node.path) == "['wide'][950]"
         # only the page holding [950] is added; the pages before it stay one row
         assert len(wide.children) == 2 * PAGE + 1 + PAGE
@@ -268,13 +261,13 @@ async def test_folded_runs_open_onto_members():
     tree = {"blocks": [{"w": np.ones((2, 2), np.float32)} for _ in range(6)]}
     app = TreetoolApp(tree)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         await pilot.press("down", "right", "down")
-        await _settle(app, pilot)
+        await settle(pilot)
         tv = app.query_one(PytreeTree)
         assert str(tv.cursor_node.label) == "[0..5]  ×6 dict[1]  24 params · 96 B"
         await pilot.press("right", "down")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert str(app.node.path) == "['blocks'][0]"
         assert len(tv.cursor_node.parent.children) == 6
 
@@ -283,7 +276,7 @@ async def test_folded_runs_open_onto_members():
 async def test_help_screen_and_command_palette_list_actions():
     app = TreetoolApp({"a": np.zeros(2)})
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         await pilot.press("question_mark")
         await pilot.pause()
         assert type(app.screen).__name__ == "HelpScreen"
@@ -308,10 +301,10 @@ async def test_other_opens_a_diff_tab():
     b = {"w": np.zeros(4, np.float32), "b": np.ones(2)}
     app = TreetoolApp(a, other=b)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         await pilot.press("right")  # focus is on the tree: switch through the tab bar instead
         app.query_one("#tabs").active = "diff"
-        await _settle(app, pilot)
+        await settle(pilot)
         result = app.query_one("#diff-tab").result
         assert [(c.path, c.kind) for c in result.changes] == [("['w']", "shape")]
 
@@ -328,13 +321,13 @@ async def test_registered_tab_shown_only_when_it_applies():
     try:
         app = TreetoolApp({"b": np.zeros(1)})
         async with app.run_test(size=SIZE) as pilot:
-            await _settle(app, pilot)
+            await settle(pilot)
             assert app.query("#has-b-body")
             assert not app.query("#broken")
             assert any("tab broken: division by zero" in n.message for n in app._notifications)
         app2 = TreetoolApp({"a": np.zeros(1)})
         async with app2.run_test(size=SIZE) as pilot:
-            await _settle(app2, pilot)
+            await settle(pilot)
             assert not app2.query("#has-b-body")
     finally:
         unregister_tab("has-b")
@@ -370,11 +363,11 @@ async def test_opaque_pickle_objects_are_marked(tmp_path):
     tree = tt.load(path)
     app = TreetoolApp(tree)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         tv = app.query_one(PytreeTree)
         assert _rows(tv)[1] == "['model']  Secret  3 params · 12 B  [not executed]"
         await pilot.press("down")
-        await _settle(app, pilot)
+        await settle(pilot)
         facts = _text(app.query_one("#details-facts"))
         assert "not executed  test_tui.Secret (not run: pass --trust" in facts
 
@@ -384,17 +377,17 @@ async def test_mouse_click_sorts_and_moves_the_leaves_cursor():
     tree = {"a": np.zeros(5, np.float32), "b": np.zeros(2, np.int8), "c": np.zeros(9, np.float64)}
     app = TreetoolApp(tree)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         await pilot.press("L")
-        await _settle(app, pilot)
+        await settle(pilot)
         table = app.query_one(LeavesTable)
         params_x = sum(w + 1 for col, w in table._widths() if col in ("path", "type", "dtype"))
         await pilot.click(LeavesTable, offset=(params_x + 2, 0))  # the Params header
-        await _settle(app, pilot)
+        await settle(pilot)
         assert table.sort_column == "params"
         assert [table.path_at(i) for i in range(3)] == ["['b']", "['a']", "['c']"]
         await pilot.click(LeavesTable, offset=(3, 3))  # third row
-        await _settle(app, pilot)
+        await settle(pilot)
         assert table.cursor == 2
         assert str(app.node.path) == "['c']"
 
@@ -403,7 +396,7 @@ async def test_mouse_click_sorts_and_moves_the_leaves_cursor():
 async def test_tiny_terminal_hides_details_and_keeps_the_tree():
     app = TreetoolApp({"w": np.zeros((2, 3), np.float32)})
     async with app.run_test(size=(50, 10)) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         assert not app.query_one(DetailsPane).display
         assert app.query_one(PytreeTree).size.width > 40
         await pilot.press("down", "y")
@@ -417,13 +410,13 @@ async def test_big_leaf_stats_wait_for_S(tmp_path):
     missing = tmp_path / "gone.bin"  # a 400 MB leaf whose file is gone: nothing is read unasked
     app = TreetoolApp({"big": LazyArray((100_000, 1_000), "float32", str(missing))})
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         await pilot.press("down")
-        await _settle(app, pilot)
+        await settle(pilot)
         stats = app.query_one("#details-stats")
         assert _text(stats).strip() == "press S to compute stats (reads 400.0 MB)"
         await pilot.press("S")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert _text(stats).startswith("stats failed: FileNotFoundError")
 
 
@@ -437,9 +430,9 @@ async def test_huge_subtrees_are_not_totalled_in_the_pane(monkeypatch):
     tree = {"big": [np.zeros(2, np.float32), np.zeros(3, np.float32), np.zeros(1, np.int8)]}
     app = TreetoolApp(tree)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         await pilot.press("down")
-        await _settle(app, pilot)
+        await settle(pilot)
         text = _text(app.query_one("#details-stats"))
         assert text.startswith("more than 2 leaves: not totalled here")
         assert "[1]                 3         12 B" in text

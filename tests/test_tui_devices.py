@@ -13,10 +13,14 @@ from textual.widgets import DataTable, Static, TabbedContent, TabPane
 from treetool.tui import TreetoolApp
 from treetool.tui.tab_devices import applies
 from treetool.tui.widgets.devices_tab import ALL, DevicesTab
+from tui_helpers import no_delays, settle  # noqa: F401 (no_delays: a fixture, by name)
 
 import treetool as tt
 
 P = PartitionSpec
+
+
+pytestmark = pytest.mark.usefixtures("no_delays")
 
 
 @pytest.fixture(scope="module")
@@ -56,12 +60,6 @@ def test_applies_to_orbax_checkpoints_with_recorded_shardings(tree, tmp_path):
     assert applies({"host": loaded["host"]}) is False
 
 
-async def _settle(pilot) -> None:
-    await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
-
-
 def _leaves_table(app) -> DataTable:
     return app.query_one("#devices-leaves", DataTable)
 
@@ -72,10 +70,10 @@ def test_pilot_device_filter_grid_and_jump(tree):
     async def run() -> None:
         app = TreetoolApp(tree, title="model")
         async with app.run_test(size=(150, 44)) as pilot:
-            await _settle(pilot)
+            await settle(pilot)
             assert "devices" in [pane.id for pane in app.query(TabPane)]
             app.query_one(TabbedContent).active = "devices"
-            await _settle(pilot)
+            await settle(pilot)
             tab = app.query_one(DevicesTab)
             assert tab.placement is not None
             devices = app.query_one("#devices-table", DataTable)
@@ -151,7 +149,7 @@ def test_no_devices_tab_for_numpy_trees():
     async def run() -> None:
         app = TreetoolApp({"w": np.zeros(3)}, title="np")
         async with app.run_test(size=(100, 30)) as pilot:
-            await _settle(pilot)
+            await settle(pilot)
             assert "devices" not in [pane.id for pane in app.query(TabPane)]
 
     asyncio.run(run())
@@ -170,7 +168,7 @@ class _DevicesApp(App[None]):
 
 def test_snapshot_devices_tab(tree, snap_compare):
     async def before(pilot) -> None:
-        await _settle(pilot)
+        await settle(pilot)
         pilot.app.query_one("#devices-table", DataTable).focus()
         await pilot.press("down", "down", "down", "down")  # cpu:3
         await pilot.pause()
@@ -183,7 +181,7 @@ def test_snapshot_devices_tab_narrow(tree, snap_compare):
     takes a third of the screen)."""
 
     async def before(pilot) -> None:
-        await _settle(pilot)
+        await settle(pilot)
         pilot.app.query_one("#devices-table", DataTable).focus()
         await pilot.press("down")  # cpu:0
         pilot.app.query_one("#devices-leaves", DataTable).focus()

@@ -6,10 +6,14 @@ import asyncio
 
 import cloudpickle
 import jax
+import pytest
 from treetool.tui import TreetoolApp
 from treetool.tui.widgets import DetailsPane, PytreeTree
+from tui_helpers import no_delays, settle  # noqa: F401 (no_delays: a fixture, by name)
 
 import treetool as tt
+
+pytestmark = pytest.mark.usefixtures("no_delays")
 
 
 def _rows(tree: PytreeTree) -> list[str]:
@@ -20,14 +24,6 @@ def _rows(tree: PytreeTree) -> list[str]:
         if tn.is_expanded:
             stack.extend(reversed(tn.children))
     return out
-
-
-async def _settle(app, pilot) -> None:
-    await pilot.pause()
-    await app.workers.wait_for_complete()
-    await pilot.pause(0.1)
-    await app.workers.wait_for_complete()
-    await pilot.pause()
 
 
 def test_tui_rows_for_loaded_keys_and_functions(tmp_path):
@@ -43,7 +39,7 @@ def test_tui_rows_for_loaded_keys_and_functions(tmp_path):
     async def run() -> None:
         app = TreetoolApp(tree, title="t.pkl")
         async with app.run_test(size=(120, 30)) as pilot:
-            await _settle(app, pilot)
+            await settle(pilot)
             rows = _rows(app.query_one(PytreeTree))
             assert rows == [
                 "tree  dict[3]  72 B",
@@ -52,7 +48,7 @@ def test_tui_rows_for_loaded_keys_and_functions(tmp_path):
                 "['one']  key<fry>[]  8 B  [key]",
             ], rows
             app.query_one(PytreeTree).reveal("['keys']")
-            await _settle(app, pilot)
+            await settle(pilot)
             assert app.query_one(DetailsPane).node.info.label == "key<rbg>[4]"
 
     asyncio.run(run())

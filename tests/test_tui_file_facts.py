@@ -7,12 +7,16 @@ import io
 import json
 
 import numpy as np
+import pytest
 from rich.console import Console
 from safetensors.numpy import save_file
 from treetool.tui import TreetoolApp
 from treetool.tui.widgets import DetailsPane
+from tui_helpers import no_delays, settle  # noqa: F401 (no_delays: a fixture, by name)
 
 import treetool.io as tio
+
+pytestmark = pytest.mark.usefixtures("no_delays")
 
 
 def test_root_details_show_safetensors_metadata(tmp_path):
@@ -27,9 +31,7 @@ def test_root_details_show_safetensors_metadata(tmp_path):
     async def main() -> str:
         app = TreetoolApp(loaded.tree, title=str(f), file_facts={"metadata": loaded.metadata})
         async with app.run_test(size=(120, 30)) as pilot:
-            await pilot.pause()
-            await app.workers.wait_for_complete()
-            await pilot.pause(0.1)
+            await settle(pilot)
             details = app.query_one(DetailsPane)
             details.show(app.model)
             await pilot.pause()

@@ -33,8 +33,11 @@ from hostile.hostile_names import (
 from textual.widgets import TabbedContent
 from treetool.tui import TreetoolApp
 from treetool.tui.widgets import LeavesTable, PytreeTree
+from tui_helpers import no_delays, settle  # noqa: F401 (no_delays: a fixture, by name)
 
 import treetool as tt
+
+pytestmark = pytest.mark.usefixtures("no_delays")
 
 SIZE = (200, 50)
 
@@ -66,14 +69,6 @@ def hostile(tmp_path_factory):
     return d, click, tree
 
 
-async def _settle(app, pilot) -> None:
-    await pilot.pause()
-    await app.workers.wait_for_complete()
-    await pilot.pause(0.1)
-    await app.workers.wait_for_complete()
-    await pilot.pause()
-
-
 def _screen_text(app) -> str:
     """Everything on screen, from the real SVG export (text cells in order)."""
     svg = app.export_screenshot()
@@ -101,7 +96,7 @@ async def _no_click_actions(app, pilot, widget) -> None:
             style = app.screen.get_style_at(x, y)
             assert "@click" not in style.meta, (x, y, style.meta)
     await pilot.click(widget)
-    await _settle(app, pilot)
+    await settle(pilot)
 
 
 @_sync
@@ -110,7 +105,7 @@ async def test_every_tab_shows_hostile_names_plain_and_escaped(hostile):
     other = {**tree, "live": {n: jnp.arange(3.0) for n in NAMES}}  # every live leaf changes
     app = TreetoolApp(tree, title="names\x1b]0;title\x07[/].pkl", other=other)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         tv = app.query_one(PytreeTree)
         # the tree: open every file's dict, and a pickled object down to its hostile attribute
         for path in (
@@ -121,7 +116,7 @@ async def test_every_tab_shows_hostile_names_plain_and_escaped(hostile):
             "['live']['[bold red]x']",
         ):
             tv.reveal(path)
-            await _settle(app, pilot)
+            await settle(pilot)
         text = _assert_clean(app, "tree")
         assert "names\\x1b]0;title\\x07[/].pkl" in text  # the header: the file name, escaped
         labels = [tn.label.plain for tn in _all_nodes(tv.root)]
@@ -135,15 +130,15 @@ async def test_every_tab_shows_hostile_names_plain_and_escaped(hostile):
 
         # the details pane of an opaque object: its class path and its key, escaped
         tv.reveal("['pkl']['[bold red]x']")
-        await _settle(app, pilot)
+        await settle(pilot)
         text = _assert_clean(app, "details")
         assert "evil\\x1b]0;t\\x07mod2.[bold red]x" in text
 
         # copy: the clipboard and the toast get the escaped path; the toast is plain text
         tv.reveal(f"['pkl'][{CLICK.format(dir=click)!r}]")
-        await _settle(app, pilot)
+        await settle(pilot)
         await pilot.press("Y")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert app.clipboard == f"['pkl'][\"{CLICK.format(dir=click)}\"]"
         toasts = list(app.screen.query("Toast"))
         assert toasts
@@ -153,7 +148,7 @@ async def test_every_tab_shows_hostile_names_plain_and_escaped(hostile):
         )
         await _no_click_actions(app, pilot, toasts[-1])
         tv.reveal("['pkl']['\\x1b]52;c;cHduZWQ=\\x07']")
-        await _settle(app, pilot)
+        await settle(pilot)
         await pilot.press("y")
         await pilot.pause()
         assert app.clipboard == "tree['pkl']['\\x1b]52;c;cHduZWQ=\\x07']"
@@ -162,17 +157,17 @@ async def test_every_tab_shows_hostile_names_plain_and_escaped(hostile):
         # search: a query that is itself markup, then a name with an escape in it
         await pilot.press("slash")
         app.query_one("#search-input").value = "[/oops]"  # as typed, in one search
-        await _settle(app, pilot)
+        await settle(pilot)
         text = _assert_clean(app, "search")
         assert "/oops" in text
         assert str(app.node.path).endswith("['[/oops]']")
         await pilot.press("escape")
-        await _settle(app, pilot)
+        await settle(pilot)
 
         tabs = app.query_one(TabbedContent)
         for tab in ("leaves", "devices", "diff"):
             tabs.active = tab
-            await _settle(app, pilot)
+            await settle(pilot)
             text = _assert_clean(app, tab)
             if tab == "leaves":
                 table = app.query_one(LeavesTable)
@@ -189,10 +184,10 @@ async def test_every_tab_shows_hostile_names_plain_and_escaped(hostile):
                 assert "\\x1b]52;c;cHduZWQ=\\x07" in text
 
         await pilot.press("question_mark")
-        await _settle(app, pilot)
+        await settle(pilot)
         _assert_clean(app, "help")
         await pilot.press("escape")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert app.is_running
     assert not click.exists()  # no click anywhere ran `app.screenshot` into the pickle's dir
     assert sorted(p.name for p in d.iterdir()) == [
@@ -214,9 +209,9 @@ async def test_jaxpr_tab_shows_input_paths_of_a_hostile_tree_escaped(hostile):
     view = tt.jaxpr(f, params)
     app = TreetoolApp(view)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         app.query_one(TabbedContent).active = "jaxpr"
-        await _settle(app, pilot)
+        await settle(pilot)
         text = _assert_clean(app, "jaxpr")
         assert "args[0]['[/oops]']" in text
         assert "args[0]['\\x1b[2J\\x1b]0;pwned\\x07']" in text

@@ -14,8 +14,11 @@ from textual.widgets import Input, Static, TabbedContent, TabPane, Tree
 from treetool.tui import TreetoolApp
 from treetool.tui.tab_jaxpr import applies
 from treetool.tui.widgets.jaxpr_tab import PAGE, JaxprTab
+from tui_helpers import no_delays, settle  # noqa: F401 (no_delays: a fixture, by name)
 
 import treetool as tt
+
+pytestmark = pytest.mark.usefixtures("no_delays")
 
 
 def _loss(model, x, y):
@@ -40,12 +43,6 @@ def scan_view():
     return tt.jaxpr(_scan_fn, jnp.float32(2), jnp.ones(3))
 
 
-async def _settle(pilot) -> None:
-    await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
-
-
 def _details(app) -> str:
     return str(app.query_one("#jaxpr-details", Static).render())
 
@@ -62,7 +59,7 @@ def test_pilot_search_uses_and_producer(grad_view):
     async def run() -> None:
         app = TreetoolApp(grad_view, title="loss")
         async with app.run_test(size=(140, 44)) as pilot:
-            await _settle(pilot)
+            await settle(pilot)
             assert "jaxpr" in [p.id for p in app.query(TabPane)]
             # opened on a jaxpr, the app starts on the Jaxpr tab with its tree focused
             assert app.query_one(TabbedContent).active == "jaxpr"
@@ -104,7 +101,7 @@ def test_pilot_nested_jaxprs_open_and_reveal(scan_view):
     async def run() -> None:
         app = TreetoolApp(scan_view, title="scan")
         async with app.run_test(size=(140, 44)) as pilot:
-            await _settle(pilot)
+            await settle(pilot)
             tab = app.query_one(JaxprTab)
             # deep uses of the weight go into the scan body; revealing opens the scan
             await pilot.press("slash", *".args[0]", "enter")
@@ -144,7 +141,7 @@ def test_pilot_long_jaxpr_loads_in_pages():
     async def run() -> None:
         app = TreetoolApp(closed, title="f")  # a raw jaxpr: the view is built in a worker
         async with app.run_test(size=(120, 40)) as pilot:
-            await _settle(pilot)
+            await settle(pilot)
             tab = app.query_one(JaxprTab)
             assert tab.view is not None and len(tab.view.equations) == 2 * PAGE
             eqns = tab.query_one("#jaxpr-tree", Tree).root.children[-1]
@@ -172,7 +169,7 @@ class _JaxprApp(App[None]):
 
 def test_snapshot_jaxpr_tab(scan_view, snap_compare):
     async def before(pilot) -> None:
-        await _settle(pilot)
+        await settle(pilot)
         tab = pilot.app.query_one(JaxprTab)
         tree = tab.query_one("#jaxpr-tree", Tree)
         tree.focus()

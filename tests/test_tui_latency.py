@@ -8,9 +8,13 @@ import functools
 import gc
 
 import numpy as np
-from textual.widgets import Tree
+import pytest
 from treetool.tui import TreetoolApp
 from treetool.tui.widgets import PytreeTree
+from treetool.tui.widgets.row_tree import RowTree
+from tui_helpers import no_delays, settle  # noqa: F401 (no_delays: a fixture, by name)
+
+pytestmark = pytest.mark.usefixtures("no_delays")
 
 SIZE = (120, 40)
 
@@ -30,10 +34,8 @@ async def test_the_wide_tree_and_its_index_are_frozen_out_of_the_collector_until
     assert gc.get_freeze_count() == 0
     app = TreetoolApp(tree, title="wide")
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        while app.index is None:
-            await pilot.pause(0.01)
-        await app.workers.wait_for_complete()
+        await settle(pilot)  # the index worker is done: its result is posted and handled
+        assert app.index is not None
         frozen = gc.get_freeze_count()
         # the tree's own containers (2 per key) and the root's opened children at least
         assert frozen >= 3 * n, frozen
@@ -54,4 +56,4 @@ async def test_row_widths_are_the_rendered_widths():
         rows = [view.root, *view.root.children, *view.root.children[0].children]
         assert len(rows) == 6
         for tn in rows:  # expanded, collapsed, leaves, wide characters
-            assert view.get_label_width(tn) == Tree.get_label_width(view, tn), str(tn.label)
+            assert view.get_label_width(tn) == RowTree.get_label_width(view, tn), str(tn.label)

@@ -19,9 +19,13 @@ from textual.widgets import TabbedContent
 from treetool.tui import TreetoolApp
 from treetool.tui.reading import NotReadYet, Read, Reading
 from treetool.tui.widgets import LeavesTable, PytreeTree, SearchBar, TotalsBar
+from tui_helpers import no_delays, settle  # noqa: F401 (no_delays: a fixture, by name)
 
 import treetool.io as io
 from treetool._errors import LoadError
+from treetool.io._partial import PartialWatch
+
+pytestmark = pytest.mark.usefixtures("no_delays")
 
 SIZE = (120, 40)
 
@@ -145,7 +149,6 @@ def test_progress_line_shows_the_file_name_without_control_characters():
 
 def _blocking_watch(offered: threading.Event, proceed: threading.Event):
     """The real PartialWatch, holding the reader at its first snapshot until `proceed`."""
-    PartialWatch = pytest.importorskip("treetool.io._partial").PartialWatch
 
     class Blocking(PartialWatch):
         __slots__ = ("held",)
@@ -227,8 +230,6 @@ def _big_pickle(tmp_path, name: str = "big.pkl"):
 def test_cli_opens_the_app_before_reading_a_big_pickle_and_quits(tmp_path):
     from test_tui_terminal_hostile import _run_in_pty
 
-    pytest.importorskip("treetool.io._partial")  # the reader's snapshots (branch pickle2)
-
     _big_pickle(tmp_path)
     rc, out, typed = _run_in_pty(
         ["inspect", "big.pkl"], tmp_path, until=b"20,001 leaves", keys=b"q"
@@ -242,8 +243,6 @@ def test_cli_opens_the_app_before_reading_a_big_pickle_and_quits(tmp_path):
 
 def test_cli_a_bad_big_pickle_closes_the_app_with_one_line(tmp_path):
     from test_tui_terminal_hostile import _run_in_pty
-
-    pytest.importorskip("treetool.io._partial")
 
     path = _big_pickle(tmp_path)
     data = path.read_bytes()
@@ -293,7 +292,6 @@ async def test_no_snapshot_outlives_the_swap_to_the_whole_tree(tmp_path):
     import gc
     import weakref
 
-    PartialWatch = pytest.importorskip("treetool.io._partial").PartialWatch
     path, _ = _write(tmp_path, n=3000)
     offered, proceed = threading.Event(), threading.Event()
     shown: list[weakref.ref] = []
@@ -372,7 +370,6 @@ async def test_a_snapshot_shows_functions_as_the_whole_tree_does_and_is_never_wr
     import equinox as eqx
     import jax
 
-    PartialWatch = pytest.importorskip("treetool.io._partial").PartialWatch
     model = eqx.nn.Sequential(
         [
             eqx.nn.Linear(2, 2, key=jax.random.PRNGKey(0)),

@@ -17,9 +17,12 @@ from treetool.tui import _finish as finish_run
 from treetool.tui.leaf_index import LeafIndex
 from treetool.tui.widgets import DetailsPane, DiffTab, LeavesTable, PytreeTree, TotalsBar
 from treetool.tui.widgets.tree_view import PAGE
+from tui_helpers import no_delays, settle  # noqa: F401 (no_delays: a fixture, by name)
 
 from treetool import leaves_with_paths
 from treetool._model import Cycle
+
+pytestmark = pytest.mark.usefixtures("no_delays")
 
 SIZE = (120, 40)
 
@@ -30,16 +33,6 @@ def _sync(fn):
         return asyncio.run(fn(*args, **kwargs))
 
     return wrapper
-
-
-async def _settle(app, pilot) -> None:
-    await pilot.pause()
-    await app.workers.wait_for_complete()
-    await pilot.pause(0.2)  # the tree follows a search once typing pauses (FOLLOW_DELAY)
-    await app.workers.wait_for_complete()
-    await pilot.pause(0.1)  # the details pane follows the cursor after DETAILS_DELAY
-    await app.workers.wait_for_complete()
-    await pilot.pause()
 
 
 def _plain(widget) -> str:
@@ -122,12 +115,12 @@ async def test_failing_flatten_is_an_index_entry_at_its_path():
     tree = {"ok": np.ones(3, np.float32), "zbad": Broken()}
     app = TreetoolApp(tree)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         assert app.is_running
         assert app.index is not None and app.index.paths == ["['ok']", "['zbad']"]
         # the tree still browses, with the error on the broken row
         await pilot.press("down", "down")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert str(app.node.path) == "['zbad']"
         assert "flatten exploded" in str(app.query_one(PytreeTree).cursor_node.label)
 
@@ -145,14 +138,14 @@ async def test_a_failing_index_worker_keeps_the_app():
 
     app = TreetoolApp({"ok": np.ones(3, np.float32), "zbad": _Marked()}, is_leaf=is_leaf)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         assert app.is_running
         assert app.index is None
         bar = _plain(app.query_one(TotalsBar))
         assert "index failed: RuntimeError: is_leaf exploded" in bar
         assert any("is_leaf exploded" in n.message for n in app._notifications)
         await pilot.press("down", "down")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert str(app.node.path) == "['zbad']"
         assert "is_leaf exploded" in str(app.query_one(PytreeTree).cursor_node.label)
 
@@ -166,9 +159,9 @@ async def test_search_in_a_wide_dict_reveals_one_page():
     tree = {f"k{i}": np.zeros(1, np.float32) for i in range(n)}
     app = TreetoolApp(tree)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         await pilot.press("slash", *"k99999")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert app.matches == ["['k99999']"]
         assert app.query_one(LeavesTable).row_count == 1
         tv = app.query_one(PytreeTree)
@@ -187,13 +180,13 @@ async def test_leaves_tab_end_enter_reveals_the_last_of_a_wide_root_by_its_page_
     tree = {f"k{i}": np.zeros(1, np.float32) for i in range(n)}
     app = TreetoolApp(tree)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         tv = app.query_one(PytreeTree)
         assert [c.data.kind for c in tv.root.children] == ["node"] * PAGE + ["more"]
         await pilot.press("L", "end")  # nothing searched or opened before
-        await _settle(app, pilot)
+        await settle(pilot)
         await pilot.press("enter")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert app.query_one(TabbedContent).active == "tree"
         last = f"['k{n - 1}']"  # numeric-aware order: the last leaf is also the last child
         assert str(tv.cursor_node.data.node.path) == last
@@ -215,12 +208,12 @@ async def test_leaves_tab_search_enter_enter_reveals_a_middle_leaf_in_one_paint(
     app = TreetoolApp(tree)
     mid = f"['k{n // 2}']"
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         await pilot.press("L", "slash", *f"k{n // 2}")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert app.matches == [mid]
         await pilot.press("enter")  # the table's cursor onto the match
-        await _settle(app, pilot)
+        await settle(pilot)
         table = app.query_one(LeavesTable)
         assert app.query_one(TabbedContent).active == "leaves"
         assert table.path_at(table.cursor) == mid
@@ -237,7 +230,7 @@ async def test_leaves_tab_search_enter_enter_reveals_a_middle_leaf_in_one_paint(
         assert row is not None and str(row.data.node.path) == mid
         top, height = tv.scroll_offset.y, tv.outer_size.height
         assert top <= row.line < top + height - 1
-        await _settle(app, pilot)
+        await settle(pilot)
         # and the layout that follows keeps it: same row, on screen, in the details pane
         assert tv.cursor_node is row
         top, height = tv.scroll_offset.y, tv.scrollable_content_region.height
@@ -253,7 +246,7 @@ async def test_search_semantics():
     }
     app = TreetoolApp(tree)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         from textual.widgets import Input
 
         box = app.query_one("#search-input", Input)
@@ -266,7 +259,7 @@ async def test_search_semantics():
         }
         for query, want in cases.items():
             box.value = query
-            await _settle(app, pilot)
+            await settle(pilot)
             assert app.matches == want, query
 
 
@@ -282,10 +275,10 @@ async def test_ten_thousand_levels_reveal_on_one_row():
     path = "['a']" * depth
     app = TreetoolApp(tree)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         tv = app.query_one(PytreeTree)
         row = tv.reveal(path)
-        await _settle(app, pilot)
+        await settle(pilot)
         assert row is not None
         assert len(app.node.path) == depth
         assert app.node.info.label == "i32[3]"
@@ -305,10 +298,10 @@ async def test_a_thousand_levels_of_two_children_reveal_without_recursion():
         tree = [np.zeros(1), tree]
     app = TreetoolApp(tree)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         tv = app.query_one(PytreeTree)
         assert tv.reveal("[1]" * depth) is not None
-        await _settle(app, pilot)
+        await settle(pilot)
         assert len(app.node.path) == depth
         assert _rows(tv) == 2 * depth + 1
 
@@ -347,10 +340,10 @@ async def test_cycle_in_the_tui():
     inner.append(inner)
     app = TreetoolApp({"a": inner})
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         tv = app.query_one(PytreeTree)
         row = tv.reveal("['a'][1]")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert "↻ same object as ['a']" in str(row.label)
         assert not row.allow_expand
         assert app.index is not None and len(app.index) == 2
@@ -367,28 +360,28 @@ async def test_details_and_copy_follow_the_cursor():
     }
     app = TreetoolApp(tree, title="state")
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         tv = app.query_one(PytreeTree)
         await pilot.press("down", "right")
-        await _settle(app, pilot)
+        await settle(pilot)
         blocks = tv.root.children[0]
         more = blocks.children[-1]
         assert more.data.kind == "more"
         tv.move_cursor(more)
-        await _settle(app, pilot)
+        await settle(pilot)
         await pilot.press("enter")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert str(app.query_one(DetailsPane).node.path) == f"['blocks'][{PAGE}]"
         # L moves to the Leaves table; back on the tree, y copies the tree's cursor node
         tv.move_cursor(tv.root.children[1])
-        await _settle(app, pilot)
+        await settle(pilot)
         await pilot.press("L", "down", "down")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert str(app.node.path) == "['blocks'][2]['w']"
         await pilot.press("t")
-        await _settle(app, pilot)
+        await settle(pilot)
         await pilot.press("y")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert app.clipboard == "state['opt_state']"
         assert str(app.query_one(DetailsPane).node.path) == "['opt_state']"
         toast = list(app._notifications)[-1]
@@ -439,7 +432,7 @@ async def test_every_tab_by_key_palette_and_mouse_takes_focus():
         await pilot.click("#--content-tab-diff")
         assert await _until(app, pilot, lambda: shown("diff", diff_focused))
         # and it stays there: nothing queued moves the focus or the tab afterwards
-        await _settle(app, pilot)
+        await settle(pilot)
         assert tabs.active == "diff" and diff_focused()
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Show Diff tab" in titles
@@ -449,14 +442,14 @@ async def test_every_tab_by_key_palette_and_mouse_takes_focus():
 async def test_details_pane_follows_the_new_size():
     app = TreetoolApp({"w": np.zeros(3)})
     async with app.run_test(size=(200, 60)) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         pane = app.query_one(DetailsPane)
         assert not pane.has_class("-narrow")
         await pilot.resize_terminal(40, 12)
-        await _settle(app, pilot)
+        await settle(pilot)
         assert pane.has_class("-narrow")
         await pilot.resize_terminal(200, 60)
-        await _settle(app, pilot)
+        await settle(pilot)
         assert not pane.has_class("-narrow")
 
 
@@ -471,9 +464,9 @@ async def test_identical_layers_fold_across_pages():
     layers = [jax.tree_util.tree_map(np.asarray, lin) for _ in range(3 * PAGE + 17)]
     app = TreetoolApp({"layers": layers})
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         await pilot.press("down", "right")
-        await _settle(app, pilot)
+        await settle(pilot)
         tv = app.query_one(PytreeTree)
         rows = tv.root.children[0].children
         assert len(rows) == 1
@@ -481,7 +474,7 @@ async def test_identical_layers_fold_across_pages():
         # its members come a page at a time too; revealing the last adds only its page (the
         # members before it stay one `… more` row: not even the fold's first page is added)
         row = tv.reveal(f"['layers'][{3 * PAGE + 16}]")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert row is not None and str(app.node.path) == f"['layers'][{3 * PAGE + 16}]"
         members = rows[0].children
         kinds = [m.data.kind for m in members]
@@ -490,10 +483,10 @@ async def test_identical_layers_fold_across_pages():
         assert [m.data.index for m in members[1:]] == list(range(3 * PAGE, 3 * PAGE + 17))
         # the `… more` row above adds its first page (a page at a time, in place)
         await pilot.press(*["up"] * 17)
-        await _settle(app, pilot)
+        await settle(pilot)
         assert tv.cursor_node is members[0]
         await pilot.press("enter")
-        await _settle(app, pilot)
+        await settle(pilot)
         kinds = [m.data.kind for m in rows[0].children]
         assert kinds == ["node"] * PAGE + ["more"] + ["node"] * 17
 
@@ -548,16 +541,16 @@ async def test_constant_leaf_has_no_invented_histogram_range_and_stats_are_kept(
     tree = {"c": np.full((64,), 3.5, np.float32), "v": np.arange(64, dtype=np.float32)}
     app = TreetoolApp(tree)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         await pilot.press("down")
-        await _settle(app, pilot)
+        await settle(pilot)
         pane = app.query_one(DetailsPane)
         stats = _plain(pane.query_one("#details-stats"))
         assert "every finite value is 3.5" in stats
         assert "4.0" not in stats and "3.0" not in stats  # no [x-0.5, x+0.5] range
         kept = pane._kept[id(tree["c"])][1]
         await pilot.press("down", "up")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert pane._kept[id(tree["c"])][1] is kept  # shown again, not computed again
 
 
@@ -618,20 +611,20 @@ async def test_diff_tab_lists_every_change_and_shows_one_in_the_tree():
     b = {f"p{i}": np.full(2, 1.0, np.float32) for i in range(n)}
     app = TreetoolApp(a, other=b)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         await pilot.press("3")
-        await _settle(app, pilot)
+        await settle(pilot)
         from treetool.tui.widgets.diff_tab import ChangeList
 
         changes = app.query_one(ChangeList)
         assert app.focused is changes
         assert len(changes.changes) == n  # no "… N more changes": every one is a row
         await pilot.press("end")
-        await _settle(app, pilot)
+        await settle(pilot)
         last = changes.changes[-1]
         assert changes.cursor == n - 1 and last.kind == "value"
         assert last.path in changes.line_text(n - 1).plain
         await pilot.press("enter")
-        await _settle(app, pilot)
+        await settle(pilot)
         assert app.query_one(TabbedContent).active == "tree"
         assert str(app.node.path) == last.path

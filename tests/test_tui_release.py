@@ -13,11 +13,15 @@ import weakref
 from typing import Any
 
 import numpy as np
+import pytest
 from textual.pilot import Pilot
 from treetool.tui import TreetoolApp
 from treetool.tui.leaf_index import node_chain
+from tui_helpers import no_delays, settle  # noqa: F401 (no_delays: a fixture, by name)
 
 from treetool._model import view
+
+pytestmark = pytest.mark.usefixtures("no_delays")
 
 
 def _trees() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -25,17 +29,6 @@ def _trees() -> tuple[dict[str, Any], dict[str, Any]]:
     b = {f"layer{i}": {"w": np.full(1 << 18, i, np.float32), "b": np.ones(4)} for i in range(3)}
     b["layer1"]["b"] = np.zeros(4)
     return a, b
-
-
-async def _settle(pilot: Pilot[Any]) -> None:
-    app = pilot.app
-    await pilot.pause()
-    await app.workers.wait_for_complete()
-    await pilot.pause(0.2)  # the tree follows a search once typing pauses
-    await app.workers.wait_for_complete()
-    await pilot.pause(0.1)  # the details pane follows the cursor
-    await app.workers.wait_for_complete()
-    await pilot.pause()
 
 
 def _browse(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -46,12 +39,12 @@ def _browse(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     seen: list[str] = []
 
     async def auto(pilot: Pilot[Any]) -> None:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("slash", *"**.w")
-        await _settle(pilot)
+        await settle(pilot)
         seen.extend([*app.matches, str(app.node.path)])
         await pilot.press("enter", "escape", "3")  # the Diff tab
-        await _settle(pilot)
+        await settle(pilot)
         seen.extend(c.path for c in app.query_one("#diff-tab").result.changes)
         app.exit()
 

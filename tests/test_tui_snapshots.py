@@ -7,9 +7,12 @@ and look at the SVGs in `snapshot_report.html` before committing them.
 from __future__ import annotations
 
 import numpy as np
-from textual.widgets import Input
+import pytest
 from treetool.tui import TreetoolApp
 from treetool.tui.widgets import PytreeTree
+from tui_helpers import no_delays, settle  # noqa: F401 (no_delays: a fixture, by name)
+
+pytestmark = pytest.mark.usefixtures("no_delays")
 
 SIZE = (110, 34)
 
@@ -29,22 +32,11 @@ def _tree() -> dict:
     }
 
 
-async def _settle(pilot) -> None:
-    app = pilot.app
-    for inp in app.query(Input):
-        inp.cursor_blink = False
-    await pilot.pause()
-    await app.workers.wait_for_complete()
-    await pilot.pause(0.15)
-    await app.workers.wait_for_complete()
-    await pilot.pause()
-
-
 def test_main_screen(snap_compare):
     async def run_before(pilot) -> None:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("down", "right", "down", "right")
-        await _settle(pilot)
+        await settle(pilot)
 
     assert snap_compare(
         TreetoolApp(_tree(), title="params"), terminal_size=SIZE, run_before=run_before
@@ -53,9 +45,9 @@ def test_main_screen(snap_compare):
 
 def test_array_leaf_details_with_histogram(snap_compare):
     async def run_before(pilot) -> None:
-        await _settle(pilot)
+        await settle(pilot)
         pilot.app.query_one(PytreeTree).reveal("['head']['w']")
-        await _settle(pilot)
+        await settle(pilot)
 
     assert snap_compare(
         TreetoolApp(_tree(), title="params"), terminal_size=SIZE, run_before=run_before
@@ -64,11 +56,11 @@ def test_array_leaf_details_with_histogram(snap_compare):
 
 def test_search_results(snap_compare):
     async def run_before(pilot) -> None:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("slash", *"**.w")
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("enter", "n")  # reveal the first two matches
-        await _settle(pilot)
+        await settle(pilot)
 
     assert snap_compare(
         TreetoolApp(_tree(), title="params"), terminal_size=SIZE, run_before=run_before
@@ -77,11 +69,11 @@ def test_search_results(snap_compare):
 
 def test_leaves_tab_sorted_by_params(snap_compare):
     async def run_before(pilot) -> None:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("L")
-        await _settle(pilot)
+        await settle(pilot)
         pilot.app.query_one("#leaves-table").sort_by("params", reverse=True)
-        await _settle(pilot)
+        await settle(pilot)
 
     assert snap_compare(
         TreetoolApp(_tree(), title="params"), terminal_size=SIZE, run_before=run_before
@@ -90,9 +82,9 @@ def test_leaves_tab_sorted_by_params(snap_compare):
 
 def test_help_screen(snap_compare):
     async def run_before(pilot) -> None:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("question_mark")
-        await _settle(pilot)
+        await settle(pilot)
 
     assert snap_compare(
         TreetoolApp(_tree(), title="params"), terminal_size=SIZE, run_before=run_before

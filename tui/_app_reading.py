@@ -1,7 +1,8 @@
 """The app's side of a file it reads itself: progress, snapshots, the swap to the whole tree.
 
-`TreetoolApp` is a `ReadingApp`; `reading.FileReader` (the read thread and the snapshot
-polling) calls the methods here on the UI thread.
+`TreetoolApp` is a `ReadingApp`; its `_file_reader.FileReader` (the read worker and the
+snapshot polling) posts the messages handled here (`ReadProgress`, `SnapshotReady`,
+`ReadDone`, `ReadFailed`).
 """
 
 from __future__ import annotations
@@ -10,15 +11,18 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
+from textual import work
 from textual.app import App
 from textual.widgets import TabbedContent, TabPane
 
 from .._model import Node
 from .._text import safe
+from ._file_reader import FileReader
 from ._gc import freeze
-from .reading import FileReader, Read, Snapshot
+from .messages import ReadDone, ReadFailed, ReadKept, ReadProgress, SnapshotReady
+from .reading import Read, Snapshot, resolve
 from .tabs import TabSpec, tabs_for
-from .widgets import DetailsPane, PytreeTree, TotalsBar
+from .widgets import DetailsPane, PytreeTree
 from .widgets.totals import totals_text
 
 __all__ = ["ReadingApp"]
@@ -35,6 +39,8 @@ class ReadingApp(App[None]):
     note: str | None
     file_facts: dict[str, Any] | None
     extra_tabs: list[TabSpec]
+    #: the totals bar's line (a var of `TreetoolApp`)
+    totals_line: Text
     #: TreetoolApp's worker that indexes every leaf (the totals, search, the Leaves tab)
     _build_index: Callable[[], object]
 
@@ -50,10 +56,42 @@ class ReadingApp(App[None]):
         self.notify(f"still reading the file: {what} once it is read", timeout=3, markup=False)
         return True
 
+    # --- what the reader posts ---------------------------------------------------------------
+
+    def on_read_progress(self, message: ReadProgress) -> None:
+        if self.reader is not None and not self.reader.done:  # a line posted before the end
+            self.show_progress(message.text)
+
+    def on_snapshot_ready(self, message: SnapshotReady) -> None:
+        reader = self.reader
+        if reader is not None and reader.took(message.snapshot):
+            self.show_snapshot(message.snapshot)
+            self.show_progress(reader.text())
+
+    def on_read_done(self, message: ReadDone) -> None:
+        """The whole tree is read: the rows open now and the cursor are found in it (in a
+        worker), then it replaces the tree shown."""
+        if self.reader is None or not self._alive():
+            return
+        self._keep_rows(message.read, message.model, self.kept_paths())
+
+    @work(thread=True, exclusive=True, group="read-kept", exit_on_error=False)
+    def _keep_rows(self, read: Read, model: Node, kept: tuple[list[str], str | None]) -> None:
+        opened, cursor = resolve(model, kept)
+        self.post_message(ReadKept(read, model, opened, cursor))
+
+    def on_read_kept(self, message: ReadKept) -> None:
+        self.finish_reading(message.read, message.model, message.opened, message.cursor)
+
+    def on_read_failed(self, message: ReadFailed) -> None:
+        self.reading_failed(message.error)
+
+    # --- the tree shown ----------------------------------------------------------------------
+
     def show_progress(self, text: Text) -> None:
         """The progress line of the read, in the totals line."""
         if self._alive():
-            self.query_one(TotalsBar).update(text)
+            self.totals_line = text
 
     def kept_paths(self) -> tuple[list[str], str | None]:
         """The open rows and the cursor of the tree shown now (kept in the next one)."""
@@ -77,7 +115,7 @@ class ReadingApp(App[None]):
         self.reader.stop()
         self.file_facts = read.file_facts
         self.query_one(DetailsPane).file_facts = read.file_facts or {}
-        self.query_one(TotalsBar).update(totals_text(None, None))
+        self.totals_line = totals_text(None, None)
         self._swap(read.tree, model, opened, cursor)
         freeze()  # the whole tree lives as long as the app (see `_gc`)
         self._add_tabs(read.tree)

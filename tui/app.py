@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from pathlib import Path as FilePath
 from typing import Any, ClassVar
@@ -13,31 +13,29 @@ from textual import events, work
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import BindingType
 from textual.containers import Horizontal
+from textual.reactive import var
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 from textual.worker import Worker, get_current_worker
 
-from .._model import Node, view
+from .._model import Aggregates, Node, view
 from .._text import safe
 from ._app_reading import ReadingApp
+from ._crash import CrashLog
+from ._file_reader import FileReader
 from ._gc import freeze, frozen_after, hand_back, take_over
 from ._workers import report_failure
 from .commands import APP_BINDINGS, COMMANDS, TREE_KEYS
 from .leaf_index import Cancelled, LeafIndex, expression, node_chain
-from .messages import LeafChosen, NodeFocused
-from .reading import FileReader, NotReadYet, Reading
+from .messages import IndexReady, LeafChosen, NodeFocused, SearchDone
+from .reading import NotReadYet, Reading
 from .screens import HelpScreen
 from .tabs import TabSpec, load_tab_modules, tabs_for
 from .widgets import DetailsPane, DiffTab, LeavesTable, PytreeTree, SearchBar, TotalsBar
 from .widgets.totals import totals_text
 
 __all__ = ["TreetoolApp", "root_name_for"]
-
-#: seconds the cursor must rest on a node before the details pane follows it
-DETAILS_DELAY = 0.06
-#: seconds typing must pause before the tree follows the search (lights, opens)
-FOLLOW_DELAY = 0.12
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -71,6 +69,19 @@ class TreetoolApp(ReadingApp):
 
     CSS_PATH = str(FilePath(__file__).with_name("app.tcss"))  # absolute: subclasses live elsewhere
     TITLE = "treetool"
+    #: seconds the cursor must rest on a node before the details pane follows it
+    DETAILS_DELAY: ClassVar[float] = 0.06
+    #: seconds typing must pause before the tree follows the search (lights, opens)
+    FOLLOW_DELAY: ClassVar[float] = 0.12
+
+    #: the leaf index of the whole tree (None until built): the Leaves table is bound to it
+    index: var[LeafIndex | None] = var(None, init=False)
+    #: its totals: the tree's root row and the details pane are bound to them
+    totals: var[Aggregates | None] = var(None, init=False, always_update=True)
+    #: the totals line (or the progress of a read, or a failure): the totals bar is bound to it
+    totals_line: var[Text] = var(lambda: totals_text(None, None), init=False)
+    #: the search bar's match counter
+    search_count: var[str] = var("", init=False)
 
     BINDINGS: ClassVar[list[BindingType]] = APP_BINDINGS
     """
@@ -125,12 +136,12 @@ class TreetoolApp(ReadingApp):
                 self.model.is_leaf  # noqa: B018
             except Exception:  # its row shows the error
                 pass
-        self.index: LeafIndex | None = None
         self.matches: list[str] = []
         self.match_pos = -1
         self.node: Node = self.model
-        #: "Type: message" of the error that ended the app, None while it has not crashed
-        self.crash: str | None = None
+        #: Textual's traceback of an error that ends the app, kept for `crash`
+        self.crash_log = CrashLog()
+        self.error_console = self.crash_log.console
         self._tab_errors: list[str] = []
         self._details_timer: Timer | None = None
         #: the search's matches and the way to its first, for the tree once typing pauses
@@ -145,21 +156,27 @@ class TreetoolApp(ReadingApp):
 
     def compose(self) -> ComposeResult:
         yield Header(icon="🌳")
-        yield TotalsBar(totals_text(None, None), id="totals")
+        yield TotalsBar(totals_text(None, None), id="totals").data_bind(
+            line=TreetoolApp.totals_line
+        )
         with Horizontal(id="main"):
             with TabbedContent(id="tabs", initial="tree"):
                 with TabPane("Tree", id="tree"):
-                    yield PytreeTree(self.model, self.root_name, id="tree-view")
+                    yield PytreeTree(self.model, self.root_name, id="tree-view").data_bind(
+                        TreetoolApp.totals
+                    )
                 with TabPane("Leaves", id="leaves"):
-                    yield LeavesTable(id="leaves-table")
+                    yield LeavesTable(id="leaves-table").data_bind(TreetoolApp.index)
                 if self.other is not None:
                     with TabPane("Diff", id="diff"):
                         yield DiffTab(self.obj, self.other, id="diff-tab")
                 for spec in self.extra_tabs:
                     with TabPane(spec.title, id=spec.id):
                         yield spec.make(self.obj)
-            yield DetailsPane(self.root_name, self.model, id="details", file_facts=self.file_facts)
-        yield SearchBar(id="search")
+            yield DetailsPane(
+                self.root_name, self.model, id="details", file_facts=self.file_facts
+            ).data_bind(TreetoolApp.totals)
+        yield SearchBar(id="search").data_bind(count=TreetoolApp.search_count)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -209,21 +226,21 @@ class TreetoolApp(ReadingApp):
                     pass
         if worker.is_cancelled:
             return
-        self.call_from_thread(self._set_index, index)
+        self.post_message(IndexReady(index))
         try:  # the text search's haystack, so the first keystroke is answered at once
             index.haystack(cancelled=lambda: worker.is_cancelled)
         except Cancelled:
             return
 
-    def _set_index(self, index: LeafIndex) -> None:
-        self.index = index
+    def on_index_ready(self, message: IndexReady) -> None:
+        self.index = message.index
+
+    def watch_index(self, index: LeafIndex | None) -> None:
         freeze()  # what the first paint and the first workers made lives on too (see `_gc`)
-        if not self._alive():
+        if index is None or not self._alive():
             return
-        self.query_one(TotalsBar).update(totals_text(index.totals, index.devices_count()))
-        self.query_one(PytreeTree).set_totals(index.totals)
-        self.query_one(DetailsPane).set_totals(self.model, index.totals)
-        self.query_one(LeavesTable).set_index(index)
+        self.totals_line = totals_text(index.totals, index.devices_count())
+        self.totals = index.totals
         query = self.query_one("#search-input", Input).value
         if query:
             self._search(query)
@@ -236,7 +253,7 @@ class TreetoolApp(ReadingApp):
         worker = get_current_worker()
         index = self.index
         if not is_glob(query) and index is None:
-            self.call_from_thread(self._set_matches, query, None, None, set(), "")
+            self.post_message(SearchDone(query, None))
             return
         try:
             found, rows = search(
@@ -246,7 +263,7 @@ class TreetoolApp(ReadingApp):
             return
         except Exception as e:  # a malformed glob: say why in the bar
             if not worker.is_cancelled:
-                self.call_from_thread(self._set_matches, query, [], None, set(), f"{e}")
+                self.post_message(SearchDone(query, [], error=f"{e}"))
             return
         matched: set[str] = set()
         for start in range(0, len(found), 1 << 16):  # a few ms a step: the UI thread gets the GIL
@@ -260,22 +277,15 @@ class TreetoolApp(ReadingApp):
             except KeyError:
                 chain = None
         if not worker.is_cancelled:
-            self.call_from_thread(self._set_matches, query, found, rows, matched, "", chain)
+            self.post_message(SearchDone(query, found, rows, matched, "", chain))
 
-    def _set_matches(
-        self,
-        query: str,
-        found: list[str] | None,
-        rows: Any,
-        matched: AbstractSet[str],
-        error: str,
-        chain: list[tuple[Node, int]] | None = None,
-    ) -> None:
+    def on_search_done(self, message: SearchDone) -> None:
+        query, found, rows, matched = message.query, message.found, message.rows, message.matched
+        error, chain = message.error, message.chain
         if not self._alive() or query != self.query_one("#search-input", Input).value:
             return
-        bar = self.query_one(SearchBar)
         if found is None:
-            bar.set_count("indexing…")
+            self.search_count = "indexing…"
             return
         self.matches = found
         self.match_pos = -1
@@ -285,11 +295,11 @@ class TreetoolApp(ReadingApp):
         self._follow = (matched, chain if found else None)
         if self._follow_timer is not None:
             self._follow_timer.stop()
-        self._follow_timer = self.set_timer(FOLLOW_DELAY, self._follow_search)
+        self._follow_timer = self._after(self.FOLLOW_DELAY, self._follow_search)
         if error:
-            bar.set_count(error)
+            self.search_count = error
         else:
-            bar.set_count(f"{len(found):,} match{'es' if len(found) != 1 else ''}")
+            self.search_count = f"{len(found):,} match{'es' if len(found) != 1 else ''}"
 
     def _follow_search(self, reveal: bool = True) -> None:
         """Light the matches in the tree and (with `reveal`) open it onto the first match."""
@@ -306,6 +316,14 @@ class TreetoolApp(ReadingApp):
         if reveal and chain is not None and self.query_one(TabbedContent).active == "tree":
             tree.reveal_chain(chain)  # incremental: only the page that holds it is added
 
+    def _after(self, delay: float, callback: Callable[[], object]) -> Timer | None:
+        """`callback` in `delay` seconds (a timer to stop), or at the next pass of the message
+        loop for a delay of 0 (what the tests set)."""
+        if delay > 0:
+            return self.set_timer(delay, callback)
+        self.call_later(callback)
+        return None
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         report_failure(self, event)
 
@@ -314,27 +332,20 @@ class TreetoolApp(ReadingApp):
         if not self._alive():
             return
         if text.startswith("index"):
-            self.query_one(TotalsBar).update(Text(text, style="bold red"))
+            self.totals_line = Text(text, style="bold red")
         else:
-            self.query_one(SearchBar).set_count(text)
+            self.search_count = text
 
     # --- crashes -----------------------------------------------------------------------------
 
-    def _fatal_error(self) -> None:
-        """An unhandled error: remember it as one line (`crash`), exit with status 1.
+    @property
+    def crash(self) -> str | None:
+        """ "Type: message" of the error that ended the app (exit status 1), None when none did.
 
-        `treetool.tui.run` turns it into an exception, so the CLI prints one line and exits
-        non-zero; `TREETOOL_DEBUG=1` keeps Textual's full traceback.
+        `treetool.tui.run` raises it, so the CLI prints one line and exits non-zero;
+        `TREETOOL_DEBUG=1` also prints Textual's full traceback (see `_crash`).
         """
-        import os
-        import sys
-
-        err = sys.exc_info()[1] or self._exception
-        self.crash = f"{type(err).__name__}: {err}" if err is not None else "unknown error"
-        if os.environ.get("TREETOOL_DEBUG"):
-            super()._fatal_error()
-            return
-        self._close_messages_no_wait()
+        return self.crash_log.line()
 
     # --- events ----------------------------------------------------------------------------
 
@@ -346,7 +357,7 @@ class TreetoolApp(ReadingApp):
         self.node = node
         if self._details_timer is not None:
             self._details_timer.stop()
-        self._details_timer = self.set_timer(DETAILS_DELAY, self._show_details)
+        self._details_timer = self._after(self.DETAILS_DELAY, self._show_details)
 
     def _show_details(self) -> None:
         self._details_timer = None
@@ -383,10 +394,10 @@ class TreetoolApp(ReadingApp):
             self._follow_timer = None
         if not event.value.strip():
             self.workers.cancel_group(self, "search")
-            self._set_matches(event.value, [], None, set(), "")
-            self.query_one(SearchBar).set_count("")
+            self.on_search_done(SearchDone(event.value, []))
+            self.search_count = ""
             return
-        self.query_one(SearchBar).set_count("searching…")
+        self.search_count = "searching…"
         self._search(event.value)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -493,7 +504,7 @@ class TreetoolApp(ReadingApp):
             tree = self.query_one(PytreeTree)
             tree.reveal(path)
             tree.focus()
-        self.query_one(SearchBar).set_count(f"{self.match_pos + 1}/{len(self.matches):,}")
+        self.search_count = f"{self.match_pos + 1}/{len(self.matches):,}"
 
     def action_next_match(self) -> None:
         """Jump to the next search match."""

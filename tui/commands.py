@@ -7,7 +7,7 @@ from textual.binding import Binding, BindingType
 __all__ = ["APP_BINDINGS", "COMMANDS", "TREE_KEYS"]
 
 
-#: keys of Textual's Tree that the help screen lists with ours
+#: keys of the tree (RowTree's, as Textual's Tree has them) that the help screen lists with ours
 TREE_KEYS: tuple[Binding, ...] = (
     Binding("up,down", "", "Move", tooltip="Move the cursor"),
     Binding(

@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import Any
 
+from rich.text import Text
 from textual.message import Message
 
 from .._model import Node
+from .leaf_index import LeafIndex
+from .reading import Read, Snapshot
 
-__all__ = ["DetailsReady", "LeafChosen", "NodeFocused"]
+__all__ = [
+    "DetailsReady",
+    "IndexReady",
+    "LeafChosen",
+    "NodeFocused",
+    "ReadDone",
+    "ReadFailed",
+    "ReadKept",
+    "ReadProgress",
+    "SearchDone",
+    "SnapshotReady",
+]
 
 
 class NodeFocused(Message):
@@ -34,3 +49,94 @@ class DetailsReady(Message):
         super().__init__()
         self.node = node
         self.parts = parts
+
+
+# --- what the app's workers post (from their threads; handled on the UI thread) -----------
+
+
+class IndexReady(Message):
+    """The leaf index of the whole tree is built; handled by the app's `on_index_ready`."""
+
+    def __init__(self, index: LeafIndex) -> None:
+        super().__init__()
+        self.index = index
+
+
+class SearchDone(Message):
+    """A search's answer, for `query`: `found` paths (None: the text search waits for the
+    index), the Leaves table's `rows`, the `matched` set, an `error` line, and `chain`, the
+    way to the first match. A newer answer replaces one not handled yet."""
+
+    def __init__(
+        self,
+        query: str,
+        found: list[str] | None,
+        rows: Any = None,
+        matched: AbstractSet[str] = frozenset(),
+        error: str = "",
+        chain: list[tuple[Node, int]] | None = None,
+    ) -> None:
+        super().__init__()
+        self.query = query
+        self.found = found
+        self.rows = rows
+        self.matched = matched
+        self.error = error
+        self.chain = chain
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, SearchDone)
+
+
+class ReadProgress(Message):
+    """The progress line of the file being read; a newer line replaces one not shown yet."""
+
+    def __init__(self, text: Text) -> None:
+        super().__init__()
+        self.text = text
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ReadProgress)
+
+
+class SnapshotReady(Message):
+    """A snapshot of the file being read is ready to show (see `reading`)."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+
+class ReadDone(Message):
+    """The whole file is read: `read`, and its view `model` (root opened)."""
+
+    def __init__(self, read: Read, model: Node) -> None:
+        super().__init__()
+        self.read = read
+        self.model = model
+
+
+class ReadKept(Message):
+    """The whole tree with the open rows and the cursor of the tree shown until now resolved
+    in it (`reading.resolve`): it replaces that tree."""
+
+    def __init__(
+        self,
+        read: Read,
+        model: Node,
+        opened: dict[str, list[tuple[Node, int]]],
+        cursor: list[tuple[Node, int]] | None,
+    ) -> None:
+        super().__init__()
+        self.read = read
+        self.model = model
+        self.opened = opened
+        self.cursor = cursor
+
+
+class ReadFailed(Message):
+    """The file could not be read: the app exits and `treetool.tui.run` raises `error`."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__()
+        self.error = error

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 from textual import work
 from textual.containers import VerticalScroll
+from textual.reactive import var
 from textual.widgets import Static
 from textual.worker import Worker, get_current_worker
 
@@ -208,6 +209,9 @@ class DetailsPane(VerticalScroll):
     DetailsPane > #details-path { color: $text; }
     """
 
+    #: the whole tree's totals (the app binds it to its own `totals`; None: not counted yet)
+    totals: var[Aggregates | None] = var(None, init=False)
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         report_failure(self, event)
 
@@ -226,7 +230,6 @@ class DetailsPane(VerticalScroll):
         super().__init__(id=id)
         self.root_name = root_name
         self.node: Node | None = None
-        self.totals: Aggregates | None = None
         self.root: Node | None = root
         # the file's own facts (safetensors `__metadata__`, an orbax run's step), root only
         self.file_facts = file_facts or {}
@@ -296,15 +299,14 @@ class DetailsPane(VerticalScroll):
         )
         self.query_one("#details-preview", Static).update("")
         if pending and node is self.root and self.totals is None:
-            return  # the root waits for the leaf index's totals (set_totals shows it again)
+            return  # the root waits for the leaf index's totals (`watch_totals` shows it)
         if pending:
             self._compute([(node, max(20, self.scrollable_content_region.width - 1))])
 
-    def set_totals(self, root: Node, totals: Aggregates) -> None:
+    def watch_totals(self, totals: Aggregates | None) -> None:
         """The whole tree's totals (from the leaf index), used when the root is shown."""
-        self.root, self.totals = root, totals
-        if self.node is root:
-            self.show(root)
+        if totals is not None and self.root is not None and self.node is self.root:
+            self.show(self.root)
 
     @work(thread=True, exclusive=True, group="stats", exit_on_error=False)
     def _compute(self, job: list[tuple[Node, int]]) -> None:

@@ -15,6 +15,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.widgets import DataTable, Static
 from textual.worker import Worker, get_current_worker
 
@@ -111,6 +112,14 @@ class DevicesTab(Vertical):
                     yield Static("", id="devices-grid")
         yield Static("", id="devices-warnings")
 
+    class Computed(Message, bubble=False):
+        """The placement worker's answer: the placement, or the error it failed with."""
+
+        def __init__(self, result: Placement | None, error: Exception | None = None) -> None:
+            super().__init__()
+            self.result = result
+            self.error = error
+
     def on_mount(self) -> None:
         devices = self.query_one("#devices-table", DataTable)
         devices.add_columns("device", "bytes", "held", "leaves")
@@ -130,10 +139,16 @@ class DevicesTab(Vertical):
             result = placement(self.obj, is_leaf=self.is_leaf)
         except Exception as e:  # shown in the tab; the rest of the app keeps working
             if not worker.is_cancelled:
-                self.app.call_from_thread(self._failed, e)
+                self.post_message(self.Computed(None, e))
             return
         if not worker.is_cancelled:
-            self.app.call_from_thread(self._set_placement, result)
+            self.post_message(self.Computed(result))
+
+    def on_devices_tab_computed(self, message: Computed) -> None:
+        if message.error is not None:
+            self._failed(message.error)
+        elif message.result is not None:
+            self._set_placement(message.result)
 
     def _failed(self, error: Exception) -> None:
         msg = safe(f"placement failed: {type(error).__name__}: {error}")

@@ -15,6 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.geometry import Size
+from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -158,6 +159,14 @@ class DiffTab(Vertical):
         yield Static(Text("comparing the two trees…", style="dim italic"), id="diff-body")
         yield ChangeList(id="diff-changes")
 
+    class Computed(Message, bubble=False):
+        """The diff worker's answer: the diff (None when it failed) and the body to show."""
+
+        def __init__(self, result: Any, body: Any) -> None:
+            super().__init__()
+            self.result = result
+            self.body = body
+
     def on_mount(self) -> None:
         self._compute()
 
@@ -174,9 +183,10 @@ class DiffTab(Vertical):
         else:
             body = _header(d) if d else Text("the two trees are equal", style="bold green")
         if not get_current_worker().is_cancelled:
-            self.app.call_from_thread(self._show, d, body)
+            self.post_message(self.Computed(d, body))
 
-    def _show(self, d: Any, body: Any) -> None:
+    def on_diff_tab_computed(self, message: Computed) -> None:
+        d, body = message.result, message.body
         self.result = d
         self.query_one("#diff-body", Static).update(body)  # plain: a TreeDiff or a Text
         self.query_one(ChangeList).set_changes(list(d.changes) if d else [])

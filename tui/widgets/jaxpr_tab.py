@@ -19,6 +19,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
+from textual.message import Message
 from textual.widgets import Input, Static, TabbedContent, TabPane, Tree
 from textual.widgets.tree import TreeNode
 from textual.worker import Worker, get_current_worker
@@ -164,6 +165,26 @@ class JaxprTab(Vertical):
 
     # --- workers ------------------------------------------------------------------------------
 
+    class ViewBuilt(Message, bubble=False):
+        """The view worker's answer: the jaxpr's view, or why it could not be read."""
+
+        def __init__(self, view: JaxprView | None, error: str = "") -> None:
+            super().__init__()
+            self.view = view
+            self.error = error
+
+    class CostReady(Message, bubble=False):
+        """The cost worker lowered the jaxpr: the summary shows its cost."""
+
+    def on_jaxpr_tab_view_built(self, message: ViewBuilt) -> None:
+        if message.view is None:
+            self._failed(message.error)
+        else:
+            self._set_view(message.view)
+
+    def on_jaxpr_tab_cost_ready(self) -> None:
+        self._show_summary()
+
     @work(thread=True, exclusive=True, group="jaxpr-view", exit_on_error=False)
     def _build_view(self) -> None:
         worker = get_current_worker()
@@ -171,10 +192,10 @@ class JaxprTab(Vertical):
             v = JaxprView(self.obj)
         except Exception as e:  # shown in the tab; the rest of the app keeps working
             if not worker.is_cancelled:
-                self.app.call_from_thread(self._failed, f"could not read the jaxpr: {e}")
+                self.post_message(self.ViewBuilt(None, f"could not read the jaxpr: {e}"))
             return
         if not worker.is_cancelled:
-            self.app.call_from_thread(self._set_view, v)
+            self.post_message(self.ViewBuilt(v))
 
     @work(thread=True, exclusive=True, group="jaxpr-cost", exit_on_error=False)
     def _compute_cost(self) -> None:
@@ -183,7 +204,7 @@ class JaxprTab(Vertical):
             return
         _ = view.cost  # lowers once; cached on the view
         if not get_current_worker().is_cancelled:
-            self.app.call_from_thread(self._show_summary)
+            self.post_message(self.CostReady())
 
     def _failed(self, msg: str) -> None:
         msg = safe(msg)

@@ -16,7 +16,7 @@ from textual import events, work
 from textual.binding import Binding, BindingType
 from textual.geometry import Size
 from textual.message import Message
-from textual.reactive import reactive
+from textual.reactive import reactive, var
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.worker import Worker, get_current_worker
@@ -90,9 +90,21 @@ class LeavesTable(ScrollView, can_focus=True):
     LeavesTable > .leaves-table--odd { background: $surface-lighten-1; }
     """
 
+    #: the leaf index shown (None: not built yet); the app binds it to its own `index`
+    index: var[LeafIndex | None] = var(None, init=False)
     cursor = reactive(0, always_update=True)
     sort_column: reactive[str | None] = reactive(None)
     sort_reverse = reactive(False)
+
+    class Sorted(Message, bubble=False):
+        """The sort worker's rows; newer rows replace rows not shown yet."""
+
+        def __init__(self, rows: np.ndarray) -> None:
+            super().__init__()
+            self.rows = rows
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, LeavesTable.Sorted)
 
     class Highlighted(Message):
         """The cursor moved onto a leaf; handled by `on_leaves_table_highlighted`."""
@@ -106,16 +118,16 @@ class LeavesTable(ScrollView, can_focus=True):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.index: LeafIndex | None = None
         self.rows: np.ndarray = np.zeros(0, dtype=np.int64)
         self.filter_rows: np.ndarray | None = None
         self._widths_cache: dict[str, int] = dict(_MAX_WIDTHS)
 
     # --- data --------------------------------------------------------------------------
 
-    def set_index(self, index: LeafIndex) -> None:
+    def watch_index(self, index: LeafIndex | None) -> None:
         """Show the leaves of `index` (in leaf order until sorted)."""
-        self.index = index
+        if index is None:
+            return
         self._widths_cache = self._natural_widths()
         self._apply_order()
 
@@ -173,7 +185,10 @@ class LeavesTable(ScrollView, can_focus=True):
             return
         rows = index.order(column, reverse, self.filter_rows)
         if not get_current_worker().is_cancelled:
-            self.app.call_from_thread(self._set_rows, rows)
+            self.post_message(self.Sorted(rows))
+
+    def on_leaves_table_sorted(self, message: Sorted) -> None:
+        self._set_rows(message.rows)
 
     def _set_rows(self, rows: np.ndarray) -> None:
         self.rows = rows

@@ -8,6 +8,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.content import Content
+from textual.reactive import var
 from textual.widgets import Input, Label
 
 from ..._text import safe
@@ -59,7 +60,10 @@ class SearchBar(Horizontal):
         self.query_one(Input).value = ""
         self.app.action_focus_tree()  # type: ignore[attr-defined]
 
-    def set_count(self, text: str) -> None:
-        """Show the match counter (`3/12`, `no match`, `searching…`)."""
+    #: the match counter (`3/12`, `no match`, `searching…`); the app binds it to its
+    #: `search_count`
+    count: var[str] = var("", init=False)
+
+    def watch_count(self, text: str) -> None:
         # plain Content: a glob error quoting `[` or file text is shown, never parsed
         self.query_one("#search-count", Label).update(Content(safe(text)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual.reactive import var
 from textual.widgets import Static
 
 from ..._model import Aggregates
@@ -59,8 +60,15 @@ def _count(n: int, one: str, many: str) -> str:
 
 
 class TotalsBar(Static):
-    """One line of totals for the whole tree, filled in by the app's workers."""
+    """One line of totals for the whole tree, filled in by the app's workers: `line` (the
+    app binds it to its `totals_line`)."""
 
     DEFAULT_CSS = """
     TotalsBar { height: 1; padding: 0 1; background: $boost; }
     """
+
+    #: what the bar shows: the totals, the progress of a read, a failure
+    line: var[Text] = var(Text, init=False)
+
+    def watch_line(self, line: Text) -> None:
+        self.update(line)

@@ -16,8 +16,8 @@ from rich.style import Style
 from rich.text import Text
 from textual import work
 from textual.binding import Binding, BindingType
-from textual.widgets import Tree
-from textual.widgets.tree import TreeNode
+from textual.message import Message
+from textual.reactive import var
 from textual.worker import Worker, get_current_worker
 
 from ..._model import Aggregates, Node
@@ -27,6 +27,7 @@ from ...render.text import Row, fold_children, label_text
 from .._workers import report_failure
 from ..leaf_index import node_chain
 from ..messages import NodeFocused
+from .row_tree import RowTree, TreeRow
 
 __all__ = ["Entry", "PytreeTree"]
 
@@ -39,8 +40,6 @@ LABEL_BUDGET = 500
 FILL_LIMIT = 300_000
 #: a chain of at least this many single-child levels is shown on one row (deep trees)
 CHAIN_MIN = 16
-#: rows deeper than this many levels are indented no further (drawing guides is per level)
-MAX_GUIDES = 40
 #: leaves the signatures of one page may walk to fold runs of identical siblings
 FOLD_BUDGET = 50_000
 #: open rows that a new tree (the next snapshot of a file being read) opens again
@@ -66,8 +65,11 @@ class Entry:
     flat: bool = False
 
 
-class PytreeTree(Tree[Entry]):
-    """A Textual Tree over the Node model that loads children on expand, page by page."""
+class PytreeTree(RowTree[Entry]):
+    """A `RowTree` over the Node model that loads children on expand, page by page."""
+
+    #: the whole tree's totals (the app binds it to its own `totals`; None: not counted yet)
+    totals: var[Aggregates | None] = var(None, init=False)
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("right,l", "open", "Expand", tooltip="Expand the node", id="tree.open"),
@@ -99,10 +101,11 @@ class PytreeTree(Tree[Entry]):
         self.model = root
         self.root_name = root_name
         self.matches: AbstractSet[str] = frozenset()
-        self.totals: Aggregates | None = None
-        self._pending_fill: list[TreeNode[Entry]] = []
+        self._pending_fill: list[TreeRow[Entry]] = []
         #: while revealing, one label budget for every level opened (not one per level)
         self._budget: Budget | None = None
+        #: the row `set_model` puts the cursor on once the new rows are laid out
+        self._cursor_to: TreeRow[Entry] | None = None
         self.guide_depth = 3
 
     # --- labels ------------------------------------------------------------------------
@@ -141,17 +144,25 @@ class PytreeTree(Tree[Entry]):
             lbl.key = f"{first}…({entry.stop - 1:,} levels)…{last}"
         return label_text(lbl, root=node is self.model)
 
-    def set_totals(self, totals: Aggregates) -> None:
+    def watch_totals(self, totals: Aggregates | None) -> None:
         """Totals of the whole tree (from the leaf index): shown on the root row."""
-        self.totals = totals
+        if totals is None:
+            return
         if self.root.data is not None:
             self.root.set_label(self._label(self.root.data, Budget(0)))
         pending, self._pending_fill = self._pending_fill, []
         if pending:
             self._fill_labels(pending)
 
+    class Totalled(Message, bubble=False):
+        """The labels worker totalled the subtree of `row`: its label shows the totals."""
+
+        def __init__(self, row: TreeRow[Entry]) -> None:
+            super().__init__()
+            self.row = row
+
     @work(thread=True, group="labels", exit_on_error=False)
-    def _fill_labels(self, rows: list[TreeNode[Entry]]) -> None:
+    def _fill_labels(self, rows: list[TreeRow[Entry]]) -> None:
         """Total the subtrees of freshly added rows off the UI thread, then relabel them."""
         worker = get_current_worker()
         for tn in rows:
@@ -165,9 +176,10 @@ class PytreeTree(Tree[Entry]):
             except Exception:  # the label shows the error itself
                 continue
             if agg is not None and not worker.is_cancelled:
-                self.app.call_from_thread(self._relabel, tn)
+                self.post_message(self.Totalled(tn))
 
-    def _relabel(self, tn: TreeNode[Entry]) -> None:
+    def on_pytree_tree_totalled(self, message: Totalled) -> None:
+        tn = message.row
         if tn.data is not None:
             tn.set_label(self._label(tn.data, Budget(0)))
 
@@ -176,7 +188,7 @@ class PytreeTree(Tree[Entry]):
         self.root.expand()
         self.load(self.root)
 
-    def get_label_width(self, node: TreeNode[Entry]) -> int:
+    def get_label_width(self, node: TreeRow[Entry]) -> int:
         """The width `render_label` gives, without rendering it: the icon and the label's
         cells (the line building asks this of every row, each time rows change)."""
         icon = (
@@ -187,7 +199,7 @@ class PytreeTree(Tree[Entry]):
         label = node.label
         return cell_len(icon) + (label.cell_len if isinstance(label, Text) else cell_len(label))
 
-    def render_label(self, node: TreeNode[Entry], base_style: Style, style: Style) -> Text:
+    def render_label(self, node: TreeRow[Entry], base_style: Style, style: Style) -> Text:
         text = super().render_label(node, base_style, style)
         entry = node.data
         if (
@@ -203,11 +215,11 @@ class PytreeTree(Tree[Entry]):
 
     def _add_entries(
         self,
-        parent: TreeNode[Entry],
+        parent: TreeRow[Entry],
         node: Node,
         start: int,
         end: int | None = None,
-        before: TreeNode[Entry] | None = None,
+        before: TreeRow[Entry] | None = None,
         fold: bool = True,
     ) -> None:
         """Add rows for children `start:` (a page, up to `end`), then a `… more` row for the
@@ -256,7 +268,7 @@ class PytreeTree(Tree[Entry]):
                 stop += 1
         return stop
 
-    def _fill_missing(self, rows: list[TreeNode[Entry]]) -> None:
+    def _fill_missing(self, rows: list[TreeRow[Entry]]) -> None:
         todo = [tn for tn in rows if tn.data is not None and tn.allow_expand]
         if not todo:
             return
@@ -267,11 +279,11 @@ class PytreeTree(Tree[Entry]):
 
     def _add_entry(  # not `_add_child`: that name is textual.DOMNode's
         self,
-        parent: TreeNode[Entry],
+        parent: TreeRow[Entry],
         entry: Entry,
         budget: Budget,
-        before: TreeNode[Entry] | None = None,
-    ) -> TreeNode[Entry]:
+        before: TreeRow[Entry] | None = None,
+    ) -> TreeRow[Entry]:
         try:
             openable = not entry.node.is_leaf and entry.node.num_children > 0
         except Exception:
@@ -286,7 +298,7 @@ class PytreeTree(Tree[Entry]):
     @staticmethod
     def _chain(entry: Entry) -> Entry:
         """A node with one child that has one child…: CHAIN_MIN levels or more become one
-        row (10,000-level trees open in one step and the Tree widget stays shallow)."""
+        row (10,000-level trees open in one step and the tree stays shallow)."""
         node, levels = entry.node, 0
         try:
             while not node.is_leaf and node.num_children == 1:
@@ -300,7 +312,7 @@ class PytreeTree(Tree[Entry]):
             return entry
         return Entry("chain", node, entry.index, levels + 1, top=entry.node)
 
-    def load(self, tn: TreeNode[Entry]) -> None:
+    def load(self, tn: TreeRow[Entry]) -> None:
         """Add the first page of a row's children, once."""
         entry = tn.data
         if entry is None or entry.loaded:
@@ -316,7 +328,7 @@ class PytreeTree(Tree[Entry]):
             if parent is not None:
                 self._add_entries(tn, parent, entry.index, entry.stop, fold=False)
 
-    def more(self, tn: TreeNode[Entry]) -> TreeNode[Entry] | None:
+    def more(self, tn: TreeRow[Entry]) -> TreeRow[Entry] | None:
         """Replace a `… more` row by the next page; returns the first new row."""
         entry = tn.data
         parent = tn.parent
@@ -329,11 +341,11 @@ class PytreeTree(Tree[Entry]):
         tn.remove()
         return parent.children[at] if len(parent.children) > at else None
 
-    def on_tree_node_expanded(self, event: Tree.NodeExpanded[Entry]) -> None:
+    def on_row_tree_node_expanded(self, event: RowTree.NodeExpanded[Entry]) -> None:
         event.stop()
         self.load(event.node)
 
-    def on_tree_node_selected(self, event: Tree.NodeSelected[Entry]) -> None:
+    def on_row_tree_node_selected(self, event: RowTree.NodeSelected[Entry]) -> None:
         entry = event.node.data
         if entry is not None and entry.kind == "more":
             event.stop()
@@ -341,7 +353,7 @@ class PytreeTree(Tree[Entry]):
             if first is not None:
                 self.call_after_refresh(self._place_cursor, first)
 
-    def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[Entry]) -> None:
+    def on_row_tree_node_highlighted(self, event: RowTree.NodeHighlighted[Entry]) -> None:
         event.stop()
         entry = event.node.data
         if entry is not None and entry.kind != "more":
@@ -382,7 +394,8 @@ class PytreeTree(Tree[Entry]):
             if e.kind in ("node", "chain"):
                 opened.append(str(e.node.path))
             stack.extend(reversed(tn.children))
-        cur = self.cursor_node
+        # a new tree's cursor goes to its row after the next refresh: that row until then
+        cur = self._cursor_to or self.cursor_node
         e = cur.data if cur is not None else None
         at = str(e.node.path) if e is not None and e.kind in ("node", "chain") else None
         return opened, at
@@ -417,13 +430,13 @@ class PytreeTree(Tree[Entry]):
             back = self._reveal(cursor) if cursor is not None else None
         finally:
             self._budget = None
-        self.call_after_refresh(self._place_cursor, back or self.root)
+        self._cursor_to = back or self.root
+        self.call_after_refresh(self._place_cursor, self._cursor_to)
 
     def _drop_rows(self) -> None:
         """Let go of the tree shown until now: its rows' entries are emptied.
 
-        Textual's `Tree.reset` keeps rows past the new tree's in its node table, and the rows
-        that go are cyclic garbage the collector may not see for long (the app freezes what
+        The rows that go are cyclic garbage the collector may not see for long (the app freezes what
         it keeps, see `_gc`): through their entries, a snapshot of a file being read (its
         view, a copy of its widest container) stayed alive after the whole tree replaced it.
         """
@@ -435,7 +448,7 @@ class PytreeTree(Tree[Entry]):
 
     # --- reveal ------------------------------------------------------------------------
 
-    def reveal(self, path: str) -> TreeNode[Entry] | None:
+    def reveal(self, path: str) -> TreeRow[Entry] | None:
         """Expand the rows down to the node at `path`, move the cursor onto it and return its
         row; None when the path is not in the tree.
 
@@ -449,7 +462,7 @@ class PytreeTree(Tree[Entry]):
             return None
         return self.reveal_chain(chain)
 
-    def reveal_chain(self, chain: list[tuple[Node, int]]) -> TreeNode[Entry] | None:
+    def reveal_chain(self, chain: list[tuple[Node, int]]) -> TreeRow[Entry] | None:
         """`reveal` of a path already resolved by `node_chain` (in a worker)."""
         self._budget = Budget(LABEL_BUDGET)
         try:
@@ -464,7 +477,7 @@ class PytreeTree(Tree[Entry]):
             self.call_after_refresh(self._place_cursor, tn)
         return tn
 
-    def _reveal(self, chain: list[tuple[Node, int]]) -> TreeNode[Entry] | None:
+    def _reveal(self, chain: list[tuple[Node, int]]) -> TreeRow[Entry] | None:
         tn = self.root
         pos = 0
         while pos < len(chain):
@@ -486,7 +499,7 @@ class PytreeTree(Tree[Entry]):
             pos += entry.stop if entry is not None and entry.kind == "chain" else 1
         return tn
 
-    def _load_at(self, tn: TreeNode[Entry], idx: int) -> None:
+    def _load_at(self, tn: TreeRow[Entry], idx: int) -> None:
         """`load` a row on the way to its child `idx`: when that child is past the first
         page, the first page is not added (one `… more` row stands for every child, and
         `_find_child` adds the page that holds `idx` only)."""
@@ -508,15 +521,17 @@ class PytreeTree(Tree[Entry]):
         gap = Entry("more", node, first, stop, flat=flat)
         tn.add_leaf(self._label(gap, self._budget or Budget(LABEL_BUDGET)), gap)
 
-    def _place_cursor(self, tn: TreeNode[Entry], now: bool = False) -> None:
+    def _place_cursor(self, tn: TreeRow[Entry], now: bool = False) -> None:
+        if tn is self._cursor_to:
+            self._cursor_to = None
         # rows added in this tick have no line number until the tree's lines are rebuilt:
-        # `_tree_lines` rebuilds them now rather than on the next refresh
-        self._tree_lines  # noqa: B018 (the property builds the lines when they are stale)
+        # `lines` rebuilds them now rather than on the next refresh
+        self.lines  # noqa: B018 (the property builds the lines when rows changed)
         if now and tn.line < 0:
             return
         self.move_cursor(tn)
         # scrolled now, not after the next refresh: the row is in the first paint
-        region = self._get_label_region(tn.line) if tn.line >= 0 else None
+        region = self.label_region(tn.line) if tn.line >= 0 else None
         if region is not None and not self.region.height:
             # hidden this tick (its tab is being shown): the height it had when last shown,
             # less a row for a scrollbar; the pass after the refresh corrects it if need be
@@ -538,7 +553,7 @@ class PytreeTree(Tree[Entry]):
         if tn.data is not None and tn.data.kind != "more":
             self.post_message(NodeFocused(tn.data.node))
 
-    def _find_child(self, tn: TreeNode[Entry], idx: int) -> TreeNode[Entry] | None:
+    def _find_child(self, tn: TreeRow[Entry], idx: int) -> TreeRow[Entry] | None:
         """The row of child `idx` of `tn` (a node, chain or fold row), adding the one page
         that holds it when it is inside a `… more` row."""
         for child in tn.children:
@@ -553,7 +568,7 @@ class PytreeTree(Tree[Entry]):
                 return self._open_gap(child, idx)
         return None
 
-    def _open_gap(self, gap: TreeNode[Entry], idx: int) -> TreeNode[Entry] | None:
+    def _open_gap(self, gap: TreeRow[Entry], idx: int) -> TreeRow[Entry] | None:
         """Split a `… more` row around the page that holds child `idx` and add that page."""
         entry = gap.data
         parent = gap.parent
@@ -575,49 +590,3 @@ class PytreeTree(Tree[Entry]):
             if e.index == idx and e.kind in ("node", "chain"):
                 return child
         return None
-
-    # --- lines -------------------------------------------------------------------------
-
-    def _build(self) -> None:
-        """Textual's line building, without one recursion per level, and with at most
-        `MAX_GUIDES` levels of guides per row (a row 1,000 levels deep is drawn, and
-        indented, like one 40 levels deep)."""
-        from textual.geometry import Size
-        from textual.widgets._tree import _TreeLine
-
-        lines: list[_TreeLine[Entry]] = []
-        add_line = lines.append
-        stack: list[tuple[list[TreeNode[Entry]], TreeNode[Entry], bool]] = []
-        if self.show_root:
-            stack.append(([], self.root, True))
-        else:
-            kids = list(self.root._children)
-            stack.extend(([], c, i == len(kids) - 1) for i, c in reversed(list(enumerate(kids))))
-        while stack:
-            path, node, last = stack.pop()
-            child_path = [*path, node]
-            if len(child_path) > MAX_GUIDES:  # deeper rows are indented no further
-                child_path = [child_path[0], *child_path[2:]]
-            node._line = len(lines)
-            add_line(_TreeLine(child_path, last))
-            if node._expanded:
-                kids = node._children
-                n = len(kids)
-                stack.extend((child_path, kids[i], i == n - 1) for i in range(n - 1, -1, -1))
-        self._tree_lines_cached = lines
-        guide_depth = self.guide_depth
-        show_root = self.show_root
-        get_label_width = self.get_label_width
-        if lines:
-            width = max(
-                get_label_width(line.node) + line._get_guide_width(guide_depth, show_root)
-                for line in lines
-            )
-        else:
-            width = self.size.width
-        self.virtual_size = Size(width, len(lines))
-        if self.cursor_line != -1:
-            if self.cursor_node is not None:
-                self.cursor_line = self.cursor_node._line
-            if self.cursor_line >= len(lines):
-                self.cursor_line = -1
