@@ -6,9 +6,10 @@ import json
 import os
 from typing import Any
 
+from storage_servers import BUCKET
+
 from conftest import cli as _cli
 from conftest import cli_on_terminal, s3_env
-from storage_servers import BUCKET
 
 
 def test_ls_of_a_sharded_s3_set_equals_the_single_local_file(

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import cli as _cli
-from conftest import cli_on_terminal, s3_env
 from storage_servers import BUCKET, HttpServer
 
 import treetool.cli
+from conftest import cli as _cli
+from conftest import cli_on_terminal, s3_env
 
 
 class Marker:

@@ -8,8 +8,9 @@ import sys
 from typing import Any
 
 import pytest
-from conftest import s3_env
 from storage_servers import BUCKET
+
+from conftest import s3_env
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "hostile"))
 harness = pytest.importorskip("harness", reason="tests/hostile/harness.py comes from main")

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import period_two_stops
 from storage_servers import BUCKET
 
 import treetool as tt
+from conftest import period_two_stops
 from treetool._arrays import LazyArray
 
 FORMATS = [

@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import cli as _cli
 from storage_servers import BUCKET, HttpServer, Link, S3Server
+
+from conftest import cli as _cli
 
 pytestmark = pytest.mark.slow
 

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import s3_env
 from import_guard import run_guarded
 from storage_servers import BUCKET
+
+from conftest import s3_env
 
 NAMES = ["model.safetensors.index.json", "flax_model.msgpack.index.json", "arrays.npz", "ckpt.pkl"]
 

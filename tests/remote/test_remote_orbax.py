@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import orbax_tree
 from storage_servers import BUCKET
 
 import treetool as tt
+from conftest import orbax_tree
 from treetool.io.orbax import OrbaxArray
 
 

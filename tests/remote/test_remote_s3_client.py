@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import period_two_stops, s3_env
 from storage_servers import BUCKET
 
 import treetool as tt
+from conftest import period_two_stops, s3_env
 from treetool.io import _remote
 
 #: the fsspec/aiobotocore stack s3fs needs, boto3 (only for profiles and roles), and jax
