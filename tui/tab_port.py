@@ -33,7 +33,8 @@ def make(obj: Any) -> Widget:
     """The Port tab's widget for the plan `obj`."""
     from .._port._rich import plan_renderable
 
-    return VerticalScroll(Static(plan_renderable(obj), id="port-plan"), id="port-tab")
+    plan = plan_renderable(obj)  # plain: rich Text objects of sanitised text, never markup
+    return VerticalScroll(Static(plan, id="port-plan", markup=False), id="port-tab")
 
 
 register_tab(TabSpec(id="port", title="Port", applies=applies, make=make, order=40))
