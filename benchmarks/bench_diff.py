@@ -171,7 +171,7 @@ def main() -> None:
         print(f"{case:<{w}}  {anchor:<{wa}}  {ta:9.3f}  {to:8.3f}  {ratio:6.2f}  {tgt}")
         _rows.row(
             f"diff: {case.strip()}",
-            anchor,
+            anchor.strip(),
             ta if ta == ta else None,
             to,
             ("ratio<=", target) if target else None,

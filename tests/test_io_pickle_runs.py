@@ -493,3 +493,25 @@ def test_the_walk_counts_layers_of_leaves_as_it_counts_any_container() -> None:
     with pytest.raises(BudgetError, match="nested deeper than 2 levels"):
         walk_check({"a": layers}, Budget("f", 0, max_depth=2), set(), False)
     walk_check({"a": layers}, Budget("f", 0, max_depth=3), set(), False)
+
+
+def test_frames_between_layers_are_read_as_the_opcodes_read_them(tmp_path: Path) -> None:
+    # pickle starts a FRAME every 64 KiB: before a record, a layer's key, or inside a record
+    import pickletools
+    import struct
+
+    data, _ = _layers_file(3000)
+    frames = [at for op, _, at in pickletools.genops(data) if op.name == "FRAME"][1:]
+    assert len(frames) >= 3
+    assert {data[at - 1] for at in frames} & {0x62, 0x75}  # after a record or a layer's end
+    f = tmp_path / "framed.pkl"
+    f.write_bytes(data)
+    got = _same_outcome(f)[1]
+    assert list(got)[-1] == "l2999" and got["l2999"]["w"].tolist() == [[2999.0] * 2] * 2
+    for at in frames[:3]:  # a FRAME longer than the rest of the file: the same error
+        bad = data[: at + 1] + struct.pack("<Q", len(data)) + data[at + 9 :]
+        f.write_bytes(bad)
+        got = _same_outcome(f)
+        assert got[0] == "raised" and "a FRAME of" in got[2], got
+        kept = _same_outcome(f, partial=True)
+        assert kept[0] == "tree" and "a FRAME of" in kept[2]

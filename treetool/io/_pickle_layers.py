@@ -13,14 +13,16 @@ reads on from there with all its checks.
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from ._source import check_stop
 
 __all__ = ["run_layers"]
 
+_U64 = struct.Struct("<Q").unpack_from
+
 _END = b"\x94t\x94b"  # MEMOIZE TUPLE MEMOIZE BUILD: an array's state, set
-_NEXT = b"u\x8c"  # SETITEMS, SHORT_BINUNICODE: a layer's end, the next layer's key
 _OPEN = b"\x94}\x94("  # MEMOIZE EMPTY_DICT MEMOIZE MARK: the next layer's dict, open
 
 
@@ -57,7 +59,13 @@ def run_layers(
         for prefix, length, key, n, dt, shape, shaped, fortran, t0, head, state in layer:
             at = p + length
             if data[p:at] != prefix or data[at + n : at + n + 4] != _END:
-                return p, stack  # the records before `p` are made
+                # a FRAME before the record (pickle starts one every 64 KiB), then the record
+                f = _frame(data, p, end)
+                if not f:
+                    return p, stack  # the records before `p` are made
+                p, at = f, f + length
+                if data[p:at] != prefix or data[at + n : at + n + 4] != _END:
+                    return p, stack
             raw = data[at : at + n]
             arr = frombuffer(raw, dt)
             if shaped:  # (a keyword argument costs about a reshape)
@@ -66,14 +74,22 @@ def run_layers(
             memo_extend((t0, head, arr, shape, raw, state))
             p = at + n + 4
         pos = p
-        # SETITEMS into this layer's dict (its keys are the layer's strings), then `key: {`
-        if pos + 3 >= end or data[pos : pos + 2] != _NEXT:
+        # SETITEMS into this layer's dict (its keys are the layer's strings), maybe a FRAME,
+        # then `key: {`
+        k = pos + 1
+        if data[pos:k] != b"u":
             return pos, stack
-        q = pos + 3 + data[pos + 2]
+        if data[k : k + 1] == b"\x95":
+            k = _frame(data, k, end)
+            if not k:
+                return pos, stack
+        if k + 2 >= end or data[k] != 0x8C:
+            return pos, stack
+        q = k + 2 + data[k + 1]
         if data[q : q + 4] != _OPEN:
             return pos, stack
         try:
-            name = data[pos + 3 : q].decode("utf-8", "surrogatepass")
+            name = data[k + 2 : q].decode("utf-8", "surrogatepass")
         except UnicodeDecodeError:
             return pos, stack
         outer = metastack[-1]
@@ -85,3 +101,11 @@ def run_layers(
         pos = q + 4
         if stop is not None and stop.is_set():
             check_stop(path)
+
+
+def _frame(data: Any, p: int, end: int) -> int:
+    """The position after a FRAME at `p` whose length fits in the file, else 0 (the machine
+    reads it, and says what is wrong with it)."""
+    if data[p : p + 1] != b"\x95" or p + 9 > end or _U64(data, p + 1)[0] > end - p - 9:
+        return 0
+    return p + 9
