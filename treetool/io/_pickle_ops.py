@@ -334,10 +334,12 @@ class KeyCheck:
         remembered, one entry per hash, over the whole file (a key repeated in many dicts
         counts once)."""
         buckets = self.buckets
+        hashed = 0
         for k in keys:
             t = type(k)
             if t is str or t is bytes or (t is int and -_MODULUS < k < _MODULUS and k != -1):
                 continue
+            hashed += 1
             try:
                 h = hash(k)
             except TypeError:
@@ -356,6 +358,8 @@ class KeyCheck:
                     seen.add(k)
             elif not (type(seen) is t and seen == k):
                 buckets[h] = _Bucket((seen, k))
+        if hashed:  # the work of remembering them, in the budget's work units
+            self.budget.charge_expanded(hashed, f"hashing dict keys, at byte {at}")
 
     def one(self, key: Any, at: int, fail: Any) -> None:
         known = self.known.get(id(key))
