@@ -270,6 +270,7 @@ def walk_check(
 
 #: key types whose hash a file cannot choose the collisions of (and that need no walk)
 _UNCHOSEN_HASH = frozenset((str, bytes))
+_INTS = {int}
 #: CPython's modulus of numeric hashes (2**61 - 1 on 64-bit builds)
 _MODULUS = sys.hash_info.modulus
 #: the most distinct keys of a file that may share one hash (real files: 1 or 2)
@@ -322,6 +323,8 @@ class KeyCheck:
                 if type(k) is frozenset:
                     self.one(k, at, fail)
         if not _UNCHOSEN_HASH.issuperset(types):  # (after the depth checks: hashing recurses)
+            if types == _INTS and min(keys) > -_MODULUS and max(keys) < _MODULUS and -1 not in keys:
+                return  # ints that hash to themselves (the usual int keys): scanned in C
             self._collisions(keys, at, fail)
 
     def _collisions(self, keys: Any, at: int, fail: Any) -> None:
