@@ -146,3 +146,29 @@ def test_no_aws_canary_in_s3_outputs(tmp_path: Any) -> None:
         assert s3.log.count > 0  # the reads did reach the S3 server
     finally:
         s3.stop()
+
+
+def test_the_tui_shows_no_secret(server: LyingServer) -> None:
+    """The terminal UI's header (the URL) and the details of a leaf read from it."""
+    import asyncio
+
+    from treetool.tui import TreetoolApp
+
+    url = _url(server, "f/a.safetensors")
+    tree = tt.load(url)
+    app = TreetoolApp(tree, title=url)
+
+    async def drive() -> str:
+        async with app.run_test(size=(160, 40)) as pilot:
+            await pilot.pause()
+            await pilot.press("down")
+            await pilot.pause()
+            await app.workers.wait_for_complete()
+            await pilot.pause(0.1)
+            screen = app.export_screenshot()
+            await pilot.press("q")
+            return screen
+
+    screen = asyncio.run(drive())
+    assert "127.0.0.1" in screen  # the URL is shown...
+    assert PASSWORD not in screen and TOKEN not in screen and USER not in screen  # ...redacted

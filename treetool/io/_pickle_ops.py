@@ -12,13 +12,13 @@ from __future__ import annotations
 import codecs
 import collections
 import itertools
-import sys
 from typing import Any
 
 from .._dtypes import loaded_numpy
 from .._errors import LoadError
 from . import _numpy_rebuild as nr
 from ._budget import MAX_DEPTH, MAX_KEY_DEPTH, Budget
+from ._hash_guard import UNCHOSEN_HASH, HashGuard
 from ._numpy_rebuild import _short
 from ._opaque import GlobalRef, Opaque
 
@@ -281,21 +281,6 @@ def walk_check(
     return WalkResult(sorted(blocked), walked)
 
 
-#: key types whose hash a file cannot choose the collisions of (and that need no walk)
-_UNCHOSEN_HASH = frozenset((str, bytes))
-#: CPython's modulus of numeric hashes (2**61 - 1 on 64-bit builds)
-_MODULUS = sys.hash_info.modulus
-#: the most distinct keys of a file that may share one hash (real files: 1 or 2)
-SAME_HASH = 64
-_NOTHING = object()
-
-
-class _Bucket(set):
-    """The distinct keys seen with one hash (a set, told apart from a key that is a set)."""
-
-    __slots__ = ()
-
-
 class KeyCheck:
     """Checks a dict key or set item before it is hashed: CPython hashes tuples recursively in C
     (a million-deep tuple crashes it) and a tuple's hash is recomputed at every insertion.
@@ -305,18 +290,16 @@ class KeyCheck:
     insertion, a frozenset's once (it caches its hash). Sizes are computed once per object.
     """
 
-    __slots__ = ("budget", "buckets", "known")
+    __slots__ = ("budget", "hashes", "known")
 
     def __init__(self, budget: Budget) -> None:
         self.budget = budget
         self.known: dict[int, tuple[Any, int]] = {}  # id -> (the object, kept alive; size)
-        #: hash -> the one key seen with it, or a `_Bucket` of the distinct keys sharing it
-        #: (keys whose hash a file can choose: see `_collisions`)
-        self.buckets: dict[int, Any] = {}
+        self.hashes = HashGuard(budget)  # colliding hashes (`_hash_guard`)
 
     def keys(self, keys: Any, at: int, fail: Any) -> None:
         """Check every key of `keys` (an iterable) that is a tuple or a frozenset, and that
-        no more than `SAME_HASH` distinct keys share a hash (`_collisions`)."""
+        no more than `SAME_HASH` distinct keys share a hash (`HashGuard`)."""
         if type(keys) is not list and type(keys) is not tuple:
             keys = list(keys)
         types = set(map(type, keys))
@@ -334,41 +317,8 @@ class KeyCheck:
             for k in keys:
                 if type(k) is frozenset:
                     self.one(k, at, fail)
-        if not _UNCHOSEN_HASH.issuperset(types):  # (after the depth checks: hashing recurses)
-            self._collisions(keys, at, fail)
-
-    def _collisions(self, keys: Any, at: int, fail: Any) -> None:
-        """Refuse a file whose dict keys or set items share a hash by the dozen: CPython
-        compares a new key with every key of its hash already there, so n colliding keys
-        cost n**2 / 2 comparisons (a few hundred KB of ints that are multiples of 2**61 - 1
-        take minutes). Strings and bytes hash with a per-process secret, and ints in
-        [-(2**61) + 2, 2**61 - 1) other than -1 hash to themselves: a file cannot choose
-        their collisions, so only other keys (big ints, floats, tuples, frozensets...) are
-        remembered, one entry per hash, over the whole file (a key repeated in many dicts
-        counts once)."""
-        buckets = self.buckets
-        for k in keys:
-            t = type(k)
-            if t is str or t is bytes or (t is int and -_MODULUS < k < _MODULUS and k != -1):
-                continue
-            try:
-                h = hash(k)
-            except TypeError:
-                continue  # unhashable: the insertion names it
-            seen = buckets.get(h, _NOTHING)
-            if seen is _NOTHING:
-                buckets[h] = k
-            elif type(seen) is _Bucket:
-                if k not in seen:  # compares with the (at most SAME_HASH) keys of the hash
-                    if len(seen) >= SAME_HASH:
-                        raise fail(
-                            f"more than {SAME_HASH} distinct dict keys or set items share "
-                            "one hash (a hash-collision bomb)",
-                            at,
-                        )
-                    seen.add(k)
-            elif not (type(seen) is t and seen == k):
-                buckets[h] = _Bucket((seen, k))
+        if not UNCHOSEN_HASH.issuperset(types):  # (after the depth checks: hashing recurses)
+            self.hashes.check(keys, types, at, fail)
 
     def one(self, key: Any, at: int, fail: Any) -> None:
         known = self.known.get(id(key))
