@@ -312,7 +312,6 @@ class TreetoolApp(ReadingApp):
         matched, chain = follow
         tree = self.query_one(PytreeTree)
         tree.matches = matched
-        tree.refresh()
         if reveal and chain is not None and self.query_one(TabbedContent).active == "tree":
             tree.reveal_chain(chain)  # incremental: only the page that holds it is added
 

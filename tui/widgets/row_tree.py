@@ -275,6 +275,8 @@ class RowTree(ScrollView, Generic[T], can_focus=True):
         self.generation = 0
         self.built: list[_Line[T]] | None = None
         self.cursor_row: TreeRow[T] | None = None
+        #: `frame_state()` while a paint draws its lines
+        self.frame: tuple[Style, object, bool] | None = None
         self.drawn: OrderedDict[tuple[object, ...], Strip] = OrderedDict()
         self.root: TreeRow[T] = TreeRow(self, None, self.process_label(label), data, leaf=False)
         super().__init__(id=id)
@@ -391,14 +393,12 @@ class RowTree(ScrollView, Generic[T], can_focus=True):
     def watch_cursor_line(self, previous: int, line: int) -> None:
         row = self.get_node_at_line(line)
         before, self.cursor_row = self.cursor_row, row
-        if previous != line:
-            self.drawn.clear()
+        if previous != line:  # lines drawn keep: the cursor's place is in their key
             self.refresh()
         if row is not None and row is not before:
             self.post_message(self.NodeHighlighted(row))
 
     def watch_hover_line(self) -> None:
-        self.drawn.clear()
         self.refresh()
 
     def move_cursor(self, node: TreeRow[T] | None, animate: bool = False) -> None:
@@ -434,13 +434,25 @@ class RowTree(ScrollView, Generic[T], can_focus=True):
     def on_resize(self) -> None:
         self.invalidate()
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self.frame = self.frame_state()  # once per paint, not once per line
+        try:
+            return super().render_lines(crop)
+        finally:
+            self.frame = None
+
+    def frame_state(self) -> tuple[Style, object, bool]:
+        """What every line of a paint is drawn with: the base style, the pseudo classes
+        (focus, hover…) and whether the tree has the focus."""
+        return self.rich_style, self.get_pseudo_class_state(), self.has_focus
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         width = self.size.width
         return self.draw_line(y + scroll_y, width).crop(scroll_x, scroll_x + width)
 
     def draw_line(self, y: int, width: int) -> Strip:
-        base_style = self.rich_style
+        base_style, pseudo, focus = self.frame or self.frame_state()
         lines = self.lines
         if y >= len(lines):
             return Strip.blank(width, base_style)
@@ -448,17 +460,17 @@ class RowTree(ScrollView, Generic[T], can_focus=True):
         path = line.path
         hover_row = self.get_node_at_line(self.hover_line) if self.hover_line >= 0 else None
         cursor = self.cursor_row
-        focus = self.has_focus
-        is_hover = hover_row is not None and any(r is hover_row for r in path)
-        on_path = cursor is not None and any(r is cursor for r in path)
-        key: tuple[object, ...] = (
-            y,
-            is_hover,
-            on_path,
-            self.cursor_line == y,
-            self.hover_line == y,
-        )
-        key += (width, self.get_pseudo_class_state(), focus, self.virtual_size.width)
+        # where the cursor's and the mouse's rows are on the line's path: its guides light
+        # from there (-1: not on it); a line whose key holds is drawn as it was
+        cursor_at = hover_at = -1
+        for i, r in enumerate(path):
+            if r is cursor:
+                cursor_at = i
+            if r is hover_row:
+                hover_at = i
+        is_hover = hover_at >= 0
+        key: tuple[object, ...] = (y, cursor_at, hover_at, self.cursor_line == y)
+        key += (self.hover_line == y, width, pseudo, focus, self.virtual_size.width)
         strip = self.drawn.get(key)
         if strip is not None:
             self.drawn.move_to_end(key)

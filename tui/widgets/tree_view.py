@@ -70,6 +70,8 @@ class PytreeTree(RowTree[Entry]):
 
     #: the whole tree's totals (the app binds it to its own `totals`; None: not counted yet)
     totals: var[Aggregates | None] = var(None, init=False)
+    #: the paths lit as search matches (a new set redraws the rows; sets are not compared)
+    matches: var[AbstractSet[str]] = var(frozenset, init=False, always_update=True)
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("right,l", "open", "Expand", tooltip="Expand the node", id="tree.open"),
@@ -100,7 +102,6 @@ class PytreeTree(RowTree[Entry]):
         super().__init__(safe_text(root_name), Entry("node", root), id=id)
         self.model = root
         self.root_name = root_name
-        self.matches: AbstractSet[str] = frozenset()
         self._pending_fill: list[TreeRow[Entry]] = []
         #: while revealing, one label budget for every level opened (not one per level)
         self._budget: Budget | None = None
@@ -143,6 +144,9 @@ class PytreeTree(RowTree[Entry]):
             last = str(node.key)
             lbl.key = f"{first}…({entry.stop - 1:,} levels)…{last}"
         return label_text(lbl, root=node is self.model)
+
+    def watch_matches(self) -> None:
+        self.invalidate(layout=False)
 
     def watch_totals(self, totals: Aggregates | None) -> None:
         """Totals of the whole tree (from the leaf index): shown on the root row."""
