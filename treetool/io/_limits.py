@@ -32,6 +32,7 @@ __all__ = [
     "check_dtype",
     "check_json_text",
     "check_shape",
+    "check_zip_directory",
 ]
 
 #: numpy's own limit on the number of dimensions
@@ -191,3 +192,29 @@ def _shallow(brackets: bytes, max_depth: int) -> bool:
             return True
         s = s.replace(b"{}", b"")
     return not s
+
+
+#: a zip member takes at least ~100 bytes of headers: more members than one per 64 bytes of
+#: file (plus 1,000) is a member bomb
+ZIP_BYTES_PER_MEMBER = 64
+#: a member's central directory record: 46 bytes and its name (and extra fields, comment);
+#: more directory bytes than this per claimed member (plus 64 KiB) is a directory bomb
+ZIP_DIRECTORY_BYTES_PER_MEMBER = 46 + 4096
+
+
+def check_zip_directory(name: str, size: int, count: int, cd_size: int) -> None:
+    """What a zip's end record claims (members, directory bytes), checked before the directory
+    is read: every zip reader (npz, torch) calls this, locally and remotely.
+
+    Example:
+        >>> check_zip_directory("x.npz", 10_000, 3, 1_200_000_000)
+        Traceback (most recent call last):
+        treetool._errors.LoadError: x.npz: the zip's central directory claims 1200000000 bytes for 3 members, more than 10000
+    """
+    Budget(name, "zip members", 1000 + size // ZIP_BYTES_PER_MEMBER).take(count)
+    most = min(size, (1 << 16) + count * ZIP_DIRECTORY_BYTES_PER_MEMBER)
+    if cd_size > most:
+        raise LoadError(
+            f"{name}: the zip's central directory claims {cd_size} bytes for {count} "
+            f"members, more than {most}"
+        )

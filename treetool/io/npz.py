@@ -44,7 +44,14 @@ from .._dtypes import spec_facts
 from .._errors import LoadError
 from .._streams import ByteStream
 from ._keys import tree_from_keystrs
-from ._limits import MAX_NDIM, Budget, check_dtype, check_shape
+from ._limits import (
+    MAX_NDIM,
+    ZIP_BYTES_PER_MEMBER,
+    Budget,
+    check_dtype,
+    check_shape,
+    check_zip_directory,
+)
 from ._source import Source, source_for
 
 if TYPE_CHECKING:
@@ -309,16 +316,6 @@ def read(
     return _read_npz(path, trust=trust, lazy=lazy, partial=partial, format=format)
 
 
-#: an npz member takes at least ~100 bytes of zip headers and .npy header: more members than
-#: one per 64 bytes of file (plus 1,000) is a member bomb
-_BYTES_PER_MEMBER = 64
-
-
-#: a member's central directory record: 46 bytes and its name (and extra fields, comment);
-#: more directory bytes than this per claimed member (plus 64 KiB) is a directory bomb
-_DIRECTORY_BYTES_PER_MEMBER = 46 + 4096
-
-
 def _zip_directory(src: Source, size: int) -> tuple[int, int] | None:
     """(members, central directory bytes) the zip's end record claims (zip64 too), read
     before zipfile reads (and allocates) the directory; None when there is no end record."""
@@ -353,16 +350,9 @@ def _read_zip(
     path = src.name
     size = src.size
     claimed = _zip_directory(src, size)
-    limit = 1000 + size // _BYTES_PER_MEMBER
+    limit = 1000 + size // ZIP_BYTES_PER_MEMBER
     if claimed is not None:  # what the end record claims, before zipfile reads the directory
-        count, cd_size = claimed
-        Budget(path, "zip members", limit).take(count)
-        most = min(size, (1 << 16) + count * _DIRECTORY_BYTES_PER_MEMBER)
-        if cd_size > most:
-            raise LoadError(
-                f"{path}: the zip's central directory claims {cd_size} bytes for {count} "
-                f"members, more than {most}"
-            )
+        check_zip_directory(path, size, *claimed)
     members = Budget(path, "zip members", limit)
     try:
         zf = zipfile.ZipFile(zfh)

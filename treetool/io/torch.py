@@ -55,13 +55,14 @@ def torch_kind(src: Source, head: bytes) -> str | None:
     if head.startswith(PREFIX[:4]) and src.size >= len(PREFIX):
         return "legacy" if src.read(0, len(PREFIX)) == PREFIX else None
     if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
+        n = min(src.size, 1 << 16)
+        tail = src.read(src.size - n, n)  # read once: the directory and the fallback use it
         try:
-            return "zip" if is_torch_zip(read_zip_dir(src)) else None
+            return "zip" if is_torch_zip(read_zip_dir(src, tail=tail)) else None
         except LoadError:
             # a damaged zip: torch's when its directory names a data.pkl (the torch reader
             # then says what is wrong), npz's otherwise
-            n = min(src.size, 1 << 16)
-            return "zip" if b"/data.pkl" in src.read(src.size - n, n) else None
+            return "zip" if b"/data.pkl" in tail else None
     return "tar" if _is_torch_tar(src) else None
 
 

@@ -20,6 +20,7 @@ import zlib
 from dataclasses import dataclass
 
 from ..._errors import LoadError
+from .._limits import check_zip_directory
 from .._source import Source
 
 __all__ = [
@@ -36,7 +37,6 @@ _EOCD64 = b"PK\x06\x06"
 _CENTRAL = b"PK\x01\x02"
 _LOCAL = b"PK\x03\x04"
 _TAIL = 64 << 10  # one read at the end: the end record and, usually, the whole directory
-_BYTES_PER_MEMBER = 64  # a member costs more than this in headers: more is a member bomb
 #: deflate cannot expand data more than ~1032 times: a record claiming more is a zip bomb
 _MAX_RATIO = 1032
 _LOCAL_SLACK = 128  # local header bytes read past the name: the extra field (alignment padding)
@@ -149,12 +149,7 @@ def _read_zip_dir(src: Source, name: str, size: int, tail: bytes | None) -> ZipD
         if len(rec) < 56 or rec[:4] != _EOCD64:
             raise LoadError(f"{name}: bad zip64 end of central directory record")
         count, cd_size, cd_off = _u64(rec, 32), _u64(rec, 40), _u64(rec, 48)
-    limit = 1000 + size // _BYTES_PER_MEMBER
-    if count > limit:
-        raise LoadError(
-            f"{name}: the zip claims {count} members, more than {limit} for a file of {size} "
-            "bytes (a member bomb?)"
-        )
+    check_zip_directory(name, size, count, cd_size)
     if cd_off + cd_size > size:
         raise LoadError(f"{name}: the zip directory lies outside the file ({cd_off}+{cd_size})")
     cd = tail[cd_off - base : cd_off - base + cd_size] if cd_off >= base else None
