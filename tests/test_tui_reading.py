@@ -97,7 +97,7 @@ async def test_keys_that_need_the_whole_tree_wait_while_reading_then_work(tmp_pa
         assert "still reading the file: stats are computed once it is read" in said
         start.set()
         await _until(pilot, lambda: app.index is not None, "the whole tree was indexed")
-        await app.workers.wait_for_complete()
+        await settle(pilot)
         assert calls == [None]  # no watch: the reader was asked for no snapshots
         assert app.obj is not tree and app.obj.keys() == tree.keys()
         assert len(app.index) == 301
@@ -206,7 +206,7 @@ async def test_the_tree_read_so_far_shows_before_the_read_ends_then_the_whole_ke
         assert str(view.cursor_node.data.node.path) == third
         proceed.set()
         await _until(pilot, lambda: app.index is not None, "the whole tree was indexed")
-        await app.workers.wait_for_complete()
+        await settle(pilot)
         await pilot.pause()
         assert len(ended) == 1 and app.obj is ended[0].tree
         assert _row_keys(view) == ["['params']", "['step']"]
@@ -347,7 +347,7 @@ async def test_no_snapshot_outlives_the_swap_to_the_whole_tree(tmp_path):
         await _until(pilot, lambda: at().startswith("['params']['k"), "the cursor on a leaf")
         proceed.set()
         await _until(pilot, lambda: app.index is not None, "the whole tree was indexed")
-        await app.workers.wait_for_complete()
+        await settle(pilot)
         await pilot.pause()
         assert "~probe" not in app.obj and len(app.obj["params"]) == 3000
         assert watch.latest() is None  # released at the swap
@@ -421,7 +421,7 @@ async def test_a_snapshot_shows_functions_as_the_whole_tree_does_and_is_never_wr
         assert shown["model"] is not raw[0]["model"]
         proceed.set()
         await _until(pilot, lambda: app.index is not None, "the whole tree was indexed")
-        await app.workers.wait_for_complete()
+        await settle(pilot)
         whole = _leaf_types(app.obj)
         assert len(whole) == 3005 and whole["['model'].layers[2].fn"] == "OpaqueFunction"
         assert {p: whole[p] for p in before} == before  # the snapshot showed the same leaves
