@@ -1,5 +1,6 @@
 """Torch files over HTTP (the local ranged server of tests/remote): a zip is listed from its
-directory and data.pkl in at most 3 requests, a sharded `.bin` set in 3 plus one per shard, and
+directory and data.pkl in at most 3 requests, a sharded `.bin` set in one request per shard (its
+first block holds data.pkl; its directory is read, and checked, when a value is first read), and
 values are read on demand, equal to what torch loads."""
 
 from __future__ import annotations
@@ -41,11 +42,12 @@ def http(tmp_path_factory: pytest.TempPathFactory) -> Any:
     shards = root / "set"
     shards.mkdir()
     weight_map = {}
-    for i in range(3):
-        name = f"pytorch_model-{i + 1:05d}-of-00003.bin"
-        torch.save({f"block.{i}.w": torch.full((8, 8), float(i))}, shards / name)
+    for i in range(4):  # 256 KiB each: data.pkl in the first 64 KiB, the directory at the end
+        name = f"pytorch_model-{i + 1:05d}-of-00004.bin"
+        torch.save({f"block.{i}.w": torch.full((256, 256), float(i))}, shards / name)
         weight_map[f"block.{i}.w"] = name
     (shards / "pytorch_model.bin.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    _write_odd_shards(root / "odd")
     server = _servers().HttpServer(str(root))
     server.root_dir = str(root)
     yield server
@@ -78,9 +80,57 @@ def test_legacy_over_http(http: Any) -> None:
     assert np.asarray(tree["w"]).tolist() == list(range(10))
 
 
-def test_sharded_set_three_plus_one_per_shard(http: Any) -> None:
+def test_sharded_set_one_request_per_shard(http: Any) -> None:
     http.log.clear()
     tree = tio.load(f"{http.url}/set/pytorch_model.bin.index.json")
-    assert http.log.count <= 3 + 3, [(q.method, q.range) for q in http.log.requests]
-    assert sorted(tree) == ["block.0.w", "block.1.w", "block.2.w"]
-    assert np.asarray(tree["block.2.w"]).tolist() == [[2.0] * 8] * 8
+    got = [(q.path, q.range) for q in http.log.requests]
+    assert http.log.count <= 3 + 4, got
+    shards = sorted(q.path for q in http.log.requests if q.path.endswith(".bin"))
+    assert shards == [f"/set/pytorch_model-{i:05d}-of-00004.bin" for i in range(1, 5)], got
+    assert all(r == "bytes=0-65535" for _, r in got), got
+    assert sorted(tree) == [f"block.{i}.w" for i in range(4)]
+    assert tree["block.2.w"].shape == (256, 256) and str(tree["block.2.w"].dtype) == "float32"
+    # the first value of a shard: its zip directory (the tail), then exactly its bytes (its
+    # local header lies in the first block, read already); a second value: its bytes only
+    http.log.clear()
+    assert (np.asarray(tree["block.2.w"]) == 2.0).all()
+    size = os.path.getsize(os.path.join(http.root_dir, "set", "pytorch_model-00003-of-00004.bin"))
+    first = [(q.path, q.range) for q in http.log.requests]
+    assert first[0] == ("/set/pytorch_model-00003-of-00004.bin", f"bytes={size - 65536}-{size - 1}")
+    assert len(first) == 2 and http.log.requests[1].sent == 256 * 256 * 4, first
+    http.log.clear()
+    assert (np.asarray(tree["block.2.w"]) == 2.0).all()
+    assert http.log.count == 1 and http.log.requests[0].sent == 256 * 256 * 4
+
+
+def _write_odd_shards(folder: Any) -> None:
+    """Two shards torch wrote, each rewritten: `a` repacked with deflated records (listed
+    through its directory), `b` whose directory lost its storage record (refused at the
+    first value read, the directory being read then)."""
+    import zipfile
+
+    folder.mkdir()
+    for name, value in (("a.bin", 1.0), ("b.bin", 2.0)):
+        torch.save({name[0]: torch.full((256, 256), value)}, folder / "orig")
+        with zipfile.ZipFile(folder / "orig") as zin:
+            comp = zipfile.ZIP_DEFLATED if name == "a.bin" else zipfile.ZIP_STORED
+            with zipfile.ZipFile(folder / name, "w", comp) as zout:
+                for info in zin.infolist():
+                    if name == "b.bin" and info.filename.endswith("/data/0"):
+                        info.filename = info.filename.replace("/data/0", "/data/9")
+                    zout.writestr(info.filename, zin.read(info), compress_type=comp)
+        os.remove(folder / "orig")
+    weight_map = {"a": "a.bin", "b": "b.bin"}
+    (folder / "model.bin.index.json").write_text(json.dumps({"weight_map": weight_map}))
+
+
+def test_sharded_odd_shards(http: Any) -> None:
+    tree = tio.load(f"{http.url}/odd/model.bin.index.json")
+    assert sorted(tree) == ["a", "b"]
+    assert (np.asarray(tree["a"]) == 1.0).all()
+    with pytest.raises(tio.LoadError) as e:
+        np.asarray(tree["b"])
+    assert str(e.value) == (
+        f"{http.url}/odd/b.bin[orig/data.pkl]: storage key '0' is not in the archive "
+        "(no orig/data/0)"
+    )

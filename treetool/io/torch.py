@@ -39,6 +39,7 @@ from .._lazy_array import LazyArray
 from .._paths import DictKey, Key, Path, SequenceKey
 from ._opaque import Opaque, opaque_children
 from ._source import Source, source_for
+from ._torch._head import first_pkl
 from ._torch._sniff import PREFIX, is_torch_zip
 from ._torch._zip import read_zip_dir
 
@@ -55,6 +56,8 @@ def torch_kind(src: Source, head: bytes) -> str | None:
     if head.startswith(PREFIX[:4]) and src.size >= len(PREFIX):
         return "legacy" if src.read(0, len(PREFIX)) == PREFIX else None
     if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
+        if src.remote and head[:4] == b"PK\x03\x04" and first_pkl(src) is not None:
+            return "zip"  # its first record is a stored data.pkl: no read of the tail
         n = min(src.size, 1 << 16)
         tail = src.read(src.size - n, n)  # read once: the directory and the fallback use it
         try:
@@ -91,7 +94,7 @@ def looks_like_torch(path: str) -> bool:
     return torch_kind(src, src.read(0, min(64, src.size))) is not None
 
 
-def _read_torch(path: str, lazy: bool) -> TorchRead:
+def _read_torch(path: str, lazy: bool, shard: bool = False) -> TorchRead:
     src = source_for(path)
     kind = torch_kind(src, src.read(0, min(64, src.size)))
     if kind == "tar":
@@ -104,7 +107,11 @@ def _read_torch(path: str, lazy: bool) -> TorchRead:
 
         return read_legacy(src, lazy)
     if kind == "zip":
-        from ._torch._archive import read_archive
+        from ._torch._archive import read_archive, read_deferred
+
+        first = first_pkl(src) if shard and src.remote else None
+        if first is not None:  # listed from the first block; the directory read on demand
+            return read_deferred(src, lazy, first)
 
         return read_archive(src, lazy)
     raise LoadError(f"{path}: not a torch checkpoint (neither a zip with data.pkl nor legacy)")
@@ -142,7 +149,7 @@ def read(
 
 def read_flat(src: Source, lazy: bool) -> dict[str, Any]:
     """A shard of a sharded `.bin` set: `{name: leaf}` of its state_dict."""
-    tree = _read_torch(src.name, lazy).tree
+    tree = _read_torch(src.name, lazy, shard=True).tree
     if type(tree) is not dict and not isinstance(tree, dict):
         raise LoadError(f"{src.name}: a shard must hold a state_dict (a dict of tensors)")
     bad = next((k for k in tree if type(k) is not str), None)

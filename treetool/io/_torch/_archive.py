@@ -15,14 +15,15 @@ from typing import Any
 from ..._errors import LoadError
 from .._budget import Budget
 from .._source import Source
+from ._head import Deferred, DeferredRecord
 from ._rebuild import STORAGE_DTYPES, TensorMaker, TorchStorage
 from ._record_io import RecordSource, inflating_opener
 from ._sniff import zip_root
 from ._unpickle import TorchMachine, check_tree, run_pickle
 from ._weights_only import WeightsOnly, verdict
-from ._zip import Record, ZipDir, read_zip_dir
+from ._zip import Record, ZipDir, local_data_offset, read_zip_dir
 
-__all__ = ["TorchRead", "read_archive"]
+__all__ = ["TorchRead", "read_archive", "read_deferred"]
 
 _MAX_PKL = 1 << 30  # a data.pkl larger than this is refused (it is metadata only)
 _PKL_PER_BYTE = 64  # a deflated data.pkl may inflate to 64 bytes per byte of the file (+16 MiB)
@@ -47,31 +48,84 @@ def read_archive(src: Source, lazy: bool, zd: ZipDir | None = None) -> TorchRead
     name = src.name
     zd = zd or read_zip_dir(src)
     root = zip_root(zd)
+    pkl_rec = _check_dir(zd, root)
     recs = zd.records
+    facts: dict[str, Any] = {}
+    small = [recs[f"{root}/{k}"] for k in _FACT_RECORDS if f"{root}/{k}" in recs]
+    facts.update({r.name[len(root) + 1 :]: _text(zd, r) for r in small})
+    scripted = f"{root}/constants.pkl" in recs or any(r.startswith(f"{root}/code/") for r in recs)
+    pkl = zd.read(pkl_rec, min(_MAX_PKL, (16 << 20) + _PKL_PER_BYTE * src.size))
+    base = pkl_rec.data if pkl_rec.method == 0 and not src.remote else None
+    where = f"{name}[{pkl_rec.name}]"
+    storages: dict[str, TorchStorage] = {}
+
+    def persistent_load(pid: Any) -> Any:
+        return _storage(pid, zd, root, storages, where)
+
+    return _run(pkl, where, lazy, base, persistent_load, scripted, facts)
+
+
+def read_deferred(src: Source, lazy: bool, first: tuple[str, int, bytes]) -> TorchRead:
+    """A remote shard listed from its first block (`_head.first_pkl`): its zip directory is
+    read, and checked as `read_archive` checks it, when a value is first read."""
+    root, start, pkl = first
+    where = f"{src.name}[{root}/data.pkl]"
+    wanted: dict[str, tuple[str, Any, int]] = {}  # key -> (type, numel, nbytes)
+
+    def check(zd: ZipDir) -> None:
+        if zip_root(zd) != root:
+            raise LoadError(f"{src.name}: the zip's first entry is not {root}/data.pkl")
+        rec = _check_dir(zd, root)
+        if (rec.header, rec.method, rec.size, rec.data) != (0, 0, len(pkl), start):
+            raise LoadError(f"{where}: the zip directory and the first record disagree")
+        for key, (type_path, numel, nbytes) in wanted.items():
+            _record(zd, root, key, type_path, numel, nbytes, where)
+
+    deferred = Deferred(src, check)
+    storages: dict[str, TorchStorage] = {}
+
+    def persistent_load(pid: Any) -> Any:
+        key, type_path, location, numel, nbytes = _pid(pid, where)
+        got = storages.get(key)
+        if got is None:
+            wanted[key] = (type_path, numel, nbytes)
+            late = DeferredRecord(deferred, f"{root}/data/{key}")
+            got = TorchStorage(key, type_path, location, nbytes, src.name, 0, source=late)
+            storages[key] = got
+        return got
+
+    return _run(pkl, where, lazy, None, persistent_load, False, {})
+
+
+def _check_dir(zd: ZipDir, root: str) -> Record:
+    """`<root>/data.pkl` of a torch zip whose entries all lie in `root`, little-endian."""
+    name, recs = zd.src.name, zd.records
     for r in recs:
         if not r.startswith(root + "/"):
             raise LoadError(f"{name}: zip entry {r!r} is outside the archive folder {root!r}")
     pkl_rec = recs.get(f"{root}/data.pkl")
     if pkl_rec is None:
         raise LoadError(f"{name}: a zip without {root}/data.pkl: not a torch checkpoint")
-    facts: dict[str, Any] = {}
-    small = [recs[f"{root}/{k}"] for k in ("byteorder", *_FACT_RECORDS) if f"{root}/{k}" in recs]
-    texts = {r.name[len(root) + 1 :]: _text(zd, r) for r in small}
-    order = texts.pop("byteorder", "little")
+    order_rec = recs.get(f"{root}/byteorder")
+    order = _text(zd, order_rec) if order_rec is not None else "little"
     if order != "little":
         raise LoadError(f"{name}: a {order!r}-endian checkpoint; only little-endian is read")
-    facts.update(texts)
-    scripted = f"{root}/constants.pkl" in recs or any(r.startswith(f"{root}/code/") for r in recs)
-    pkl = zd.read(pkl_rec, min(_MAX_PKL, (16 << 20) + _PKL_PER_BYTE * src.size))
-    base = pkl_rec.data if pkl_rec.method == 0 and not src.remote else None
-    where = f"{name}[{pkl_rec.name}]"
+    if pkl_rec.data < 0:
+        local_data_offset(zd.src, pkl_rec, zd.tail)
+    return pkl_rec
+
+
+def _run(
+    pkl: bytes,
+    where: str,
+    lazy: bool,
+    base: int | None,
+    persistent_load: Any,
+    scripted: bool,
+    facts: dict[str, Any],
+) -> TorchRead:
     budget = Budget(where, len(pkl))
     maker = TensorMaker(where)
-    storages: dict[str, TorchStorage] = {}
-
-    def persistent_load(pid: Any) -> Any:
-        return _storage(pid, zd, root, storages, where)
-
     machine = TorchMachine(pkl, where, lazy, budget, persistent_load, maker, base)
     tree, _ = run_pickle(machine)
     blocked = check_tree(tree, budget)
@@ -110,7 +164,8 @@ def storage_nbytes(type_path: str, numel: Any, where: str) -> int:
     return numel * _ITEM.get(dt or "uint8", 1)
 
 
-def _storage(pid: Any, zd: ZipDir, root: str, seen: dict[str, TorchStorage], where: str) -> Any:
+def _pid(pid: Any, where: str) -> tuple[str, str, str, Any, int]:
+    """(key, storage type, location, numel, nbytes) of a storage's persistent id, checked."""
     if type(pid) is not tuple or len(pid) != 5 or pid[0] != "storage":
         raise LoadError(
             f"{where}: a persistent id {str(pid)[:80]} is not ('storage', type, key, location, numel)"
@@ -118,11 +173,14 @@ def _storage(pid: Any, zd: ZipDir, root: str, seen: dict[str, TorchStorage], whe
     _, stype, key, location, numel = pid
     if type(key) is not str or type(location) is not str:
         raise LoadError(f"{where}: a persistent id whose key or location is not a string")
-    got = seen.get(key)
-    if got is not None:
-        return got
     type_path = storage_type_name(stype, where)
-    nbytes = storage_nbytes(type_path, numel, where)
+    return key, type_path, location, numel, storage_nbytes(type_path, numel, where)
+
+
+def _record(
+    zd: ZipDir, root: str, key: str, type_path: str, numel: Any, nbytes: int, where: str
+) -> Record:
+    """The record of storage `key`, which must hold its `nbytes`."""
     rec = zd.records.get(f"{root}/data/{key}")
     if rec is None:
         raise LoadError(
@@ -133,6 +191,15 @@ def _storage(pid: Any, zd: ZipDir, root: str, seen: dict[str, TorchStorage], whe
             f"{zd.src.name}[{rec.name}]: storage record of {rec.size} bytes, shorter than its "
             f"{numel} elements of {type_path} ({nbytes} bytes)"
         )
+    return rec
+
+
+def _storage(pid: Any, zd: ZipDir, root: str, seen: dict[str, TorchStorage], where: str) -> Any:
+    key, type_path, location, numel, nbytes = _pid(pid, where)
+    got = seen.get(key)
+    if got is not None:
+        return got
+    rec = _record(zd, root, key, type_path, numel, nbytes, where)
     src = zd.src
     if rec.method == 0 and src.remote:  # offsets from the record's start; its header read later
         st = TorchStorage(
