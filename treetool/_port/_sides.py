@@ -43,13 +43,15 @@ def read_source(source: Any) -> Any:
     return source
 
 
-def _add(side: Side, name: str, keys: tuple[str, ...], x: Any, split_fused: bool) -> None:
+def _add(
+    side: Side, name: str, keys: tuple[str, ...], x: Any, split_fused: bool, lay: str = ""
+) -> None:
     shape = tuple(int(d) for d in x.shape)
     side.arrays[name] = x
     side.shapes[name] = shape
     side.dtypes[name] = _dtype_name(x)
     side.order.append(name)
-    lay = layout(keys, len(shape))
+    lay = lay or layout(keys, len(shape))
     fused = fused_parts(keys) if split_fused else None
     if fused is not None:
         parts, part_keys = fused
@@ -91,9 +93,26 @@ def target_side(tree: Any) -> tuple[Side, list[Path]]:
 
     side = Side()
     paths = []
+    ct = _eqx_conv_transpose_weights(tree)
     for p, x in leaves_with_paths(tree):
         paths.append(p)
         if _is_array(x):
             ks = tuple(part for k in p for part in k.text.split("."))
-            _add(side, str(p), ks, x, split_fused=True)
+            lay = "ct_oi" if id(x) in ct and len(x.shape) >= 3 else ""
+            _add(side, str(p), ks, x, split_fused=True, lay=lay)
     return side, paths
+
+
+def _eqx_conv_transpose_weights(tree: Any) -> set[int]:
+    """The ids of the weights of the equinox `ConvTranspose` modules in `tree` (their layout
+    `(O, I, *k)` is not told by their names)."""
+    import sys
+
+    eqx = sys.modules.get("equinox")
+    if eqx is None:  # no equinox module can be in the tree
+        return set()
+    import jax
+
+    cls = eqx.nn.ConvTranspose
+    mods = jax.tree_util.tree_leaves(tree, is_leaf=lambda m: isinstance(m, cls))
+    return {id(m.weight) for m in mods if isinstance(m, cls)}
