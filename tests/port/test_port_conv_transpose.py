@@ -102,3 +102,25 @@ def test_conv_transpose_from_flax_back_to_torch_loads_strictly() -> None:
     fresh = _torch_model()
     fresh.load_state_dict(sd, strict=True)
     assert pm.max_err(_linen_out(variables, x), pm.torch_out(fresh, x)) <= TOL
+
+
+def test_flax_transpose_kernel_true_falls_back_to_the_shape() -> None:
+    """`transpose_kernel=True` keeps `(*k, O, I)` unflipped: the flipped layout does not fit
+    the shape (I != O), so the only permutation that fits is chosen, and it is right."""
+
+    class Linen(nn.Module):
+        @nn.compact
+        def __call__(self, x: jax.Array) -> jax.Array:
+            x = nn.relu(nn.Conv(4, (3, 3), padding=1)(x))
+            return nn.ConvTranspose(
+                5, (2, 2), strides=(2, 2), padding="VALID", transpose_kernel=True
+            )(x)
+
+    m, x = _torch_model(), _x()
+    variables = Linen().init(jax.random.key(0), x.transpose(0, 2, 3, 1))
+    plan = tt.port(pm.state_dict_numpy(m), variables)
+    assert plan.complete
+    ct = {r.target: r for r in plan.rows}["['params']['ConvTranspose_0']['kernel']"]
+    assert (ct.steps, ct.how) == (("perm(2,3,1,0)",), "shape")
+    out = Linen().apply(plan.apply(), x.transpose(0, 2, 3, 1))
+    assert pm.max_err(np.asarray(out).transpose(0, 3, 1, 2), pm.torch_out(m, x)) <= TOL
