@@ -119,7 +119,7 @@ def test_a_wrong_edit_is_applied_shown_and_caught_by_check() -> None:
         ),
         (
             "\"['params']['Dense_0']['kernel']\" <- \"inp.weight\" : rot90",
-            "rules: line 1: unknown step 'rot90': expected T, perm(..), split(axis,i/n), "
+            "rules: line 1: unknown step 'rot90': expected T, perm(..), flip(..), split(axis,i/n), "
             "index(i), reshape(..) or cast(dtype)",
         ),
         (

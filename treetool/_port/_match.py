@@ -23,7 +23,7 @@ from typing import Any
 from ._flatten import flag_flatten
 from ._names import Leaf, module_tokens_of
 from ._rows import Ambiguity, Match, Row
-from ._transforms import candidates, transposes
+from ._transforms import StepError, candidates, conv_transpose_steps, steps_shape, transposes
 
 __all__ = ["Ambiguity", "Match", "Row", "match"]
 
@@ -82,6 +82,9 @@ def _decide(
 ) -> tuple[tuple[str, ...], str] | list[tuple[str, ...]] | None:
     """(steps, how) for source leaf `s` into target leaf `t` of (inner) shape `dst`; the
     candidates when the conventions cannot choose; None when nothing fits."""
+    ct = _conv_transpose(s, t, dst)
+    if ct is not None:
+        return ct, "convention"
     cands = candidates(s.shape, dst)
     if not cands:
         return None
@@ -103,6 +106,23 @@ def _decide(
     if s.layout == t.layout == "plain" and keep:  # embeddings and norms keep their layout
         return (*pre, *keep[0]), "convention"
     return [(*pre, *c) for c in cands]
+
+
+def _conv_transpose(s: Leaf, t: Leaf, dst: tuple[int, ...]) -> tuple[str, ...] | None:
+    """The steps for a transposed conv kernel (one side's layout says so: a torch `"oi"`
+    weight on the other side is torch's `ConvTranspose` layout); None otherwise or when the
+    shapes do not fit."""
+    if not (s.layout.startswith("ct_") or t.layout.startswith("ct_")) or s.part is not None:
+        return None
+    src = "ct_torch" if s.layout == "oi" else s.layout
+    to = "ct_torch" if t.layout == "oi" else t.layout
+    steps = conv_transpose_steps(len(s.shape), src, to)
+    if steps is None:
+        return None
+    try:
+        return steps if steps_shape(steps, s.shape) == dst else None
+    except StepError:
+        return None
 
 
 def _pair_modules(

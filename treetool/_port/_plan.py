@@ -81,6 +81,12 @@ class Plan:
         out = [f"ambiguous: {', '.join(a.targets)}" for a in self.ambiguous]
         out += [f"target not filled: {t}" for t in self.unmatched_target]
         out += [f"source not used: {s}" for s in self.unmatched_source]
+        if out:
+            from ._sides import state_hint
+
+            hint = state_hint(self._target)
+            if hint is not None:
+                out.insert(0, hint)  # the way out, first
         return out
 
     # --- results

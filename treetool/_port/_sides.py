@@ -9,7 +9,7 @@ from .._paths import Path
 from ._conventions import layout, out_axis
 from ._names import Leaf, dropped_reason, fused_parts
 
-__all__ = ["Side", "read_source", "source_side", "target_side"]
+__all__ = ["Side", "read_source", "source_side", "state_hint", "target_side"]
 
 
 class Side:
@@ -43,13 +43,15 @@ def read_source(source: Any) -> Any:
     return source
 
 
-def _add(side: Side, name: str, keys: tuple[str, ...], x: Any, split_fused: bool) -> None:
+def _add(
+    side: Side, name: str, keys: tuple[str, ...], x: Any, split_fused: bool, lay: str = ""
+) -> None:
     shape = tuple(int(d) for d in x.shape)
     side.arrays[name] = x
     side.shapes[name] = shape
     side.dtypes[name] = _dtype_name(x)
     side.order.append(name)
-    lay = layout(keys, len(shape))
+    lay = lay or layout(keys, len(shape))
     fused = fused_parts(keys) if split_fused else None
     if fused is not None:
         parts, part_keys = fused
@@ -91,9 +93,97 @@ def target_side(tree: Any) -> tuple[Side, list[Path]]:
 
     side = Side()
     paths = []
+    ct = _eqx_conv_transpose_weights(tree)
+    stats, kept = _eqx_state_stats(tree)
     for p, x in leaves_with_paths(tree):
         paths.append(p)
-        if _is_array(x):
-            ks = tuple(part for k in p for part in k.text.split("."))
-            _add(side, str(p), ks, x, split_fused=True)
+        if _is_array(x) and id(x) not in kept:
+            ks = stats.get(id(x)) or tuple(part for k in p for part in k.text.split("."))
+            lay = "ct_oi" if id(x) in ct and len(x.shape) >= 3 else ""
+            _add(side, str(p), ks, x, split_fused=True, lay=lay)
     return side, paths
+
+
+def _eqx_conv_transpose_weights(tree: Any) -> set[int]:
+    """The ids of the weights of the equinox `ConvTranspose` modules in `tree` (their layout
+    `(O, I, *k)` is not told by their names)."""
+    import sys
+
+    eqx = sys.modules.get("equinox")
+    if eqx is None:  # no equinox module can be in the tree
+        return set()
+    import jax
+
+    cls = eqx.nn.ConvTranspose
+    mods = jax.tree_util.tree_leaves(tree, is_leaf=lambda m: isinstance(m, cls))
+    return {id(m.weight) for m in mods if isinstance(m, cls)}
+
+
+def _key_text(k: Any) -> str:
+    for attr in ("name", "key", "idx"):
+        if hasattr(k, attr):
+            return str(getattr(k, attr))
+    return str(k)
+
+
+def _eqx_state_stats(tree: Any) -> tuple[dict[int, tuple[str, ...]], set[int]]:
+    """For a target holding an equinox `State` (`(model, state)`): the ids of the running
+    statistics of each `BatchNorm` in it, named as if the module kept them
+    (`bn.mean`, `bn.var`), and the ids of the state's own counters (kept as they are)."""
+    import sys
+
+    eqx = sys.modules.get("equinox")
+    if eqx is None:
+        return {}, set()
+    import jax
+
+    def is_node(m: Any) -> bool:
+        return isinstance(m, eqx.nn.BatchNorm | eqx.nn.State)
+
+    found = jax.tree_util.tree_flatten_with_path(tree, is_leaf=is_node)[0]
+    states = [m for _, m in found if isinstance(m, eqx.nn.State)]
+    bns = [(p, m) for p, m in found if isinstance(m, eqx.nn.BatchNorm)]
+    named: dict[int, tuple[str, ...]] = {}
+    kept: set[int] = set()
+    for state in states:
+        for path, bn in bns:
+            keys = tuple(part for k in path for part in _key_text(k).split("."))
+            index = getattr(bn, "ema_state_index", None) or getattr(bn, "batch_state_index", None)
+            counter = getattr(bn, "ema_first_time_index", None) or getattr(
+                bn, "batch_counter", None
+            )
+            try:
+                mean, var = state.get(index)
+                if counter is not None:
+                    kept.add(id(state.get(counter)))
+            except (KeyError, TypeError, ValueError):  # not this state's BatchNorm
+                continue
+            named[id(mean)] = (*keys, "mean")
+            named[id(var)] = (*keys, "var")
+    return named, kept
+
+
+STATE_HINT = (
+    "the target's equinox BatchNorm keeps its running statistics in an eqx.nn.State, not in "
+    "the module: port into (model, state) from eqx.nn.make_with_state"
+)
+
+
+def state_hint(tree: Any) -> str | None:
+    """`STATE_HINT` when `tree` holds an equinox `BatchNorm` but no `State`; else None."""
+    import sys
+
+    eqx = sys.modules.get("equinox")
+    if eqx is None:
+        return None
+    import jax
+
+    def is_node(m: Any) -> bool:
+        return isinstance(m, eqx.nn.BatchNorm | eqx.nn.State)
+
+    nodes = jax.tree_util.tree_leaves(tree, is_leaf=is_node)
+    if any(isinstance(m, eqx.nn.BatchNorm) for m in nodes) and not any(
+        isinstance(m, eqx.nn.State) for m in nodes
+    ):
+        return STATE_HINT
+    return None

@@ -6,10 +6,18 @@ A transform is a tuple of steps, each a short text that the rule file shows and 
 - `perm(a,b,...)`: an axis permutation; conv OIHW -> HWIO is `perm(2,3,1,0)` (1-D: `perm(2,1,0)`,
   3-D: `perm(2,3,4,1,0)`), HWIO -> OIHW `perm(3,2,0,1)`; grouped and depthwise kernels
   (`(O, I/g, H, W)`) take the same permutation
+- `flip(a,...)`: reverse the given axes (the spatial axes of a transposed conv kernel)
 - `split(axis,i/n)`: part `i` of `n` equal parts along `axis` (fused q/k/v, gate/up)
 - `index(i)`: entry `i` of a stacked leading axis (unstacking a `scan` stack)
 - `reshape(d0,d1,...)`: heads `(E) <-> (H, D)`, the same elements in the same order
 - `cast(dtype)`: a dtype cast
+
+Transposed convolutions: torch `ConvTranspose{1,2,3}d` keeps `(I, O/g, *k)` and computes the
+gradient of a conv; equinox `ConvTranspose` keeps `(O, I/g, *k)` and flax linen `ConvTranspose`
+(with its default `transpose_kernel=False`) `(*k, I, O)`, both applied as a plain conv over the
+dilated input, so their kernels are torch's with the spatial axes reversed:
+torch -> equinox `perm(1,0,2,3) flip(2,3)`, torch -> flax `perm(2,3,0,1) flip(0,1)` (2-D; see
+`conv_transpose_steps`). Shapes cannot tell a flip: the target's module type decides.
 
 Stacking N blocks into a leading axis is not a step: a row with N sources stacks them after
 applying its steps to each. Concatenating fused parts is the reverse of `split`: rows that
@@ -28,6 +36,7 @@ __all__ = [
     "apply_steps",
     "candidates",
     "conv_perm",
+    "conv_transpose_steps",
     "parse_steps",
     "steps_shape",
     "transposes",
@@ -40,7 +49,7 @@ class StepError(ValueError):
     """A step that is not in the catalogue, or does not fit the shape it is given."""
 
 
-_STEP = re.compile(r"^(T|perm|split|index|reshape|cast)(?:\(([^()]*)\))?$")
+_STEP = re.compile(r"^(T|perm|flip|split|index|reshape|cast)(?:\(([^()]*)\))?$")
 
 
 def parse_steps(text: str) -> tuple[str, ...]:
@@ -60,7 +69,7 @@ def parse_steps(text: str) -> tuple[str, ...]:
         m = _STEP.match(step)
         if m is None or (m.group(1) == "T") != (m.group(2) is None):
             raise StepError(
-                f"unknown step {step!r}: expected T, perm(..), split(axis,i/n), index(i), "
+                f"unknown step {step!r}: expected T, perm(..), flip(..), split(axis,i/n), index(i), "
                 "reshape(..) or cast(dtype)"
             )
         _parse_one(step)
@@ -114,6 +123,9 @@ def steps_shape(steps: Sequence[str], shape: Shape) -> Shape:
             if sorted(arg) != list(range(len(shape))):
                 raise StepError(f"{step} does not permute the axes of shape {list(shape)}")
             shape = tuple(shape[a] for a in arg)
+        elif kind == "flip":
+            if not arg or len(set(arg)) != len(arg) or not all(0 <= a < len(shape) for a in arg):
+                raise StepError(f"{step} does not name distinct axes of shape {list(shape)}")
         elif kind == "split":
             axis, _, n = arg
             if not -len(shape) <= axis < len(shape) or shape[axis] % n:
@@ -141,6 +153,8 @@ def apply_steps(steps: Sequence[str], x: Any, *, contiguous: bool = True) -> Any
             x = x.T
         elif kind == "perm":
             x = np.transpose(x, arg)
+        elif kind == "flip":
+            x = np.flip(x, arg)
         elif kind == "split":
             axis, i, n = arg
             x = np.split(x, n, axis=axis)[i]
@@ -165,9 +179,66 @@ def conv_perm(ndim: int, to_io: bool) -> tuple[int, ...]:
     return (ndim - 1, ndim - 2, *range(ndim - 2))
 
 
+# a transposed conv kernel's layouts: torch `(I, O, *k)`, equinox `(O, I, *k)` (reversed
+# spatially), flax linen `(*k, I, O)` (reversed spatially); each as a permutation from torch's
+_CT_LAYOUTS = ("ct_torch", "ct_oi", "ct_io")
+
+
+def _ct_from_torch(ndim: int, layout: str) -> tuple[str, ...]:
+    k = list(range(2, ndim))
+    if layout == "ct_oi":
+        return (f"perm({_dims((1, 0, *k))})", f"flip({_dims(tuple(k))})")
+    if layout == "ct_io":
+        return (f"perm({_dims((*k, 0, 1))})", f"flip({_dims(tuple(range(ndim - 2)))})")
+    return ()
+
+
+def _ct_to_torch(ndim: int, layout: str) -> tuple[str, ...]:
+    k = list(range(2, ndim))
+    if layout == "ct_oi":
+        return (f"flip({_dims(tuple(k))})", f"perm({_dims((1, 0, *k))})")
+    if layout == "ct_io":
+        inv = (ndim - 2, ndim - 1, *range(ndim - 2))
+        return (f"flip({_dims(tuple(range(ndim - 2)))})", f"perm({_dims(inv)})")
+    return ()
+
+
+def conv_transpose_steps(ndim: int, src: str, dst: str) -> tuple[str, ...] | None:
+    """The steps that take a transposed conv kernel of `ndim` axes from layout `src` to `dst`
+    (`"ct_torch"`, `"ct_oi"` equinox, `"ct_io"` flax linen); None for another layout.
+
+    Example:
+        >>> conv_transpose_steps(4, "ct_torch", "ct_io")
+        ('perm(2,3,0,1)', 'flip(0,1)')
+        >>> conv_transpose_steps(4, "ct_torch", "ct_oi")
+        ('perm(1,0,2,3)', 'flip(2,3)')
+        >>> conv_transpose_steps(3, "ct_io", "ct_torch")
+        ('flip(0)', 'perm(1,2,0)')
+    """
+    if src not in _CT_LAYOUTS or dst not in _CT_LAYOUTS or ndim < 3:
+        return None
+    steps = (*_ct_to_torch(ndim, src), *_ct_from_torch(ndim, dst))
+    # equinox <-> flax: flips cancel; keep one permutation
+    if src != "ct_torch" and dst != "ct_torch":
+        import numpy as np
+
+        probe = np.arange(math.prod(range(2, ndim + 2))).reshape(tuple(range(2, ndim + 2)))
+        out = apply_steps(steps, probe)
+        for perm in _perms(ndim):
+            if np.array_equal(np.transpose(probe, perm), out):
+                return (f"perm({_dims(perm)})",) if perm != tuple(range(ndim)) else ()
+    return steps
+
+
+def _perms(ndim: int) -> list[tuple[int, ...]]:
+    import itertools
+
+    return list(itertools.permutations(range(ndim)))
+
+
 def transposes(steps: Sequence[str]) -> bool:
     """Whether `steps` change the layout (a transpose or an axis permutation)."""
-    return any(s == "T" or s.startswith("perm(") for s in steps)
+    return any(s == "T" or s.startswith(("perm(", "flip(")) for s in steps)
 
 
 def _dims(shape: Shape) -> str:
