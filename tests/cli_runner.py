@@ -33,3 +33,10 @@ def treetool(
         timeout=timeout,
         env=full,
     )
+
+
+def small_parent(cmd: list[str]) -> list[str]:
+    """`cmd` started by a small shell that forks it: a child's peak RSS (`ru_maxrss`, which
+    libFuzzer's `-rss_limit_mb` reads) starts at its parent's RSS at the fork, and this test
+    process may hold gigabytes by the time a late test runs."""
+    return ["/bin/sh", "-c", '"$@"; exit $?', "sh", *cmd]

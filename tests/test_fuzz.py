@@ -25,6 +25,7 @@ import sys
 import types
 
 import pytest
+from cli_runner import small_parent
 
 pytest.importorskip("atheris")
 
@@ -108,7 +109,9 @@ def test_bounded_seeded_run_finds_nothing(fmt, tmp_path):
     ]
     env = _env(tmp_path)
     env["TREETOOL_FUZZ_SKIP"] = _known_signatures()  # classes whose fixes are not merged yet
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        small_parent(cmd), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     found = sorted(os.listdir(art))
     if proc.returncode != 0 or found:
         shown = {n: base64.b64encode((art / n).read_bytes()[:4096]).decode() for n in found}

@@ -14,6 +14,7 @@ import types
 from typing import Any
 
 import pytest
+from cli_runner import small_parent
 
 pytestmark = pytest.mark.slow
 
@@ -108,7 +109,9 @@ def test_a_bounded_seeded_remote_run_finds_nothing(tmp_path: Any) -> None:
         "-print_final_stats=1", f"-artifact_prefix={art}{os.sep}", str(work), str(seeds),
     ]  # fmt: skip
     env = {**os.environ, "PYTHONHASHSEED": "0", "TMPDIR": str(tmp_path), "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280)
+    proc = subprocess.run(
+        small_parent(cmd), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280
+    )
     assert proc.returncode == 0 and not os.listdir(art), proc.stderr[-4000:]
     assert "Done 200 runs" in proc.stderr
     assert int(re.search(r"INITED cov: (\d+)", proc.stderr).group(1)) > 300
