@@ -71,3 +71,23 @@ def test_deep_nesting(tmp_path):
     f.write_bytes(b"\x81\xa1a" + b"\x91" * 5000 + b"\xc0")
     with pytest.raises(LoadError, match="nested deeper than 1000 levels"):
         tio.load(f)
+
+
+def test_an_array_as_a_map_key_is_one_line(tmp_path):
+    """Found by the seeded fuzz run: a map whose key is an ext array made every view sort
+    LazyArray keys (numpy's ambiguous truth value), a raw ValueError."""
+    import base64
+
+    data = base64.b64decode(
+        "gaZwYXJhbXOCp0RlbnNlXzGCd6ZrZXJuZWzHJgGTkgIDp2Zsb2F0MzLEGGMyGjsV42c++ewIAj6TKRi/jRPpPl0r"
+        "Hj+kYmlhc8cZAZORA6dmbG9hdDMyxAwAAAAAmZmapDJhbWWheFacsBcBk5EBqWNvbXBsZXg1NMQIAAAAAAAAAAAA"
+        "AKdEZW5zZV8wgqZrZXJuZWzHJgGTkgMCp2Zsb2F0MzLEGIMjdL9EDN8+PqJLv1/c+74v4wc/sbg9PwAAAAAAAAB/"
+        "k5ECp2Zsb2F0MzLECAAAAAAAAAAA"
+    )
+    p = tmp_path / "key.msgpack"
+    p.write_bytes(data)
+    with pytest.raises(LoadError) as e:
+        tio.load(str(p))
+    assert str(e.value) == (
+        f"{p}: a msgpack map key is a LazyArray; keys must be strings, numbers, booleans or nil"
+    )

@@ -164,13 +164,6 @@ def test_ctrl_c_while_a_side_hangs_exits_130(
     env = {**os.environ, "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}
     env["TREETOOL_REMOTE_TIMEOUT"] = "60"  # the interrupt, not a timeout, ends it
     a, b = f"{fast.url}/hang/a.pkl", f"{fast.url}/b.pkl"
-
-    def sigint_as_a_terminal_sends_it() -> None:
-        # a signal mask or an ignored SIGINT is inherited across exec: whatever an earlier test
-        # left in this process, the command starts as from a shell
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-
     proc = subprocess.Popen(
         [sys.executable, "-m", "treetool.cli", "diff", a, b],
         stdout=subprocess.PIPE,
@@ -178,7 +171,6 @@ def test_ctrl_c_while_a_side_hangs_exits_130(
         text=True,
         env=env,
         cwd=str(tmp_path),
-        preexec_fn=sigint_as_a_terminal_sends_it,
     )
     try:
         assert hanging.wait(30)  # side A's request has come, and gets no answer

@@ -47,6 +47,9 @@ def looks_like_flax_msgpack(head: bytes) -> bool:
     return bool(key) and (0xA0 <= key[0] <= 0xBF or key[0] in (0xD9, 0xDA, 0xDB))
 
 
+#: what a map key may be: scalars, which hash and sort as dict keys do in a pytree
+_KEY_TYPES = (str, bytes, int, float, bool, type(None))
+
 #: the longest string a file may hold (strings are read whole, locally and remotely: keys and
 #: names are far shorter)
 MAX_STR = 16 << 20
@@ -212,10 +215,12 @@ class _Reader:
         if isinstance(c, list):
             c.append(v)
         elif frame[2] is None and frame[1] % 2 == 1:
-            try:
-                hash(v)
-            except TypeError:
-                raise LoadError(f"{self.path}: unhashable msgpack map key") from None
+            if not isinstance(v, _KEY_TYPES):
+                # an array (ext) or container as a key: a pytree's dict keys must sort
+                raise LoadError(
+                    f"{self.path}: a msgpack map key is a {type(v).__name__}; keys must be "
+                    "strings, numbers, booleans or nil"
+                )
             frame[2] = (v,)
         else:
             c[frame[2][0]] = v
