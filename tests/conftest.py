@@ -54,12 +54,8 @@ _SLOW_MODULES = frozenset(
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the slow modules, then run the fast modules first (a module's tests stay together)."""
-    slow_modules = set()
+    """Mark the tests of the slow modules (`-m "not slow"` leaves them out)."""
     for item in items:
         path = item.path
         if path.name in _SLOW_MODULES or path.parent.name in _SLOW_DIRS:
             item.add_marker(pytest.mark.slow)
-        if item.get_closest_marker("slow") is not None:
-            slow_modules.add(path)
-    items.sort(key=lambda item: item.path in slow_modules)  # stable: order kept within each

@@ -164,8 +164,16 @@ def test_ctrl_c_while_a_side_hangs_exits_130(
     env = {**os.environ, "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}
     env["TREETOOL_REMOTE_TIMEOUT"] = "60"  # the interrupt, not a timeout, ends it
     a, b = f"{fast.url}/hang/a.pkl", f"{fast.url}/b.pkl"
+    # started through a launcher that unblocks SIGINT and sets its default action before it
+    # becomes the command: a signal mask and an ignored signal survive exec, so whatever this
+    # process carries from earlier tests, the command starts as it would from a shell
+    launch = (
+        "import os, signal, sys; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+        "signal.signal(signal.SIGINT, signal.SIG_DFL); "
+        "os.execv(sys.executable, [sys.executable, '-m', 'treetool.cli', *sys.argv[1:]])"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "treetool.cli", "diff", a, b],
+        [sys.executable, "-c", launch, "diff", a, b],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
