@@ -62,6 +62,33 @@ def test_mlp_sequential_into_equinox_mlp_from_a_safetensors_file(tmp_path: objec
     assert _unchanged(before, target)
 
 
+def test_a_torch_save_file_read_without_torch_ports_like_its_state_dict(tmp_path: object) -> None:
+    """The PyTorch reader and the port together: `torch.save(state_dict)` -> `tt.port`."""
+    import torch
+
+    m = pm.torch_mlp()
+    path = os.path.join(str(tmp_path), "mlp.pt")
+    torch.save(m.state_dict(), path)
+    target = eqx.nn.MLP(3, 2, 5, 2, key=jax.random.key(0))
+    target = eqx.tree_at(
+        lambda t: (t.layers[1], t.layers[2]),
+        target,
+        (eqx.nn.Linear(5, 4, key=jax.random.key(1)), eqx.nn.Linear(4, 2, key=jax.random.key(2))),
+    )
+    plan = tt.port(path, target)
+    assert plan.complete
+    assert [r.sources for r in plan.rows] == [
+        ("0.weight",),
+        ("0.bias",),
+        ("2.weight",),
+        ("2.bias",),
+        ("4.weight",),
+        ("4.bias",),
+    ]
+    x = np.random.RandomState(0).randn(3).astype(np.float32)
+    assert pm.max_err(plan.apply(lazy=False)(x), pm.torch_out(m, x)) <= TOL
+
+
 def test_mlp_sequential_into_flax_linen_dense_layers() -> None:
     m = pm.torch_mlp()
     x = np.random.RandomState(1).randn(6, 3).astype(np.float32)
