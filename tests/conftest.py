@@ -25,12 +25,15 @@ settings.load_profile("ci")
 import pytest  # noqa: E402
 
 #: Test modules whose tests start subprocesses, storage servers, browsers, notebooks, type
-#: checkers or the import linter: marked `slow`, so `pytest -m "not slow"` is the fast run. Single
-#: slow tests in other modules carry `@pytest.mark.slow` themselves.
+#: checkers or the import linter, or drive the real Textual app with Pilot (`test_tui*`, but the
+#: SVG snapshots and the source checks): marked `slow`, so `pytest -m "not slow"` is the fast
+#: run. Single slow tests in other modules carry `@pytest.mark.slow` themselves.
 _SLOW_DIRS = frozenset({"remote", "hostile"})
+_FAST_TUI_MODULES = frozenset({"test_tui_snapshots.py", "test_tui_public_textual.py"})
 _SLOW_MODULES = frozenset(
     {
         "test_cli.py",
+        "test_cli_trace.py",
         "test_diff_cli.py",
         "test_error_policy.py",
         "test_examples.py",
@@ -57,5 +60,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Mark the tests of the slow modules (`-m "not slow"` leaves them out)."""
     for item in items:
         path = item.path
-        if path.name in _SLOW_MODULES or path.parent.name in _SLOW_DIRS:
+        pilot = path.name.startswith("test_tui") and path.name not in _FAST_TUI_MODULES
+        if path.name in _SLOW_MODULES or path.parent.name in _SLOW_DIRS or pilot:
             item.add_marker(pytest.mark.slow)
