@@ -10,48 +10,21 @@ redirect or a shard name pointing there must leave it at 0.
 
 from __future__ import annotations
 
+import os
 import re
 import socket
+import sys
 import threading
 import time
-from dataclasses import dataclass, field
+
+# the storage test servers live beside the remote tests
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "remote"))
+from storage_servers import SilentServer as Listener
+
+__all__ = ["Listener", "LyingServer"]
 
 _RANGE = re.compile(rb"range:\s*bytes=(\d+)-(\d*)", re.IGNORECASE)
 _AUTH = re.compile(rb"authorization:\s*([^\r\n]*)", re.IGNORECASE)
-
-
-@dataclass
-class Listener:
-    """A TCP port on 127.0.0.1 that accepts connections, counts them and never answers."""
-
-    accepted: int = 0
-    _sock: socket.socket = field(default_factory=socket.socket)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _conns: list[socket.socket] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(64)
-        self._sock.settimeout(0.05)
-        self.port = self._sock.getsockname()[1]
-        threading.Thread(target=self._loop, daemon=True).start()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            self.accepted += 1
-            self._conns.append(conn)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._sock.close()
-        for c in self._conns:
-            c.close()
 
 
 class LyingServer:

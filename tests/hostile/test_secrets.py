@@ -7,8 +7,6 @@ secret (`harness.secrets_of`) and checks that only the server on the command lin
 from __future__ import annotations
 
 import base64
-import os
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -120,10 +118,8 @@ def test_the_api_error_and_repr_hide_them_too(server: LyingServer) -> None:
 
 def test_no_aws_canary_in_s3_outputs(tmp_path: Any) -> None:
     """moto accepts any keys: the canaries are the credentials of these requests."""
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "remote"))
-    storage_servers = pytest.importorskip("storage_servers")
-    pytest.importorskip("moto.server")
-    pytest.importorskip("obstore")
+    import storage_servers  # beside the remote tests; _servers put it on the path
+
     s3 = storage_servers.S3Server()
     try:
         client = s3.client()
