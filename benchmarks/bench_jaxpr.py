@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from rich.console import Console
 
-from treetool._jaxpr import JaxprView
+from treetool._jaxpr._view import JaxprView
 
 
 def _norm(h, scale, bias):

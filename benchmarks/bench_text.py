@@ -30,8 +30,8 @@ from rich.console import Console
 import treetool._text as text_mod
 import treetool.render.labels as labels_mod
 import treetool.render.text as render_text_mod
-from treetool._model import view
 from treetool._text import safe
+from treetool._tree._model import view
 from treetool.render.text import TreeView
 
 

@@ -47,7 +47,7 @@ def html_header(tree: Any) -> Any:
     old = getattr(html_tree, "totals", None)
     if old is not None and old.__module__ == html_tree.__name__:
         return old(tree)
-    from treetool._totals import totals
+    from treetool._tree._totals import totals
 
     return totals(tree, None, html_tree.TOTALS_LEAVES)
 
@@ -56,8 +56,8 @@ def cases(tree: Any) -> dict[str, Callable[[], Any]]:
     from treetool.tui.leaf_index import LeafIndex
 
     import treetool as tt
-    from treetool._cli_json import _json_listing
-    from treetool._summary import summary
+    from treetool._cli._json import _json_listing
+    from treetool._summary._summary import summary
 
     out: dict[str, Callable[[], Any]] = {
         "Node.aggregates": lambda: tt.view(tree).aggregates,
@@ -67,7 +67,7 @@ def cases(tree: Any) -> dict[str, Callable[[], Any]]:
         "TUI index": lambda: LeafIndex.build(tree),
     }
     try:
-        from treetool._totals import totals
+        from treetool._tree._totals import totals
     except ImportError:
         return out
     return {"totals (one pass)": lambda: totals(tree), **out}

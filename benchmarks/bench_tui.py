@@ -94,7 +94,7 @@ async def _eager(n: int) -> dict:
     from textual.app import App, ComposeResult
     from textual.widgets import Tree
 
-    from treetool._arrays import leaf_info
+    from treetool._leaves._arrays import leaf_info
 
     tree = make_tree(n)
     base = _rss_mb()

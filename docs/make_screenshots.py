@@ -28,7 +28,7 @@ PAGE_SIZE = (1000, 420)
 async def _tui(out: Path) -> Path:
     from treetool.tui.app import TreetoolApp
 
-    from treetool._demo import demo_tree
+    from treetool._cli._demo import demo_tree
 
     app = TreetoolApp(
         demo_tree(), title="treetool demo: an equinox transformer and its adamw state"
@@ -60,7 +60,7 @@ def chromium() -> str | None:
 
 def notebook_screenshot(out: Path, browser: str) -> Path:
     """The notebook view of the demo model, as PNG, through headless Chromium."""
-    from treetool._demo import demo_tree
+    from treetool._cli._demo import demo_tree
     from treetool.render.html import to_html
 
     page = (

@@ -92,7 +92,7 @@ _MODULES = (
     "treetool.render.html_results",
     "treetool.render.summary",
     "treetool.render.leaf",
-    "treetool._summary",
+    "treetool._summary._summary",
 )
 
 
@@ -348,7 +348,7 @@ def render_all(tree: Any, fmt: str) -> None:
     from rich.console import Console
 
     import treetool as tt
-    from treetool import _cli_json as cli
+    from treetool._cli import _json as cli
     from treetool.render.html import to_html
 
     out = io.StringIO()

@@ -96,13 +96,9 @@ def imports() -> list[Import]:
 
 
 def top_level(module: str) -> str:
-    """The top-level module a module belongs to: `treetool.render.html` -> `treetool.render`.
-
-    The CLI's flat parts (`treetool._cli_commands`, `_cli_targets`…) belong to `treetool.cli`:
-    one front end split into modules, as a subpackage would hold them.
-    """
-    top = ".".join(module.split(".")[:2])
-    return "treetool.cli" if top.startswith("treetool._cli") else top
+    """The top-level module or package a module belongs to: `treetool._diff._align` ->
+    `treetool._diff`, `treetool.render.html` -> `treetool.render`."""
+    return ".".join(module.split(".")[:2])
 
 
 def cycles(edges: set[tuple[str, str]]) -> list[list[str]]:

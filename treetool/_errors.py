@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._text import safe
+from treetool._text import safe
 
 __all__ = [
     "LoadError",

@@ -64,7 +64,7 @@ def _mb(n: int) -> str:
 def _plain_name(path: str) -> str:
     """The file's base name through the sanitiser (a path is file-derived text: never let it
     move the cursor), shortened to 40 characters."""
-    from ._text import safe
+    from treetool._text import safe
 
     out = safe(os.path.basename(path) or path)
     return out if len(out) <= 40 else out[:19] + "…" + out[-20:]

@@ -36,7 +36,7 @@ def lower(obj: Any, medium: Medium, **options: Any) -> Any:
         ├── + [1]  int
         └── · 1 unchanged
     """
-    from .render import lower as render_lower  # the one core-to-render import (module doc)
+    from treetool.render import lower as render_lower  # the one core-to-render import (module doc)
 
     return render_lower(obj, medium, **options)
 

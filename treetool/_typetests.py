@@ -48,7 +48,7 @@ def is_global_ref(x: Any) -> bool:
 
 def is_opaque_function(x: Any) -> bool:
     """Whether `x` is an `OpaqueFunction` (a function a file names, kept unrun)."""
-    mod = sys.modules.get("treetool._callables")
+    mod = sys.modules.get("treetool._leaves._callables")
     return mod is not None and isinstance(x, mod.OpaqueFunction)
 
 

@@ -12,14 +12,14 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from . import _cli_targets as _targets
-from ._cli_targets import (
+from treetool._cli import _targets as _targets
+from treetool._cli._targets import (
     EXIT_ERROR,
     EXIT_OK,
     CliError,
     load_target,
 )
-from ._text import safe
+from treetool._text import safe
 
 __all__ = ["load_target", "main"]
 
@@ -234,7 +234,7 @@ def _demo_arguments(sp: argparse.ArgumentParser) -> None:
 
 
 def _port_arguments(sp: argparse.ArgumentParser) -> None:
-    from ._cli_port import port_arguments
+    from treetool._cli._port import port_arguments
 
     port_arguments(sp)
 
@@ -259,15 +259,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_ERROR
     try:
-        from ._cli_commands import COMMANDS
-        from ._cli_progress import remote_progress
+        from treetool._cli._commands import COMMANDS
+        from treetool._cli._progress import remote_progress
 
         command = COMMANDS[args.command]
         _apply_remote_options(args)
 
         with remote_progress(_shows_read_progress(args)):
             if getattr(args, "allow_fill", False):
-                from .io._orbax_data import allow_fill
+                from treetool.io._orbax._data import allow_fill
 
                 with allow_fill():
                     return int(command(args))
@@ -292,7 +292,7 @@ def _shows_read_progress(args: argparse.Namespace) -> bool:
 
 
 def _one_line(e: BaseException) -> str:
-    from ._errors import TreetoolError
+    from treetool._errors import TreetoolError
 
     text = (
         str(e) if isinstance(e, (CliError, TreetoolError, OSError)) else f"{type(e).__name__}: {e}"

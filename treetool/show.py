@@ -76,7 +76,7 @@ def show(
     elif mode not in MODES:
         raise ValueError(f"show: mode must be one of {', '.join(MODES)}, got {mode!r}")
     if other is not None and mode != "tui":
-        from ._diff import diff
+        from treetool._diff._tree_diff import diff
 
         obj = diff(obj, other, is_leaf=is_leaf)
     if mode == "html":
@@ -91,8 +91,8 @@ def show(
 
 
 def _show_html(obj: Any, *, depth: int, width: int, is_leaf: Any) -> None:
-    from ._repr import plain_text
-    from .render.html import to_html
+    from treetool._repr import plain_text
+    from treetool.render.html import to_html
 
     html = to_html(obj, depth=depth, width=width, is_leaf=is_leaf)
     display = _ipython_display()
@@ -104,8 +104,8 @@ def _show_html(obj: Any, *, depth: int, width: int, is_leaf: Any) -> None:
 
 
 def _show_tui(obj: Any, *, other: Any, title: str | None) -> None:
-    from ._diff import TreeDiff
-    from .tui import run
+    from treetool._diff._tree_diff import TreeDiff
+    from treetool.tui import run
 
     if isinstance(obj, TreeDiff):
         obj, other = obj.a, obj.b  # the Diff tab recomputes it next to both trees
@@ -115,8 +115,8 @@ def _show_tui(obj: Any, *, other: Any, title: str | None) -> None:
 def _show_text(obj: Any, *, depth: int, width: int, is_leaf: Any) -> None:
     from rich.console import Console
 
-    from .render import render
-    from .render.plain import output_width
+    from treetool.render import render
+    from treetool.render.plain import output_width
 
     # COLUMNS, the terminal's width, or no wrapping (a pipe, a log): never 80 columns mid-line
     Console(soft_wrap=False, markup=False, emoji=False, width=output_width()).print(
@@ -126,9 +126,9 @@ def _show_text(obj: Any, *, depth: int, width: int, is_leaf: Any) -> None:
 
 def _tui_can_show(obj: Any) -> bool:
     """Whether the TUI has a view for `obj` (any pytree, a Node, a diff or a jaxpr)."""
-    from ._devices import LeafPlacement, Placement
-    from ._diff import TreeDiff
-    from ._summary import Summary, SummaryRow
+    from treetool._diff._tree_diff import TreeDiff
+    from treetool._sharding._devices import LeafPlacement, Placement
+    from treetool._summary._summary import Summary, SummaryRow
 
     if isinstance(obj, (Summary, SummaryRow, Placement, LeafPlacement)):
         return False

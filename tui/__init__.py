@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .app import TreetoolApp
-    from .reading import Reading
+    from treetool.tui.app import TreetoolApp
+    from treetool.tui.reading import Reading
 
-from .._errors import TreetoolError
+from treetool._errors import TreetoolError
 
 __all__ = ["AppCrashed", "TreetoolApp", "run"]
 
@@ -57,7 +57,7 @@ def run(
         >>> callable(treetool.tui.run)
         True
     """
-    from .app import TreetoolApp
+    from treetool.tui.app import TreetoolApp
 
     app = TreetoolApp(
         obj, title=title, other=other, file_facts=file_facts, note=note, reading=reading
@@ -77,7 +77,7 @@ def _finish(app: TreetoolApp) -> None:
 
 def __getattr__(name: str) -> Any:
     if name == "TreetoolApp":
-        from .app import TreetoolApp
+        from treetool.tui.app import TreetoolApp
 
         return TreetoolApp
     raise AttributeError(f"module 'treetool.tui' has no attribute {name!r}")

@@ -14,16 +14,16 @@ from rich.text import Text
 from textual import work
 from textual.app import App
 from textual.widgets import TabbedContent, TabPane
+from treetool.tui._file_reader import FileReader
+from treetool.tui._gc import freeze
+from treetool.tui.messages import ReadDone, ReadFailed, ReadKept, ReadProgress, SnapshotReady
+from treetool.tui.reading import Read, Snapshot, resolve
+from treetool.tui.tabs import TabSpec, tabs_for
+from treetool.tui.widgets import DetailsPane, PytreeTree
+from treetool.tui.widgets.totals import totals_text
 
-from .._model import Node
-from .._text import safe
-from ._file_reader import FileReader
-from ._gc import freeze
-from .messages import ReadDone, ReadFailed, ReadKept, ReadProgress, SnapshotReady
-from .reading import Read, Snapshot, resolve
-from .tabs import TabSpec, tabs_for
-from .widgets import DetailsPane, PytreeTree
-from .widgets.totals import totals_text
+from treetool._text import safe
+from treetool._tree._model import Node
 
 __all__ = ["ReadingApp"]
 

@@ -13,11 +13,9 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 from textual.message import Message
 from textual.worker import get_current_worker
-
-from .._model import view
-from ._gc import frozen_after
-from .messages import ReadDone, ReadFailed, ReadProgress, SnapshotReady
-from .reading import (
+from treetool.tui._gc import frozen_after
+from treetool.tui.messages import ReadDone, ReadFailed, ReadProgress, SnapshotReady
+from treetool.tui.reading import (
     PROGRESS_EVERY,
     SNAPSHOT_EVERY,
     SNAPSHOT_MAX,
@@ -31,8 +29,10 @@ from .reading import (
     progress_text,
 )
 
+from treetool._tree._model import view
+
 if TYPE_CHECKING:
-    from ._app_reading import ReadingApp
+    from treetool.tui._app_reading import ReadingApp
 
 __all__ = ["FileReader"]
 
@@ -74,7 +74,7 @@ class FileReader:
 
     def start(self) -> None:
         """Start reading (a thread worker) and polling (a timer on the UI thread)."""
-        from .._progress import taken_in
+        from treetool._progress import taken_in
 
         self.watch = self.reading.watch
         self._base = taken_in()
@@ -167,7 +167,7 @@ class FileReader:
         self.app.post_message(ReadProgress(self.text()))
 
     def _bytes_fraction(self) -> float | None:
-        from .._progress import taken_in
+        from treetool._progress import taken_in
 
         now = taken_in()
         if not self.size or now is None or self._base is None:

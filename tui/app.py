@@ -18,22 +18,22 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 from textual.worker import Worker, get_current_worker
+from treetool.tui._app_reading import ReadingApp
+from treetool.tui._crash import CrashLog
+from treetool.tui._file_reader import FileReader
+from treetool.tui._gc import freeze, frozen_after, hand_back, take_over
+from treetool.tui._workers import report_failure
+from treetool.tui.commands import APP_BINDINGS, COMMANDS, TREE_KEYS
+from treetool.tui.leaf_index import Cancelled, LeafIndex, expression, node_chain
+from treetool.tui.messages import IndexReady, LeafChosen, NodeFocused, SearchDone
+from treetool.tui.reading import NotReadYet, Reading
+from treetool.tui.screens import HelpScreen
+from treetool.tui.tabs import TabSpec, load_tab_modules, tabs_for
+from treetool.tui.widgets import DetailsPane, DiffTab, LeavesTable, PytreeTree, SearchBar, TotalsBar
+from treetool.tui.widgets.totals import totals_text
 
-from .._model import Aggregates, Node, view
-from .._text import safe
-from ._app_reading import ReadingApp
-from ._crash import CrashLog
-from ._file_reader import FileReader
-from ._gc import freeze, frozen_after, hand_back, take_over
-from ._workers import report_failure
-from .commands import APP_BINDINGS, COMMANDS, TREE_KEYS
-from .leaf_index import Cancelled, LeafIndex, expression, node_chain
-from .messages import IndexReady, LeafChosen, NodeFocused, SearchDone
-from .reading import NotReadYet, Reading
-from .screens import HelpScreen
-from .tabs import TabSpec, load_tab_modules, tabs_for
-from .widgets import DetailsPane, DiffTab, LeavesTable, PytreeTree, SearchBar, TotalsBar
-from .widgets.totals import totals_text
+from treetool._text import safe
+from treetool._tree._model import Aggregates, Node, view
 
 __all__ = ["TreetoolApp", "root_name_for"]
 
@@ -248,7 +248,7 @@ class TreetoolApp(ReadingApp):
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
     def _search(self, query: str) -> None:
         """Match in a worker; the next keystroke cancels it (`exclusive`)."""
-        from .leaf_index import is_glob, search
+        from treetool.tui.leaf_index import is_glob, search
 
         worker = get_current_worker()
         index = self.index
@@ -367,7 +367,7 @@ class TreetoolApp(ReadingApp):
             pane.show(self.node)
 
     def on_leaves_table_highlighted(self, message: LeavesTable.Highlighted) -> None:
-        from .leaf_index import node_chain
+        from treetool.tui.leaf_index import node_chain
 
         try:
             chain = node_chain(self.model, message.path)
@@ -430,7 +430,7 @@ class TreetoolApp(ReadingApp):
 
     def cursor_node(self) -> Node | None:
         """The node under the cursor of the visible tab (Tree or Leaves); None elsewhere."""
-        from .leaf_index import node_chain
+        from treetool.tui.leaf_index import node_chain
 
         active = self.query_one(TabbedContent).active
         if active == "tree":

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import LazyArray, LeafInfo, leaf_info
-from .._model import Aggregates, Node, Unopened, no_gc
-from .._totals import Tally
-from .._views import CycleDiverged, _walk, _walk_nodes, find
+from treetool._leaves._arrays import LazyArray, LeafInfo, leaf_info
+from treetool._tree._model import Aggregates, Node, Unopened, no_gc
+from treetool._tree._totals import Tally
+from treetool._tree._views import CycleDiverged, _walk, _walk_nodes, find
 
 __all__ = [
     "COLUMNS",
@@ -168,7 +168,7 @@ class LeafIndex:
 
     def cell(self, name: str, row: int) -> str:
         """The text of one cell."""
-        from ..render.labels import fmt_bytes, fmt_count
+        from treetool.render.labels import fmt_bytes, fmt_count
 
         if name == "params":
             return fmt_count(int(self.params[row]))
@@ -421,7 +421,7 @@ def node_chain(root: Node, path: str) -> list[tuple[Node, int]]:
     its parent. Raises KeyError when no such node exists.
 
     Example:
-        >>> from treetool._model import view
+        >>> from treetool._tree._model import view
         >>> chain = node_chain(view({"a": [1, {"b": 2}]}), "['a'][1]['b']")
         >>> [(str(n.path), i) for n, i in chain]
         [("['a']", 0), ("['a'][1]", 1), ("['a'][1]['b']", 0)]

@@ -7,10 +7,10 @@ from typing import Any
 
 from rich.text import Text
 from textual.message import Message
+from treetool.tui.leaf_index import LeafIndex
+from treetool.tui.reading import Read, Snapshot
 
-from .._model import Node
-from .leaf_index import LeafIndex
-from .reading import Read, Snapshot
+from treetool._tree._model import Node
 
 __all__ = [
     "DetailsReady",

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rich.text import Text
+from treetool.tui._gc import frozen_after
 
-from .._model import Node, aggregate, view
-from ._gc import frozen_after
+from treetool._tree._model import Node, aggregate, view
 
 __all__ = ["NotReadYet", "Read", "Reading", "progress_text"]
 
@@ -109,7 +109,7 @@ def resolve(
         >>> list(opened), [str(n.path) for n, _ in cursor]
         (["['a']"], ["['a']", "['a']['b']"])
     """
-    from .leaf_index import node_chain
+    from treetool.tui.leaf_index import node_chain
 
     paths, at = kept
     opened: dict[str, list[tuple[Node, int]]] = {}
@@ -218,7 +218,7 @@ class LeafCounter:
 
 def _plain_leaf(v: Any) -> bool:
     """Whether `v` is a leaf (for the count: asked once per type)."""
-    from .._model import LEAF, children
+    from treetool._tree._model import LEAF, children
 
     try:
         kind, _ = children(v, None)
@@ -296,7 +296,7 @@ def progress_text(
 
 def plain_name(path: str) -> str:
     """The file's base name without control characters (file-derived text)."""
-    from .._progress import _plain_name
+    from treetool._progress import _plain_name
 
     return _plain_name(path)
 

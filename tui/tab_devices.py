@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from textual.widget import Widget
+from treetool.tui.tabs import TabSpec, register_tab
 
-from .._arrays import LazyArray
-from .._model import LEAF, children
-from .._typetests import is_shape_struct
-from .tabs import TabSpec, register_tab
+from treetool._leaves._arrays import LazyArray
+from treetool._tree._model import LEAF, children
+from treetool._typetests import is_shape_struct
 
 __all__ = ["applies", "make"]
 
@@ -75,7 +75,7 @@ _DONE = object()
 
 def make(obj: Any) -> Widget:
     """The Devices tab's widget for `obj`."""
-    from .widgets.devices_tab import DevicesTab
+    from treetool.tui.widgets.devices_tab import DevicesTab
 
     return DevicesTab(obj, id="devices-tab")
 

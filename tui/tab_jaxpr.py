@@ -7,8 +7,7 @@ import sys
 from typing import Any
 
 from textual.widget import Widget
-
-from .tabs import TabSpec, register_tab
+from treetool.tui.tabs import TabSpec, register_tab
 
 __all__ = ["applies", "make"]
 
@@ -20,7 +19,7 @@ def applies(obj: Any) -> bool:
         >>> applies({"w": 1.0})
         False
     """
-    from .._jaxpr import JaxprView
+    from treetool._jaxpr._view import JaxprView
 
     if isinstance(obj, JaxprView):
         return True
@@ -33,7 +32,7 @@ def applies(obj: Any) -> bool:
 
 def make(obj: Any) -> Widget:
     """The Jaxpr tab's widget for `obj`."""
-    from .widgets.jaxpr_tab import JaxprTab
+    from treetool.tui.widgets.jaxpr_tab import JaxprTab
 
     return JaxprTab(obj, id="jaxpr-tab")
 

@@ -12,8 +12,7 @@ from typing import Any
 from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
-
-from .tabs import TabSpec, register_tab
+from treetool.tui.tabs import TabSpec, register_tab
 
 __all__ = ["applies", "make"]
 
@@ -31,7 +30,7 @@ def applies(obj: Any) -> bool:
 
 def make(obj: Any) -> Widget:
     """The Port tab's widget for the plan `obj`."""
-    from .._port._rich import plan_renderable
+    from treetool._port._rich import plan_renderable
 
     plan = plan_renderable(obj)  # plain: rich Text objects of sanitised text, never markup
     return VerticalScroll(Static(plan, id="port-plan", markup=False), id="port-tab")

@@ -163,7 +163,7 @@ def load_tab_modules(on_error: Callable[[str, Exception], None] | None = None) -
         >>> all(name.startswith("treetool.tui.tab_") for name in load_tab_modules())
         True
     """
-    from . import __path__ as pkg_path
+    from treetool.tui import __path__ as pkg_path
 
     names = []
     for info in pkgutil.iter_modules(pkg_path):

@@ -20,7 +20,7 @@ from _files import npy_of, safetensors_bytes, stored, write, zip_bytes
 from harness import assert_contained, run_cli
 
 import treetool as tt
-from treetool.io._bigint import HugeInt
+from treetool.io._safety._bigint import HugeInt
 
 pytestmark = pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
 

@@ -21,7 +21,7 @@ from harness import assert_contained, run_cli
 import treetool as tt
 import treetool.io as tio
 from treetool._errors import LoadError
-from treetool.io._budget import MAX_DEPTH, MAX_KEY_DEPTH, Budget
+from treetool.io._safety._budget import MAX_DEPTH, MAX_KEY_DEPTH, Budget
 
 # run_cli forks (then execs at once): with jax imported by an earlier test, CPython warns that
 # forking a multithreaded process may deadlock, which does not apply to fork+exec

@@ -31,7 +31,7 @@ from harness import assert_contained, run_cli
 import treetool as tt
 import treetool.io as tio
 from treetool import LoadError
-from treetool.io._limits import MAX_NDIM
+from treetool.io._safety._limits import MAX_NDIM
 
 HUGE = 2**64 - 1
 

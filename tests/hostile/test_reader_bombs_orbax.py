@@ -19,7 +19,7 @@ from harness import assert_contained, run_cli
 
 import treetool as tt
 from treetool import LoadError
-from treetool.io._limits import MAX_DEPTH
+from treetool.io._safety._limits import MAX_DEPTH
 from treetool.io.orbax import OrbaxArray, allow_fill
 
 pytest.importorskip("orbax.checkpoint")

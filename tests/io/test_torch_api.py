@@ -84,7 +84,7 @@ def test_trust_does_not_apply(pt: str) -> None:
 def test_tui_details_rows(pt: str) -> None:
     from treetool.tui.widgets.details import _file_rows, _tied_row
 
-    from treetool._cli_files import file_facts, remember
+    from treetool._cli._files import file_facts, remember
 
     r = tio.read(pt)
     remember(r)

@@ -13,7 +13,7 @@ from treetool.tui import TreetoolApp
 from treetool.tui.widgets import DetailsPane
 
 import treetool.io as tio
-from treetool._cli_files import file_facts, remember
+from treetool._cli._files import file_facts, remember
 
 pytestmark = pytest.mark.slow
 

@@ -264,7 +264,7 @@ def http_server(files: dict[str, Any]) -> Any:
 
 
 def _fresh_clients() -> None:
-    from treetool.io import _remote
+    from treetool.io._sources import _remote as _remote
 
     _remote._fs_cache.clear()
 

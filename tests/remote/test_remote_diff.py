@@ -24,12 +24,12 @@ import pytest
 from storage_servers import BUCKET, HttpServer
 
 import treetool as tt
-import treetool._compare as compare_mod
-import treetool._read_ahead as read_ahead_mod
+import treetool._diff._compare as compare_mod
+import treetool._leaves._read_ahead as read_ahead_mod
 from treetool._errors import LoadError
-from treetool._lazy_array import LazyArray
-from treetool._read_ahead import ReadAhead, is_remote
-from treetool.io._remote import _FIRST
+from treetool._leaves._lazy_array import LazyArray
+from treetool._leaves._read_ahead import ReadAhead, is_remote
+from treetool.io._sources._remote import _FIRST
 
 _N = 4096  # float32 elements of each small array: 16 KiB
 

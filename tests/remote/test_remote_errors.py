@@ -37,7 +37,7 @@ def test_s3_without_credentials(s3: Any, monkeypatch: pytest.MonkeyPatch, tmp_pa
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    from treetool.io import _remote
+    from treetool.io._sources import _remote as _remote
 
     _remote._fs_cache.clear()
     msg = _error(f"s3://{BUCKET}/run/model.safetensors")
@@ -133,7 +133,7 @@ def test_local_reads_import_no_remote_client(tmp_path: Any) -> None:
     code = (
         "import sys, treetool as tt; tt.load(sys.argv[1]); "
         "print(sorted(m for m in ('fsspec', 's3fs', 'gcsfs', 'botocore', 'obstore', "
-        "'treetool.io._remote', 'treetool.io._s3') "
+        "'treetool.io._sources._remote', 'treetool.io._sources._s3') "
         "if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True)
@@ -144,7 +144,7 @@ def test_local_reads_import_no_remote_client(tmp_path: Any) -> None:
 def test_gcs_without_emulator_or_credentials_is_one_bounded_line(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
-    from treetool.io import _remote
+    from treetool.io._sources import _remote as _remote
 
     for k in ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS"):
         monkeypatch.delenv(k, raising=False)
@@ -164,7 +164,7 @@ def test_gcs_without_emulator_or_credentials_is_one_bounded_line(
 def test_gcs_auth_choice_follows_the_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
-    from treetool.io import _remote
+    from treetool.io._sources import _remote as _remote
 
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:1")
     assert _remote._gcs_token() == "anon"
@@ -185,7 +185,7 @@ def test_a_server_that_never_answers_costs_one_timeout(
     is not followed by another), with the same one line (the test ends: the hang is bounded)."""
     from storage_servers import SilentServer
 
-    from treetool.io import _remote
+    from treetool.io._sources import _remote as _remote
 
     server = SilentServer()
     monkeypatch.setenv("TREETOOL_REMOTE_TIMEOUT", "0.3")

@@ -12,7 +12,7 @@ from storage_servers import BUCKET
 
 import treetool as tt
 from conftest import period_two_stops
-from treetool._arrays import LazyArray
+from treetool._leaves._arrays import LazyArray
 
 FORMATS = [
     "model.safetensors",
@@ -138,7 +138,7 @@ def test_repeating_jumps_are_read_ahead_in_parallel(
     """A walk that jumps by a repeating pattern (payloads of layers of one shape) finds its
     next blocks already read: the pattern is recognised after two periods, and no more
     than 8 blocks past the last jump are read for nothing."""
-    from treetool.io import _source
+    from treetool.io._sources import _source as _source
 
     monkeypatch.setattr(_source, "_SLOW_REQUEST", 0.0)  # as on a network: always read ahead
     src = _source.source_for(f"{http.url}/big.pkl")

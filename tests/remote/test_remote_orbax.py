@@ -94,7 +94,7 @@ def test_missing_step_and_non_orbax_prefix_are_one_line(run: tuple[str, Any]) ->
 def test_an_oversized_remote_metadata_file_is_refused_unread(
     s3: Any, s3_orbax: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from treetool.io import _orbax_fs
+    from treetool.io._orbax import _fs as _orbax_fs
 
     monkeypatch.setattr(_orbax_fs, "MAX_REMOTE_FILE", 1000)  # _METADATA here: ~1.2 KB
     with pytest.raises(tt.LoadError, match=r"_METADATA: a metadata file of \d+ bytes, more than"):

@@ -13,7 +13,7 @@ from storage_servers import BUCKET
 
 import treetool as tt
 from conftest import period_two_stops, s3_env
-from treetool.io import _remote
+from treetool.io._sources import _remote as _remote
 
 #: the fsspec/aiobotocore stack s3fs needs, boto3 (only for profiles and roles), and jax
 #: (numpy is imported: treetool's dtype table is numpy's)
@@ -104,7 +104,7 @@ def test_big_reads_are_chunked_ranges(
     """A read bigger than a chunk is fetched as exact consecutive ranges (in parallel: a
     thread per chunk, each in obstore with the GIL released; measured faster than one
     `obstore.get_ranges` call on loopback), reassembled in order."""
-    from treetool.io._s3 import S3Source
+    from treetool.io._sources._s3 import S3Source
 
     monkeypatch.setattr(_remote, "_CHUNK", 65536)
     with open(os.path.join(files["root"], "big.pkl"), "rb") as fh:
@@ -128,7 +128,7 @@ def test_big_reads_are_chunked_ranges(
 def test_range_past_the_end_is_a_truncated_range(s3: Any, files: dict) -> None:
     """obstore returns what exists of a range that runs past the end: the check says so."""
     from treetool._errors import LoadError
-    from treetool.io._s3 import S3Source
+    from treetool.io._sources._s3 import S3Source
 
     size = os.path.getsize(os.path.join(files["root"], "big.pkl"))
     src = S3Source(f"s3://{BUCKET}/run/big.pkl")
@@ -167,8 +167,8 @@ def test_header_bigger_than_the_first_block_reads_no_payload(s3: Any, tmp_path: 
 def test_s3_walks_read_ahead_even_on_loopback(s3: Any, files: dict) -> None:
     """obstore's requests release the GIL: an S3 walk whose jumps repeat a pattern finds its
     next blocks read ahead however fast the server answers (HTTP waits for 4 ms requests)."""
-    from treetool.io import _source
-    from treetool.io._s3 import S3Source
+    from treetool.io._sources import _source as _source
+    from treetool.io._sources._s3 import S3Source
 
     src = S3Source(f"s3://{BUCKET}/run/big.pkl")
     size = src.size

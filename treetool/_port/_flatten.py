@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from ._names import Leaf
-from ._rows import Ambiguity, Match
+from treetool._port._names import Leaf
+from treetool._port._rows import Ambiguity, Match
 
 __all__ = ["flag_flatten"]
 

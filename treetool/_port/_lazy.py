@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._lazy_array import LazyArray
+from treetool._leaves._lazy_array import LazyArray
 
 __all__ = ["PortedArray"]
 

@@ -20,10 +20,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ._flatten import flag_flatten
-from ._names import Leaf, module_tokens_of
-from ._rows import Ambiguity, Match, Row
-from ._transforms import StepError, candidates, conv_transpose_steps, steps_shape, transposes
+from treetool._port._flatten import flag_flatten
+from treetool._port._names import Leaf, module_tokens_of
+from treetool._port._rows import Ambiguity, Match, Row
+from treetool._port._transforms import (
+    StepError,
+    candidates,
+    conv_transpose_steps,
+    steps_shape,
+    transposes,
+)
 
 __all__ = ["Ambiguity", "Match", "Row", "match"]
 

@@ -7,10 +7,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import TreetoolError
-from ._match import Ambiguity, Row, match
-from ._sides import Side, read_source, source_side, target_side
-from ._transforms import apply_steps
+from treetool._errors import TreetoolError
+from treetool._port._match import Ambiguity, Row, match
+from treetool._port._sides import Side, read_source, source_side, target_side
+from treetool._port._transforms import apply_steps
 
 __all__ = ["Check", "Plan", "PortError", "port"]
 
@@ -82,7 +82,7 @@ class Plan:
         out += [f"target not filled: {t}" for t in self.unmatched_target]
         out += [f"source not used: {s}" for s in self.unmatched_source]
         if out:
-            from ._sides import state_hint
+            from treetool._port._sides import state_hint
 
             hint = state_hint(self._target)
             if hint is not None:
@@ -93,7 +93,7 @@ class Plan:
     @property
     def rules(self) -> str:
         """The plan as an editable rule file (`tt.port(..., rules=text)` reads it back)."""
-        from ._rules import write_rules
+        from treetool._port._rules import write_rules
 
         return write_rules(self)
 
@@ -125,7 +125,7 @@ class Plan:
         }
 
     def __rich__(self) -> Any:
-        from ._rich import plan_renderable
+        from treetool._port._rich import plan_renderable
 
         return plan_renderable(self)
 
@@ -148,7 +148,7 @@ class Plan:
                 f"{'; ...' if len(self.problems()) > 3 else ''}): resolve it with rules= "
                 "or pass strict=False to keep the target's own values there"
             )
-        from .._views import flatten, leaves_with_paths, unflatten
+        from treetool._tree._views import flatten, leaves_with_paths, unflatten
 
         by_target: dict[str, list[Row]] = {}
         for r in self.rows:
@@ -213,7 +213,7 @@ class Plan:
 
         if not lazy:
             return fill()
-        from ._lazy import PortedArray
+        from treetool._port._lazy import PortedArray
 
         first = src[rows[0].sources[0]]
         steps = "; ".join(" ".join(r.steps) or "identity" for r in rows)
@@ -234,7 +234,7 @@ class Plan:
         """
         import numpy as np
 
-        from .._views import leaves_with_paths
+        from treetool._tree._views import leaves_with_paths
 
         ported = self.apply(lazy=False, cast=True)
         got = fn(ported, *inputs)
@@ -257,7 +257,7 @@ class Plan:
     def write(self, path: str | os.PathLike, *, cast: bool = False) -> None:
         """Save the filled tree: safetensors and npz by the target's names, `.eqx` (equinox
         `tree_serialise_leaves`), `.msgpack` (flax serialization), by the extension."""
-        from ._write import write_plan
+        from treetool._port._write import write_plan
 
         write_plan(self, os.fspath(path), cast=cast)
 
@@ -313,7 +313,7 @@ def port(source: Any, target: Any, rules: str | os.PathLike | None = None) -> Pl
         dst_side,
         label,
     )
-    from ._rules import apply_rules
+    from treetool._port._rules import apply_rules
 
     # rows in the target's order, leftovers counted the one way a rule file counts them
     plan = apply_rules(plan, "")

@@ -8,11 +8,11 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from .._text import safe
-from ._match import _fold
+from treetool._port._match import _fold
+from treetool._text import safe
 
 if TYPE_CHECKING:
-    from ._plan import Plan
+    from treetool._port._plan import Plan
 
 __all__ = ["plan_renderable"]
 

@@ -18,11 +18,11 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from ._match import Ambiguity, Row
-from ._transforms import StepError, parse_steps, steps_shape
+from treetool._port._match import Ambiguity, Row
+from treetool._port._transforms import StepError, parse_steps, steps_shape
 
 if TYPE_CHECKING:
-    from ._plan import Plan
+    from treetool._port._plan import Plan
 
 __all__ = ["apply_rules", "write_rules"]
 
@@ -69,7 +69,7 @@ class _Reader:
         self.dec = json.JSONDecoder()
 
     def fail(self, what: str) -> Exception:
-        from ._plan import PortError
+        from treetool._port._plan import PortError
 
         return PortError(f"{self.where}: {what}")
 
@@ -140,7 +140,7 @@ def _parse(
 
 def apply_rules(plan: Plan, rules: str | os.PathLike) -> Plan:
     """`plan` with the decisions of a rule file (its text, or a file name) put in."""
-    from ._plan import Plan, PortError
+    from treetool._port._plan import Plan, PortError
 
     if isinstance(rules, os.PathLike) or (
         isinstance(rules, str) and "\n" not in rules and os.path.isfile(rules)

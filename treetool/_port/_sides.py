@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .._paths import Path
-from ._conventions import layout, out_axis
-from ._names import Leaf, dropped_reason, fused_parts
+from treetool._paths._path import Path
+from treetool._port._conventions import layout, out_axis
+from treetool._port._names import Leaf, dropped_reason, fused_parts
 
 __all__ = ["Side", "read_source", "source_side", "state_hint", "target_side"]
 
@@ -37,7 +37,7 @@ def _dtype_name(x: Any) -> str:
 def read_source(source: Any) -> Any:
     """A file name, URL or sharded index read with `tt.load` (lazily); a tree as it is."""
     if isinstance(source, str | os.PathLike):
-        from ..io import load
+        from treetool.io import load
 
         return load(os.fspath(source))
     return source
@@ -68,7 +68,7 @@ def _add(
 def source_side(tree: Any) -> Side:
     """The source's entries: names are dotted (`layers.0.weight`, as torch and Hugging Face
     write them), unless two paths would share one, then key paths."""
-    from .._views import leaves_with_paths
+    from treetool._tree._views import leaves_with_paths
 
     side = Side()
     pairs = [(p, x) for p, x in leaves_with_paths(tree) if _is_array(x)]
@@ -89,7 +89,7 @@ def source_side(tree: Any) -> Side:
 
 def target_side(tree: Any) -> tuple[Side, list[Path]]:
     """The target's array leaves (named by keystr) and the paths of all its leaves."""
-    from .._views import leaves_with_paths
+    from treetool._tree._views import leaves_with_paths
 
     side = Side()
     paths = []

@@ -8,17 +8,17 @@ import os
 import struct
 from typing import TYPE_CHECKING, Any
 
-from .._errors import SaveError
+from treetool._errors import SaveError
 
 if TYPE_CHECKING:
-    from ._plan import Plan
+    from treetool._port._plan import Plan
 
 __all__ = ["write_plan"]
 
 
 def write_plan(plan: Plan, path: str, *, cast: bool = False) -> None:
     """Write what `plan` fills to `path` (`.safetensors`, `.npz`, `.eqx`, `.msgpack`)."""
-    from ._plan import PortError
+    from treetool._port._plan import PortError
 
     if plan.ambiguous or plan.unmatched_target:
         raise PortError(
@@ -28,7 +28,7 @@ def write_plan(plan: Plan, path: str, *, cast: bool = False) -> None:
     if ext == ".safetensors":
         _write_safetensors(plan, path, cast)
     elif ext == ".npz":
-        from ..io import save
+        from treetool.io import save
 
         save(plan.apply(lazy=True, cast=cast), path, format="npz")
     elif ext == ".eqx":
@@ -51,9 +51,9 @@ def write_plan(plan: Plan, path: str, *, cast: bool = False) -> None:
 def _write_safetensors(plan: Plan, path: str, cast: bool) -> None:
     """The header from shapes and dtypes alone, then each leaf read, transformed, written and
     let go: peak memory is about one leaf (two while a transform copies it)."""
-    from .._paths import Path
-    from ..io._save import dotted_names
-    from ..io.safetensors import DTYPES, PATHS_KEY
+    from treetool._paths._path import Path
+    from treetool.io._save import dotted_names
+    from treetool.io.safetensors import DTYPES, PATHS_KEY
 
     names_by_dtype = {v: k for k, v in DTYPES.items()}
     dst = plan._target_side

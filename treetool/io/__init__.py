@@ -26,9 +26,9 @@ torch           PyTorch `.pt/.pth/.bin/.ckpt`: zip and       `treetool.io.torch`
                 `weights_only` report
 ==============  ===========================================  =================================
 
-Every reader reads through a `Source` (`treetool.io._source`), so a target may also be an
+Every reader reads through a `Source` (`treetool.io._sources._source`), so a target may also be an
 `s3://`, `gs://` or `http(s)://` URL: headers and structure come from ranged reads and array
-payloads stay remote until read (`treetool.io._remote`, the `treetool[remote]` extra).
+payloads stay remote until read (`treetool.io._sources._remote`, the `treetool[remote]` extra).
 
 Example:
     >>> import numpy as np, tempfile, os, treetool as tt
@@ -46,11 +46,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._arrays import set_url_source
-from .._errors import LoadError
-from ._opaque import GlobalRef, Opaque, ensure_jax_registration
-from ._partial import PartialWatch
-from ._source import is_url, session, source_for
+from treetool._errors import LoadError
+from treetool._leaves._arrays import set_url_source
+from treetool.io._opaque import GlobalRef, Opaque, ensure_jax_registration
+from treetool.io._partial import PartialWatch
+from treetool.io._sources._source import is_url, session, source_for
 
 set_url_source(source_for)  # URL-backed LazyArrays read through the sources (no import upward)
 
@@ -159,12 +159,12 @@ def detect(path: str | os.PathLike) -> str:
     """
     path = os.fspath(path)
     if is_url(path):
-        from .sharded import check_remote_target
+        from treetool.io.sharded import check_remote_target
 
         if check_remote_target(path) == "orbax":
             return "orbax"
     elif os.path.isdir(path):
-        from .orbax import is_orbax_dir
+        from treetool.io.orbax import is_orbax_dir
 
         if is_orbax_dir(path):
             return "orbax"
@@ -180,39 +180,39 @@ def detect(path: str | os.PathLike) -> str:
     if not head:
         raise LoadError(f"{path}: empty file")
     if head[:6] == b"\x93NUMPY":
-        from .npz import is_npy_sequence
+        from treetool.io.npz import is_npy_sequence
 
         return "equinox" if is_npy_sequence(path) else "npy"
     if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
         # a torch zip also starts with PK: it has a `<root>/data.pkl` record, an npz `*.npy`
-        from .torch import looks_like_torch
+        from treetool.io.torch import looks_like_torch
 
         return "torch" if looks_like_torch(path) else "npz"
     if head.startswith(b"\x80\x02\x8a\x0a"):  # PROTO 2, LONG1: a legacy torch magic number?
-        from .torch import looks_like_torch
+        from treetool.io.torch import looks_like_torch
 
         if looks_like_torch(path):
             return "torch"
     # safetensors before pickle: a header length whose low byte is 0x80 (e.g. 1,408) starts
     # like a protocol-5 pickle; the safetensors check (length fits the file, `{`...`}`) and the
     # pickle check (PROTO 2-5, then an opcode) each look at the file's own consistency
-    from .safetensors import looks_like_safetensors
+    from treetool.io.safetensors import looks_like_safetensors
 
     if looks_like_safetensors(path, head):
         return "safetensors"
     if head[0] == 0x80 and len(head) > 2 and 2 <= head[1] <= 5 and _is_opcode(head[2]):
         return "pickle"  # PROTO n, then an opcode (a truncated pickle still reads as one)
-    from .msgpack import looks_like_flax_msgpack
+    from treetool.io.msgpack import looks_like_flax_msgpack
 
     if looks_like_flax_msgpack(head):
         return "msgpack"
-    from .sharded import looks_like_index
+    from treetool.io.sharded import looks_like_index
 
     if looks_like_index(head):
         return "sharded"
     if _looks_like_old_pickle(path, head):
         return "pickle"
-    from .torch import looks_like_torch
+    from treetool.io.torch import looks_like_torch
 
     if looks_like_torch(path):  # the old tar format: named in one line by the reader
         return "torch"
@@ -315,7 +315,7 @@ def _read(
     if step is not None and fmt != "orbax":
         raise LoadError(f"{path}@{step}: @STEP picks a step of an orbax run; this is a {fmt} file")
     if fmt not in FORMATS:
-        from .._paths import suggest
+        from treetool._paths._path import suggest
 
         hint = suggest(fmt, FORMATS)
         more = f" Did you mean {hint[0]!r}?" if hint else ""
@@ -323,7 +323,7 @@ def _read(
     if not is_url(path) and not os.path.exists(path):
         raise LoadError(f"{path}: no such file or directory")
     module = importlib.import_module(FORMATS[fmt])
-    from .._model import no_gc
+    from treetool._tree._model import no_gc
 
     extra: dict[str, Any] = {"step": step} if step is not None else {}
     if watch is not None and fmt == "pickle":
@@ -392,7 +392,7 @@ def materialize(tree: Any) -> Any:
         >>> type(tt.materialize(tt.load(p))["w"]).__name__
         'ndarray'
     """
-    from ._save import _materialize
+    from treetool.io._save import _materialize
 
     return _materialize(tree, "", refuse_opaque=False)
 
@@ -414,6 +414,6 @@ def save(tree: Any, path: str | os.PathLike, format: str | None = None) -> None:
         >>> tt.load(p)["layers"][0]["w"].shape
         (2, 2)
     """
-    from ._save import save as _save
+    from treetool.io._save import save as _save
 
     _save(tree, os.fspath(path), format)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
-from .._errors import PathError
-from .._paths import DictKey, Path, SequenceKey
-from ._limits import MAX_DEPTH
+from treetool._errors import PathError
+from treetool._paths._path import DictKey, Path, SequenceKey
+from treetool.io._safety._limits import MAX_DEPTH
 
 __all__ = ["tree_from_keystrs"]
 

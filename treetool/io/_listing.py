@@ -1,7 +1,7 @@
 """Whether the read under way lists structure (the CLI's `ls`, `summary`, `inspect --json`).
 
 Within `listing()`, pickles make a `HostArray` (no numpy) of each array whose bytes they hold
-inline (`treetool.io._numpy_rebuild`). The flag lives apart from the pickle machinery so that
+inline (`treetool.io._pickle._numpy_rebuild`). The flag lives apart from the pickle machinery so that
 the CLI sets it for every read without importing that machinery for a file of another format.
 """
 

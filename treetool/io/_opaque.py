@@ -52,8 +52,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .._model import register_flattener
-from .._paths import DictKey, GetAttrKey, Key, SequenceKey
+from treetool._paths._path import DictKey, GetAttrKey, Key, SequenceKey
+from treetool._tree._model import register_flattener
 
 __all__ = ["GlobalRef", "Opaque"]
 

@@ -147,8 +147,8 @@ class AsFinished:
         """`tree` (a snapshot) as the finished tree shows it; `tree` itself is not changed."""
         import numpy as np
 
-        from ._functions import _WALKED, as_function
-        from ._opaque import Opaque
+        from treetool.io._opaque import Opaque
+        from treetool.io._pickle._functions import _WALKED, as_function
 
         memo, seen = self._memo, {}
         # id -> (the object, its replacement): a function's leaf, a rebuilt tuple, or a copy
@@ -260,7 +260,7 @@ def _size(obj: Any) -> int:
 def _children(obj: Any) -> list[Any]:
     import numpy as np
 
-    from ._opaque import Opaque
+    from treetool.io._opaque import Opaque
 
     t = type(obj)
     if t is np.ndarray:
@@ -278,7 +278,7 @@ def _rebuilt(obj: Any, new: dict[int, tuple[Any, Any]]) -> Any:
 
     import numpy as np
 
-    from ._opaque import Opaque
+    from treetool.io._opaque import Opaque
 
     if not new:  # nothing below was replaced (a file without functions: every container)
         return obj

@@ -8,12 +8,12 @@ from typing import Any, cast
 
 import numpy as np
 
-from .._arrays import LazyArray, is_array, is_key, leaf_info
-from .._callables import OpaqueFunction
-from .._errors import SaveError
-from .._paths import DictKey
-from .._prng import KeyArray
-from ._opaque import GlobalRef, Opaque
+from treetool._errors import SaveError
+from treetool._leaves._arrays import LazyArray, is_array, is_key, leaf_info
+from treetool._leaves._callables import OpaqueFunction
+from treetool._leaves._prng import KeyArray
+from treetool._paths._path import DictKey
+from treetool.io._opaque import GlobalRef, Opaque
 
 __all__ = ["save"]
 
@@ -41,7 +41,7 @@ def _flat(tree: Any, path: str, arrays_only: bool) -> dict[str, Any]:
 
 
 def _flat_paths(tree: Any, path: str, arrays_only: bool) -> list[tuple[Any, Any]]:
-    from .._views import iter_leaves_with_paths
+    from treetool._tree._views import iter_leaves_with_paths
 
     _check_no_opaque(tree, path)
     out: list[tuple[Any, Any]] = []
@@ -73,7 +73,7 @@ def dotted_names(paths: list[Any]) -> list[str]:
 
 
 def _check_no_opaque(tree: Any, path: str) -> None:
-    from .._model import view
+    from treetool._tree._model import view
 
     for node in view(tree).walk():
         if isinstance(node.obj, Opaque | GlobalRef):
@@ -89,7 +89,7 @@ def _refuse(path: str, where: str, obj: Any) -> None:
 
 def _materialize(tree: Any, path: str, refuse_opaque: bool = True) -> Any:
     """The tree with LazyArray leaves read; refuses Opaque nodes (or keeps them as they are)."""
-    from .._model import children
+    from treetool._tree._model import children
 
     def conv(x: Any, where: str) -> Any:
         if isinstance(x, Opaque | GlobalRef):
@@ -151,7 +151,7 @@ def save(tree: Any, path: str, format: str | None = None) -> None:
     if fmt == "safetensors":
         import json
 
-        from .safetensors import PATHS_KEY, write
+        from treetool.io.safetensors import PATHS_KEY, write
 
         pairs = _flat_paths(tree, path, arrays_only=True)
         names = dotted_names([p for p, _ in pairs])

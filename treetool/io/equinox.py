@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import is_array
-from .._errors import LoadError
-from ._source import source_for
-from .npz import read_npy_at
+from treetool._errors import LoadError
+from treetool._leaves._arrays import is_array
+from treetool.io._sources._source import source_for
+from treetool.io.npz import read_npy_at
 
 __all__ = ["fill_like", "read", "read_records"]
 
@@ -115,7 +115,7 @@ def read(
     format: str = "equinox",
 ) -> Any:
     """`treetool.io.read` for equinox leaf files."""
-    from . import Loaded
+    from treetool.io import Loaded
 
     if partial and like is None:
         records: list[Any] = []

@@ -13,12 +13,19 @@ import math
 import struct
 from typing import IO, TYPE_CHECKING, Any
 
-from .._arrays import LazyArray
-from .._dtypes import ITEMSIZES, loaded_numpy
-from .._errors import LoadError
-from ._limits import MAX_DIM, MAX_ELEMENTS, MAX_NDIM, Budget, check_dtype, check_shape
-from ._numpy_rebuild import HostScalar, in_listing
-from ._source import source_for
+from treetool._errors import LoadError
+from treetool._leaves._arrays import LazyArray
+from treetool._leaves._dtypes import ITEMSIZES, loaded_numpy
+from treetool.io._pickle._numpy_rebuild import HostScalar, in_listing
+from treetool.io._safety._limits import (
+    MAX_DIM,
+    MAX_ELEMENTS,
+    MAX_NDIM,
+    Budget,
+    check_dtype,
+    check_shape,
+)
+from treetool.io._sources._source import source_for
 
 if TYPE_CHECKING:
     import numpy as np
@@ -402,7 +409,7 @@ def read(
     format: str = "msgpack",
 ) -> Any:
     """`treetool.io.read` for flax msgpack files."""
-    from . import Loaded
+    from treetool.io import Loaded
 
     src = source_for(path)
     if src.size == 0:

@@ -39,12 +39,12 @@ import zlib
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
-from .._arrays import LazyArray
-from .._dtypes import spec_facts
-from .._errors import LoadError
-from .._streams import ByteStream
-from ._keys import tree_from_keystrs
-from ._limits import (
+from treetool._errors import LoadError
+from treetool._leaves._arrays import LazyArray
+from treetool._leaves._dtypes import spec_facts
+from treetool._leaves._streams import ByteStream
+from treetool.io._keys import tree_from_keystrs
+from treetool.io._safety._limits import (
     MAX_NDIM,
     ZIP_BYTES_PER_MEMBER,
     Budget,
@@ -52,7 +52,7 @@ from ._limits import (
     check_shape,
     check_zip_directory,
 )
-from ._source import Source, source_for
+from treetool.io._sources._source import Source, source_for
 
 if TYPE_CHECKING:
     import numpy as np
@@ -200,7 +200,7 @@ def _object_array(
     The pickle is copied (at most `limit` bytes) to an anonymous in-memory file where the
     system has them, else to a temporary file that is removed whatever happens.
     """
-    from .pickle import read_pickle
+    from treetool.io.pickle import read_pickle
 
     fd, name = _scratch_file()
     try:
@@ -295,7 +295,7 @@ def read(
     format: str = "npz",
 ) -> Any:
     """`treetool.io.read` for `.npy` and `.npz` files."""
-    from . import Loaded
+    from treetool.io import Loaded
 
     src = source_for(path)
     head = src.read(0, min(6, src.size))
@@ -345,7 +345,7 @@ def _read_npz(path: str, *, trust: bool, lazy: bool, partial: bool, format: str)
 def _read_zip(
     src: Source, zfh: IO[bytes], *, trust: bool, lazy: bool, partial: bool, format: str
 ) -> Any:
-    from . import Loaded
+    from treetool.io import Loaded
 
     path = src.name
     size = src.size

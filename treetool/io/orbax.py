@@ -25,16 +25,25 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from .._dtypes import ITEMSIZES, spec_facts
-from .._errors import LoadError
-from ._limits import MAX_DEPTH, check_dtype, check_json_text, check_shape
-from ._opaque import GlobalRef
-from ._orbax_array import OrbaxArray, _tensorstore, _ts_error
-from ._orbax_data import allow_fill, check_component, inside
-from ._orbax_fs import abspath, getsize, isdir, isfile, islink, join, listdir, read_bytes
-from ._orbax_ocdbt import _ocdbt_read_metadata, _OcdbtWalk, decoded_metadata
-from ._orbax_tree import _Builder
-from ._source import is_url
+from treetool._errors import LoadError
+from treetool._leaves._dtypes import ITEMSIZES, spec_facts
+from treetool.io._opaque import GlobalRef
+from treetool.io._orbax._array import OrbaxArray, _tensorstore, _ts_error
+from treetool.io._orbax._data import allow_fill, check_component, inside
+from treetool.io._orbax._fs import (
+    abspath,
+    getsize,
+    isdir,
+    isfile,
+    islink,
+    join,
+    listdir,
+    read_bytes,
+)
+from treetool.io._orbax._ocdbt import _ocdbt_read_metadata, _OcdbtWalk, decoded_metadata
+from treetool.io._orbax._tree import _Builder
+from treetool.io._safety._limits import MAX_DEPTH, check_dtype, check_json_text, check_shape
+from treetool.io._sources._source import is_url
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -148,7 +157,7 @@ def read(
     A CheckpointManager run reads its latest step, or `step`; `Loaded.step` and
     `Loaded.steps` say which step was read and which there are.
     """
-    from . import Loaded
+    from treetool.io import Loaded
 
     if not isdir(path):
         raise LoadError(f"{path}: an orbax checkpoint is a directory")

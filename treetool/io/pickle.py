@@ -18,7 +18,7 @@ read in one loop; the rest through a table of `_pickle_families`, one method per
 allow-list, the key check and `walk_check` (the one pass over the finished tree: no cycles, at
 most `MAX_DEPTH` levels), and `_pickle_salvage` what a partial read keeps. This module is the public entry: `read_pickle` and `read`.
 
-Budgets (`treetool.io._budget`): what a file of N bytes may make the reader build. Every
+Budgets (`treetool.io._safety._budget`): what a file of N bytes may make the reader build. Every
 opcode consumes at least one byte and makes at most one object; what costs more than 64 bytes
 per byte read is charged to the budget's allocation limit (empty sets, memo slots skipped over
 by a PUT, copies made by reconstructors, payloads read with `lazy=False`). Tuple and frozenset
@@ -37,16 +37,16 @@ from __future__ import annotations
 import pickle as _stdlib_pickle
 from typing import Any
 
-from .._errors import LoadError, UnsafeError
-from . import _numpy_rebuild as nr
-from ._budget import Budget, BudgetError
-from ._functions import collapse_functions, needs_collapse
-from ._partial import PartialWatch
-from ._pickle_machine import _Fail, _Machine
-from ._pickle_ops import MAX_DEPTH, WalkResult, walk_check
-from ._pickle_salvage import _salvage, _what_fits
-from ._pickle_state import LAZY_MIN_BYTES
-from ._source import source_for
+from treetool._errors import LoadError, UnsafeError
+from treetool.io._partial import PartialWatch
+from treetool.io._pickle import _numpy_rebuild as nr
+from treetool.io._pickle._functions import collapse_functions, needs_collapse
+from treetool.io._pickle._machine import _Fail, _Machine
+from treetool.io._pickle._ops import MAX_DEPTH, WalkResult, walk_check
+from treetool.io._pickle._salvage import _salvage, _what_fits
+from treetool.io._pickle._state import LAZY_MIN_BYTES
+from treetool.io._safety._budget import Budget, BudgetError
+from treetool.io._sources._source import source_for
 
 __all__ = ["LAZY_MIN_BYTES", "MAX_DEPTH", "ParseResult", "WalkResult", "read_pickle", "walk_check"]
 
@@ -170,7 +170,7 @@ def read(
     watch: PartialWatch | None = None,
 ) -> Any:
     """`treetool.io.read` for pickle files: a `Loaded` with the blocked class paths."""
-    from . import Loaded
+    from treetool.io import Loaded
 
     r = read_pickle(path, trust=trust, lazy=lazy, partial=partial, watch=watch)
     return Loaded(r.tree, format, r.blocked, r.error)

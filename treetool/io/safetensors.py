@@ -13,12 +13,12 @@ import math
 import struct
 from typing import Any
 
-from .._arrays import LazyArray
-from .._dtypes import ITEMSIZES
-from .._errors import LoadError, SaveError
-from ._keys import tree_from_keystrs
-from ._limits import check_json_text, check_shape
-from ._source import Source, source_for
+from treetool._errors import LoadError, SaveError
+from treetool._leaves._arrays import LazyArray
+from treetool._leaves._dtypes import ITEMSIZES
+from treetool.io._keys import tree_from_keystrs
+from treetool.io._safety._limits import check_json_text, check_shape
+from treetool.io._sources._source import Source, source_for
 
 __all__ = ["DTYPES", "PATHS_KEY", "looks_like_safetensors", "read", "write"]
 
@@ -73,7 +73,7 @@ def read(
     format: str = "safetensors",
 ) -> Any:
     """`treetool.io.read` for safetensors files."""
-    from . import Loaded
+    from treetool.io import Loaded
 
     flat, meta = _read(source_for(path), lazy)
     paths = _saved_paths(meta, flat) if meta else None

@@ -26,10 +26,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .._errors import LoadError
-from ._keys import tree_from_keystrs
-from ._limits import check_json_text
-from ._source import Source, source_for
+from treetool._errors import LoadError
+from treetool.io._keys import tree_from_keystrs
+from treetool.io._safety._limits import check_json_text
+from treetool.io._sources._source import Source, source_for
 
 __all__ = ["check_remote_target", "looks_like_index", "read", "read_index"]
 
@@ -57,7 +57,7 @@ def check_remote_target(url: str) -> str | None:
     except LoadError as e:
         prefix = "a prefix (directory)" in str(e)
         if prefix or ("no such object" in str(e) and _has_entries(src)):  # a prefix
-            from .orbax import is_orbax_dir
+            from treetool.io.orbax import is_orbax_dir
 
             if is_orbax_dir(url):
                 return "orbax"
@@ -148,22 +148,22 @@ def _check_inside(index: Source, shard: Source, name: str) -> None:
 
 def _shard_leaves(src: Source, lazy: bool) -> tuple[str, dict[str, Any]]:
     """(kind, `{name: leaf}`) of one shard, by its content."""
-    from . import detect
+    from treetool.io import detect
 
     fmt = detect(src.name)
     if fmt == "safetensors":
-        from .safetensors import read_flat
+        from treetool.io.safetensors import read_flat
 
         return fmt, read_flat(src, lazy)
     if fmt == "msgpack":
-        from .msgpack import read as read_msgpack
+        from treetool.io.msgpack import read as read_msgpack
 
         tree = read_msgpack(src.name, lazy=lazy).tree
         flat: dict[str, Any] = {}
         _flatten(tree, "", flat)
         return fmt, flat
     if fmt == "torch":  # a `pytorch_model-0000N-of-0000M.bin` shard: its state_dict
-        from .torch import read_flat as read_torch
+        from treetool.io.torch import read_flat as read_torch
 
         return fmt, read_torch(src, lazy)
     raise LoadError(f"{src.name}: a shard must be safetensors, flax msgpack or torch, found {fmt}")
@@ -187,7 +187,7 @@ def read(
     format: str = "sharded",
 ) -> Any:
     """`treetool.io.read` for sharded indexes: one tree, leaves pointing into their shards."""
-    from . import Loaded
+    from treetool.io import Loaded
 
     src = source_for(path)
     weight_map = read_index(src)

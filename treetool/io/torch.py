@@ -34,17 +34,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._errors import LoadError
-from .._lazy_array import LazyArray
-from .._paths import DictKey, Key, Path, SequenceKey
-from ._opaque import Opaque, opaque_children
-from ._source import Source, source_for
-from ._torch._head import first_pkl
-from ._torch._sniff import PREFIX, is_torch_zip
-from ._torch._zip import read_zip_dir
+from treetool._errors import LoadError
+from treetool._leaves._lazy_array import LazyArray
+from treetool._paths._path import DictKey, Key, Path, SequenceKey
+from treetool.io._opaque import Opaque, opaque_children
+from treetool.io._sources._source import Source, source_for
+from treetool.io._torch._head import first_pkl
+from treetool.io._torch._sniff import PREFIX, is_torch_zip
+from treetool.io._torch._zip import read_zip_dir
 
 if TYPE_CHECKING:
-    from ._torch._archive import TorchRead
+    from treetool.io._torch._archive import TorchRead
 
 __all__ = ["looks_like_torch", "read", "read_flat", "torch_kind"]
 
@@ -103,11 +103,11 @@ def _read_torch(path: str, lazy: bool, shard: bool = False) -> TorchRead:
             "read (load it with torch and save it again)"
         )
     if kind == "legacy":
-        from ._torch._legacy import read_legacy
+        from treetool.io._torch._legacy import read_legacy
 
         return read_legacy(src, lazy)
     if kind == "zip":
-        from ._torch._archive import read_archive, read_deferred
+        from treetool.io._torch._archive import read_archive, read_deferred
 
         first = first_pkl(src) if shard and src.remote else None
         if first is not None:  # listed from the first block; the directory read on demand
@@ -127,7 +127,7 @@ def read(
     format: str = "torch",
 ) -> Any:
     """`treetool.io.read` for torch files: a `Loaded` whose `facts["torch"]` says what it is."""
-    from . import Loaded, materialize
+    from treetool.io import Loaded, materialize
 
     if trust:
         raise LoadError(

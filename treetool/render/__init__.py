@@ -12,8 +12,8 @@ import sys
 import types
 from typing import Any
 
-from .._typetests import is_raw_jaxpr
-from ._registry import Medium, lowering, register
+from treetool._typetests import is_raw_jaxpr
+from treetool.render._registry import Medium, lowering, register
 
 __all__ = ["lower", "register", "render"]
 
@@ -37,7 +37,7 @@ def render(
         └── ['a']  list[2]
     """
     if is_raw_jaxpr(obj):
-        from .._jaxpr import JaxprView
+        from treetool._jaxpr._view import JaxprView
 
         obj = JaxprView(obj)
     fn = lowering(type(obj), "rich")
@@ -45,7 +45,7 @@ def render(
         return fn(obj, depth=depth, width=width, fold=fold, is_leaf=is_leaf)
     if _renders_itself(obj):
         return obj
-    from .text import TreeView
+    from treetool.render.text import TreeView
 
     return TreeView(obj, depth=depth, width=width, fold=fold, is_leaf=is_leaf)
 
@@ -71,14 +71,14 @@ def lower(obj: Any, medium: Medium, **options: Any) -> Any:
         True
     """
     if medium == "html":
-        from .html import to_html
+        from treetool.render.html import to_html
 
         return to_html(obj, **options)
     if medium == "text":
         fn = lowering(type(obj), "text")
         if fn is not None:
             return fn(obj, **options)
-        from .plain import to_text
+        from treetool.render.plain import to_text
 
         return to_text(lower(obj, "rich", **options))
     fn = lowering(type(obj), "rich")

@@ -6,7 +6,7 @@ the result classes it knows: `register(TreeDiff, rich=..., text=...)`. A lookup 
 object's class `__mro__` (a subclass is drawn as its base), as treescope's type registries do.
 
 A renderer module is imported only when something is drawn, and only when the core module of
-the class it lowers has been imported (a `JaxprView` cannot exist before `treetool._jaxpr` is
+the class it lowers has been imported (a `JaxprView` cannot exist before `treetool._jaxpr._view` is
 loaded): `_PROVIDERS` names, per medium, the renderer module that registers lowerings for the
 classes of each core module, the way treescope's `_LAZY_MODULE_SETUP_FUNCTIONS` set up jax
 support only once jax is in `sys.modules`.
@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .._repr import Medium
+from treetool._repr import Medium
 
 __all__ = ["MEDIA", "Lowering", "Medium", "lowering", "register"]
 
@@ -40,11 +40,11 @@ Lowering = Callable[..., Any]
 _TABLES: dict[str, dict[type, Lowering]] = {m: {} for m in MEDIA}
 
 _RICH_PROVIDERS = {
-    "treetool._diff": "treetool.render.diff",
-    "treetool._summary": "treetool.render.summary",
-    "treetool._placement": "treetool.render.devices",
-    "treetool._leaf_placement": "treetool.render.devices",
-    "treetool._jaxpr": "treetool.render.jaxpr",
+    "treetool._diff._tree_diff": "treetool.render.diff",
+    "treetool._summary._summary": "treetool.render.summary",
+    "treetool._sharding._placement": "treetool.render.devices",
+    "treetool._sharding._leaf_placement": "treetool.render.devices",
+    "treetool._jaxpr._view": "treetool.render.jaxpr",
 }
 
 #: medium -> {core module: the renderer module that registers lowerings of its classes}
@@ -52,10 +52,10 @@ _PROVIDERS: dict[str, dict[str, str]] = {
     "rich": _RICH_PROVIDERS,
     "text": _RICH_PROVIDERS,
     "html": {
-        "treetool._diff": "treetool.render.html_diff",
-        "treetool._summary": "treetool.render.html_results",
-        "treetool._placement": "treetool.render.html_results",
-        "treetool._jaxpr": "treetool.render.html_jaxpr",
+        "treetool._diff._tree_diff": "treetool.render.html_diff",
+        "treetool._summary._summary": "treetool.render.html_results",
+        "treetool._sharding._placement": "treetool.render.html_results",
+        "treetool._jaxpr._view": "treetool.render.html_jaxpr",
     },
 }
 

@@ -14,11 +14,11 @@ from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from .._devices import LeafPlacement, Placement, layout_label
-from .._layout import device_name, mesh_text
-from .._text import safe
-from ._registry import register
-from .labels import fmt_bytes
+from treetool._sharding._devices import LeafPlacement, Placement, layout_label
+from treetool._sharding._layout import device_name, mesh_text
+from treetool._text import safe
+from treetool.render._registry import register
+from treetool.render.labels import fmt_bytes
 
 __all__ = ["DeviceBars", "PlacementView", "ShardingGrid", "ShardingTable", "devices_text"]
 
@@ -91,7 +91,7 @@ class DeviceBars:
     Example:
         >>> import numpy as np, io
         >>> from rich.console import Console
-        >>> from treetool._devices import placement
+        >>> from treetool._sharding._devices import placement
         >>> c = Console(width=60, color_system=None, file=io.StringIO())
         >>> c.print(DeviceBars(placement({"a": np.zeros(4)})))
         >>> print(c.file.getvalue().rstrip())
@@ -205,7 +205,7 @@ class ShardingGrid:
     Example:
         >>> import numpy as np, io
         >>> from rich.console import Console
-        >>> from treetool._devices import placement
+        >>> from treetool._sharding._devices import placement
         >>> c = Console(width=60, color_system=None, file=io.StringIO())
         >>> c.print(ShardingGrid(placement({"a": np.zeros(4)})["a"]))
         >>> print(c.file.getvalue().rstrip())

@@ -13,10 +13,10 @@ from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.text import Text
 from rich.tree import Tree
 
-from .._diff import Change, TreeDiff
-from .._model import LEAF, children
-from .._text import safe
-from ._registry import register
+from treetool._diff._tree_diff import Change, TreeDiff
+from treetool._text import safe
+from treetool._tree._model import LEAF, children
+from treetool.render._registry import register
 
 __all__ = ["DiffView", "change_text", "diff_text"]
 
@@ -269,7 +269,7 @@ class DiffView:
         obj = self._resolve(g.keys)
         if obj is _MISSING:
             return ""
-        from .._diff_nodes import _node_label
+        from treetool._diff._nodes import _node_label
 
         try:
             kind, kids = children(obj, self.diff.is_leaf)
@@ -289,7 +289,7 @@ def diff_text(diff: Any, width: int | None = None) -> str:
 
     `width` defaults to `output_width()`: `COLUMNS`, the terminal's, or no wrapping.
     """
-    from .plain import to_text
+    from treetool.render.plain import to_text
 
     return to_text(DiffView(diff), width)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._typetests import is_raw_jaxpr
-from ._registry import lowering
+from treetool._typetests import is_raw_jaxpr
+from treetool.render._registry import lowering
 
 __all__ = ["to_html"]
 
@@ -47,12 +47,12 @@ def to_html(
         (True, False)
     """
     if is_raw_jaxpr(obj):
-        from .._jaxpr import JaxprView
+        from treetool._jaxpr._view import JaxprView
 
         obj = JaxprView(obj)
     fn = lowering(type(obj), "html")
     if fn is not None:
         return str(fn(obj, depth=depth, width=width, is_leaf=is_leaf, stats=stats))
-    from .html_tree import tree_html
+    from treetool.render.html_tree import tree_html
 
     return tree_html(obj, depth=depth, width=width, is_leaf=is_leaf, stats=stats)

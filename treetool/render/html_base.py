@@ -9,8 +9,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from .._arrays import Stats, short_dtype
-from .labels import NodeLabel, dtype_style, fmt_bytes, fmt_count
+from treetool._leaves._arrays import Stats, short_dtype
+from treetool.render.labels import NodeLabel, dtype_style, fmt_bytes, fmt_count
 
 __all__ = [
     "CSS",

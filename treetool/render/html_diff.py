@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._diff import TreeDiff
-from ._registry import register
-from .diff import DiffView, _Group, change_text, group_changes
-from .html_base import PATH_LIMIT, clip, copy_button, esc, wrap
+from treetool._diff._tree_diff import TreeDiff
+from treetool.render._registry import register
+from treetool.render.diff import DiffView, _Group, change_text, group_changes
+from treetool.render.html_base import PATH_LIMIT, clip, copy_button, esc, wrap
 
 __all__ = ["diff_html"]
 

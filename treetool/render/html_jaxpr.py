@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._jaxpr import Equation, JaxprView, Scope
-from ._registry import register
-from .html_base import PATH_LIMIT, clip, dtype_class, esc, wrap
-from .jaxpr import _paths_read, _value_text, counts_text
-from .labels import fmt_bytes, fmt_count
+from treetool._jaxpr._view import Equation, JaxprView, Scope
+from treetool.render._registry import register
+from treetool.render.html_base import PATH_LIMIT, clip, dtype_class, esc, wrap
+from treetool.render.jaxpr import _paths_read, _value_text, counts_text
+from treetool.render.labels import fmt_bytes, fmt_count
 
 __all__ = ["jaxpr_html"]
 

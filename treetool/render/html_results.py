@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._devices import Placement, layout_label
-from .._summary import Summary
-from ._registry import register
-from .html_base import PATH_LIMIT, badge, clip, copy_button, esc, wrap
-from .labels import fmt_bytes, fmt_count
+from treetool._sharding._devices import Placement, layout_label
+from treetool._summary._summary import Summary
+from treetool.render._registry import register
+from treetool.render.html_base import PATH_LIMIT, badge, clip, copy_button, esc, wrap
+from treetool.render.labels import fmt_bytes, fmt_count
 
 __all__ = ["placement_html", "summary_html"]
 
@@ -93,7 +93,7 @@ def placement_html(
         >>> "host" in page and "16 B" in page
         True
     """
-    from .devices import PlacementView
+    from treetool.render.devices import PlacementView
 
     pv = PlacementView(p)
     out = [f'<div class="tt-head"><b>{esc(pv.summary().plain)}</b></div>']

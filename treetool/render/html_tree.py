@@ -13,12 +13,19 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from .._arrays import Stats, is_key, stats
-from .._model import Node, no_gc, view
-from .._totals import Aggregates, totals
-from .html_base import PATH_LIMIT, copy_button, label_html, stats_html, totals_html, wrap
-from .labels import Budget, NodeLabel, inner_type, key_text, label
-from .text import Row, fold_children, row_label
+from treetool._leaves._arrays import Stats, is_key, stats
+from treetool._tree._model import Node, no_gc, view
+from treetool._tree._totals import Aggregates, totals
+from treetool.render.html_base import (
+    PATH_LIMIT,
+    copy_button,
+    label_html,
+    stats_html,
+    totals_html,
+    wrap,
+)
+from treetool.render.labels import Budget, NodeLabel, inner_type, key_text, label
+from treetool.render.text import Row, fold_children, row_label
 
 __all__ = ["tree_html"]
 
@@ -74,7 +81,7 @@ def _where(t: Aggregates) -> str:
     if len(devices) == 1:
         parts.append(f"{devices[0].platform}:{devices[0].id}")
     elif devices:
-        from .devices import devices_text
+        from treetool.render.devices import devices_text
 
         parts.append(f"{len(devices)} devices: {devices_text(devices)}")
     if "host" in t.devices:

@@ -3,7 +3,7 @@
 `JaxprTree` is what `tt.render(view)` and `view.render(depth=..., width=...)` draw: the inputs
 with their pytree paths, the outputs, static arguments and consts, then one row per equation
 (`l:f32[4,5] = dot_general[…] a i  ← .args[0].layers[0].weight  mlp.py:12 (loss)`) with its
-sub-jaxprs as children, and the totals. `to_dict(view)` (defined in `treetool._jaxpr_json`,
+sub-jaxprs as children, and the totals. `to_dict(view)` (defined in `treetool._jaxpr._json`,
 below the renderers, and re-exported here) is the same content as JSON-able data, for
 `--json`.
 """
@@ -16,12 +16,12 @@ from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.text import Text
 from rich.tree import Tree
 
-from .._jaxpr import Equation, JaxprView, Scope
-from .._jaxpr_json import to_dict as to_dict
-from .._jaxpr_json import value_text as _value_text
-from .._text import safe
-from ._registry import register
-from .labels import dtype_style, fmt_bytes, fmt_count
+from treetool._jaxpr._json import to_dict as to_dict
+from treetool._jaxpr._json import value_text as _value_text
+from treetool._jaxpr._view import Equation, JaxprView, Scope
+from treetool._text import safe
+from treetool.render._registry import register
+from treetool.render.labels import dtype_style, fmt_bytes, fmt_count
 
 __all__ = ["JaxprTree", "counts_text", "eqn_text", "scope_text", "to_dict"]
 

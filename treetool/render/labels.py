@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._arrays import scalar_value, short_dtype
-from .._format import fmt_bytes as fmt_bytes
-from .._format import fmt_count as fmt_count
-from .._model import NAMEDTUPLE, Aggregates, Node
-from .._text import safe
-from .._typetests import is_opaque, is_opaque_function
+from treetool._format import fmt_bytes as fmt_bytes
+from treetool._format import fmt_count as fmt_count
+from treetool._leaves._arrays import scalar_value, short_dtype
+from treetool._text import safe
+from treetool._tree._model import NAMEDTUPLE, Aggregates, Node
+from treetool._typetests import is_opaque, is_opaque_function
 
 __all__ = [
     "Budget",

@@ -9,12 +9,12 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from .._arrays import LazyArray, has_stats, is_array, leaf_info, stats, values_list
-from .._paths import Path
-from .._prng import KeyArray
-from .._text import safe, safe_text
-from .._typetests import is_shape_struct
-from .labels import fmt_bytes, fmt_count
+from treetool._leaves._arrays import LazyArray, has_stats, is_array, leaf_info, stats, values_list
+from treetool._leaves._prng import KeyArray
+from treetool._paths._path import Path
+from treetool._text import safe, safe_text
+from treetool._typetests import is_shape_struct
+from treetool.render.labels import fmt_bytes, fmt_count
 
 __all__ = ["LeafReport", "leaf_report", "sparkline"]
 
@@ -196,12 +196,12 @@ def leaf_report(path: Path, value: Any, stats: bool = False) -> Any:
     `stats`: compute the stats of a file-backed leaf bigger than its preview too (they read
     the whole leaf); smaller and in-memory leaves always get them.
     """
-    from .._model import Node
+    from treetool._tree._model import Node
 
     node = Node(value, path)
     if node.is_leaf:
         return LeafReport(path, value, stats)
-    from .text import TreeView
+    from treetool.render.text import TreeView
 
     return _Subtree(TreeView(node, depth=3), path, value)
 
@@ -213,7 +213,7 @@ class _Subtree:
     value: Any
 
     def to_dict(self) -> dict[str, Any]:
-        from .._views import leaves_with_paths
+        from treetool._tree._views import leaves_with_paths
 
         return {
             "path": str(self.path),

@@ -12,10 +12,10 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from .._summary import Summary
-from .._text import safe
-from ._registry import register
-from .labels import fmt_bytes, fmt_count
+from treetool._summary._summary import Summary
+from treetool._text import safe
+from treetool.render._registry import register
+from treetool.render.labels import fmt_bytes, fmt_count
 
 __all__ = ["summary_table"]
 

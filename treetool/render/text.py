@@ -13,10 +13,10 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 from rich.tree import Tree
 
-from .._model import Node, no_gc, view
-from .._paths import SequenceKey
-from .._text import safe
-from .labels import Budget, NodeLabel, dtype_style, label, signature
+from treetool._paths._path import SequenceKey
+from treetool._text import safe
+from treetool._tree._model import Node, no_gc, view
+from treetool.render.labels import Budget, NodeLabel, dtype_style, label, signature
 
 __all__ = ["Row", "TreeView", "fold_children", "label_text"]
 
@@ -173,7 +173,7 @@ class TreeView:
 
     def __str__(self) -> str:
         """The tree as plain text: `print(tt.render(x))` draws it."""
-        from .plain import to_text
+        from treetool.render.plain import to_text
 
         return to_text(self)
 

@@ -1,5 +1,5 @@
 """Screens of the treetool app."""
 
-from .help import HelpScreen
+from treetool.tui.screens.help import HelpScreen
 
 __all__ = ["HelpScreen"]

@@ -18,17 +18,17 @@ from textual.containers import VerticalScroll
 from textual.reactive import var
 from textual.widgets import Static
 from textual.worker import Worker, get_current_worker
+from treetool.tui._workers import report_failure
+from treetool.tui.leaf_index import expression
+from treetool.tui.messages import DetailsReady
+from treetool.tui.widgets.histogram import histogram_text
 
-from ..._arrays import LazyArray, has_stats, stats
-from ..._callables import OpaqueFunction
-from ..._model import Aggregates, Node
-from ..._text import safe, safe_text
-from ..._typetests import is_opaque
-from ...render.labels import Budget, dtype_style, fmt_bytes, fmt_count, label
-from .._workers import report_failure
-from ..leaf_index import expression
-from ..messages import DetailsReady
-from .histogram import histogram_text
+from treetool._leaves._arrays import LazyArray, has_stats, stats
+from treetool._leaves._callables import OpaqueFunction
+from treetool._text import safe, safe_text
+from treetool._tree._model import Aggregates, Node
+from treetool._typetests import is_opaque
+from treetool.render.labels import Budget, dtype_style, fmt_bytes, fmt_count, label
 
 __all__ = ["DetailsPane", "compute_parts"]
 
@@ -156,7 +156,7 @@ def compute_parts(node: Node, width: int = 60, totals: Aggregates | None = None)
     and largest children of an inner node. Runs in a worker thread.
 
     Example:
-        >>> from treetool._model import view
+        >>> from treetool._tree._model import view
         >>> parts = compute_parts(view({"w": np.arange(4.0)}).children[0])
         >>> parts["stats"].max, parts["preview"]
         (3.0, '[0. 1. 2. 3.]')

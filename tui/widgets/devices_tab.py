@@ -18,14 +18,14 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Static
 from textual.worker import Worker, get_current_worker
+from treetool.tui._workers import report_failure
+from treetool.tui.messages import LeafChosen
 
-from ..._devices import LeafPlacement, Placement, layout_label, placement
-from ..._layout import NAMED, device_name, spec_text
-from ..._text import safe, safe_text
-from ...render.devices import PlacementView, ShardingGrid, bar
-from ...render.labels import fmt_bytes
-from .._workers import report_failure
-from ..messages import LeafChosen
+from treetool._sharding._devices import LeafPlacement, Placement, layout_label, placement
+from treetool._sharding._layout import NAMED, device_name, spec_text
+from treetool._text import safe, safe_text
+from treetool.render.devices import PlacementView, ShardingGrid, bar
+from treetool.render.labels import fmt_bytes
 
 __all__ = ["ALL", "DevicesTab"]
 

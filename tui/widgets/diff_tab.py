@@ -21,10 +21,10 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Static
 from textual.worker import Worker, get_current_worker
+from treetool.tui._workers import report_failure
+from treetool.tui.messages import LeafChosen
 
-from ..._text import safe_text
-from .._workers import report_failure
-from ..messages import LeafChosen
+from treetool._text import safe_text
 
 __all__ = ["ChangeList", "DiffTab"]
 
@@ -172,8 +172,8 @@ class DiffTab(Vertical):
 
     @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
     def _compute(self) -> None:
-        from ..._diff import diff
-        from ...render.diff import _header
+        from treetool._diff._tree_diff import diff
+        from treetool.render.diff import _header
 
         try:
             d = diff(self.before, self.after)

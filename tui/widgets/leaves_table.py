@@ -20,11 +20,11 @@ from textual.reactive import reactive, var
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.worker import Worker, get_current_worker
+from treetool.tui._workers import report_failure
+from treetool.tui.leaf_index import COLUMNS, LeafIndex
+from treetool.tui.messages import LeafChosen
 
-from ..._text import safe
-from .._workers import report_failure
-from ..leaf_index import COLUMNS, LeafIndex
-from ..messages import LeafChosen
+from treetool._text import safe
 
 __all__ = ["LeavesTable"]
 
@@ -291,7 +291,7 @@ class LeavesTable(ScrollView, can_focus=True):
         return Strip(segs).adjust_cell_length(width, style)
 
     def _cell_style(self, col: str, i: int) -> Style:
-        from ...render.labels import dtype_style
+        from treetool.render.labels import dtype_style
 
         if col in ("type", "dtype") and self.index is not None:
             return Style.parse(dtype_style(self.index.dtypes[i]))

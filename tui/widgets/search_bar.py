@@ -11,7 +11,7 @@ from textual.content import Content
 from textual.reactive import var
 from textual.widgets import Input, Label
 
-from ..._text import safe
+from treetool._text import safe
 
 __all__ = ["SearchBar"]
 

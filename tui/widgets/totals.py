@@ -6,9 +6,9 @@ from rich.text import Text
 from textual.reactive import var
 from textual.widgets import Static
 
-from ..._model import Aggregates
-from ..._text import safe
-from ...render.labels import dtype_style, fmt_bytes, fmt_count
+from treetool._text import safe
+from treetool._tree._model import Aggregates
+from treetool.render.labels import dtype_style, fmt_bytes, fmt_count
 
 __all__ = ["TotalsBar", "totals_text"]
 
@@ -22,7 +22,7 @@ def totals_text(agg: Aggregates | None, devices: dict[str, int] | None) -> Text:
         >>> totals_text(agg, {"host": 3}).plain
         '3 leaves · 130 params · 520 B · f32×3 · host'
     """
-    from ..._arrays import short_dtype
+    from treetool._leaves._arrays import short_dtype
 
     t = Text()
     if agg is None:

@@ -19,15 +19,15 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.reactive import var
 from textual.worker import Worker, get_current_worker
+from treetool.tui._workers import report_failure
+from treetool.tui.leaf_index import node_chain
+from treetool.tui.messages import NodeFocused
+from treetool.tui.widgets.row_tree import RowTree, TreeRow
 
-from ..._model import Aggregates, Node
-from ..._text import safe_text
-from ...render.labels import Budget, label, signature
-from ...render.text import Row, fold_children, label_text
-from .._workers import report_failure
-from ..leaf_index import node_chain
-from ..messages import NodeFocused
-from .row_tree import RowTree, TreeRow
+from treetool._text import safe_text
+from treetool._tree._model import Aggregates, Node
+from treetool.render.labels import Budget, label, signature
+from treetool.render.text import Row, fold_children, label_text
 
 __all__ = ["Entry", "PytreeTree"]
 

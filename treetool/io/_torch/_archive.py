@@ -12,16 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..._errors import LoadError
-from .._budget import Budget
-from .._source import Source
-from ._head import Deferred, DeferredRecord
-from ._rebuild import STORAGE_DTYPES, TensorMaker, TorchStorage
-from ._record_io import RecordSource, inflating_opener
-from ._sniff import zip_root
-from ._unpickle import TorchMachine, check_tree, run_pickle
-from ._weights_only import WeightsOnly, verdict
-from ._zip import Record, ZipDir, local_data_offset, read_zip_dir
+from treetool._errors import LoadError
+from treetool.io._safety._budget import Budget
+from treetool.io._sources._source import Source
+from treetool.io._torch._head import Deferred, DeferredRecord
+from treetool.io._torch._rebuild import STORAGE_DTYPES, TensorMaker, TorchStorage
+from treetool.io._torch._record_io import RecordSource, inflating_opener
+from treetool.io._torch._sniff import zip_root
+from treetool.io._torch._unpickle import TorchMachine, check_tree, run_pickle
+from treetool.io._torch._weights_only import WeightsOnly, verdict
+from treetool.io._torch._zip import Record, ZipDir, local_data_offset, read_zip_dir
 
 __all__ = ["TorchRead", "read_archive", "read_deferred"]
 
@@ -144,7 +144,7 @@ def _text(zd: ZipDir, rec: Record) -> str:
 
 
 def storage_type_name(g: Any, where: str) -> str:
-    from .._opaque import GlobalRef
+    from treetool.io._opaque import GlobalRef
 
     if type(g) is not GlobalRef or g.name not in STORAGE_DTYPES:
         raise LoadError(

@@ -16,9 +16,9 @@ import threading
 import zlib
 from typing import Any
 
-from ..._errors import LoadError
-from .._source import Source
-from ._zip import ZipDir, read_zip_dir
+from treetool._errors import LoadError
+from treetool.io._sources._source import Source
+from treetool.io._torch._zip import ZipDir, read_zip_dir
 
 __all__ = ["Deferred", "DeferredRecord", "first_pkl"]
 
@@ -110,7 +110,7 @@ class DeferredRecord(Source):
 
     def _resolve(self) -> Any:
         if self._inner is None:
-            from ._record_io import RecordSource, inflating_opener
+            from treetool.io._torch._record_io import RecordSource, inflating_opener
 
             zd = self._deferred.records()
             rec = zd.records[self._record]

@@ -13,14 +13,14 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from ..._errors import LoadError
-from .._budget import Budget
-from .._source import Source
-from ._archive import TorchRead, storage_nbytes, storage_type_name
-from ._rebuild import TensorMaker, TorchStorage
-from ._sniff import MAGIC
-from ._unpickle import TorchMachine, check_tree, run_pickle
-from ._weights_only import verdict
+from treetool._errors import LoadError
+from treetool.io._safety._budget import Budget
+from treetool.io._sources._source import Source
+from treetool.io._torch._archive import TorchRead, storage_nbytes, storage_type_name
+from treetool.io._torch._rebuild import TensorMaker, TorchStorage
+from treetool.io._torch._sniff import MAGIC
+from treetool.io._torch._unpickle import TorchMachine, check_tree, run_pickle
+from treetool.io._torch._weights_only import verdict
 
 __all__ = ["read_legacy"]
 
@@ -134,7 +134,7 @@ def _pid(pid: Any, name: str) -> tuple[str, str, int, str, tuple | None]:
 
 def _view(root: TorchStorage, view: tuple, name: str) -> TorchStorage:
     key, offset, numel = view
-    from ._archive import _ITEM
+    from treetool.io._torch._archive import _ITEM
 
     item = _ITEM.get(root.storage_dtype or "uint8", 1)
     if (offset + numel) * item > root.shape[0]:

@@ -15,11 +15,11 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ..._errors import LoadError
-from ..._lazy_array import LazyArray
-from .._limits import MAX_DIM, MAX_NDIM
-from .._opaque import GlobalRef, Opaque
-from ._view import StridedArray
+from treetool._errors import LoadError
+from treetool._leaves._lazy_array import LazyArray
+from treetool.io._opaque import GlobalRef, Opaque
+from treetool.io._safety._limits import MAX_DIM, MAX_NDIM
+from treetool.io._torch._view import StridedArray
 
 __all__ = [
     "DTYPES",

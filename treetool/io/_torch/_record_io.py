@@ -8,9 +8,9 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from ..._errors import LoadError
-from .._source import Source
-from ._zip import Record, local_data_offset
+from treetool._errors import LoadError
+from treetool.io._sources._source import Source
+from treetool.io._torch._zip import Record, local_data_offset
 
 __all__ = ["RecordSource", "inflating_opener"]
 

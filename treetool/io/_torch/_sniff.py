@@ -3,8 +3,8 @@ the zip directory reader): the legacy format's first bytes, a zip's `<root>/data
 
 from __future__ import annotations
 
-from ..._errors import LoadError
-from ._zip import ZipDir
+from treetool._errors import LoadError
+from treetool.io._torch._zip import ZipDir
 
 __all__ = ["MAGIC", "PREFIX", "is_torch_zip", "zip_root"]
 

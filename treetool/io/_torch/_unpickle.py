@@ -1,6 +1,6 @@
 """torch's pickles read by treetool's safe pickle machine, with torch's reconstructors.
 
-`TorchMachine` is the opcode machine of `treetool.io._pickle_machine` with three additions:
+`TorchMachine` is the opcode machine of `treetool.io._pickle._machine` with three additions:
 BINPERSID hands the persistent id to the reader's `persistent_load` (a storage), torch's
 reconstructors are an allow-listed family imitated here (`_rebuild_tensor_v2/_v3`,
 `_rebuild_parameter(_with_state)`, `_rebuild_from_type_v2` for Tensor and Parameter,
@@ -16,15 +16,15 @@ import collections
 from collections.abc import Callable
 from typing import Any
 
-from ..._errors import LoadError
-from ..._lazy_array import LazyArray
-from .._budget import Budget
-from .._opaque import GlobalRef, Opaque
-from .._pickle_machine import _Fail, _Machine
-from .._pickle_ops import walk_check
-from .._pickle_state import LAZY_MIN_BYTES
-from ._rebuild import DTYPES, STORAGE_DTYPES, TensorMaker, dtype_of
-from ._weights_only import ALLOWED
+from treetool._errors import LoadError
+from treetool._leaves._lazy_array import LazyArray
+from treetool.io._opaque import GlobalRef, Opaque
+from treetool.io._pickle._machine import _Fail, _Machine
+from treetool.io._pickle._ops import walk_check
+from treetool.io._pickle._state import LAZY_MIN_BYTES
+from treetool.io._safety._budget import Budget
+from treetool.io._torch._rebuild import DTYPES, STORAGE_DTYPES, TensorMaker, dtype_of
+from treetool.io._torch._weights_only import ALLOWED
 
 __all__ = ["TorchMachine", "run_pickle"]
 

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from ..._lazy_array import LazyArray
+from treetool._leaves._lazy_array import LazyArray
 
 __all__ = ["StridedArray"]
 

@@ -14,7 +14,7 @@ import pickletools
 from _compat_pickle import IMPORT_MAPPING, NAME_MAPPING
 from typing import Any
 
-from ..._text import safe
+from treetool._text import safe
 
 __all__ = ["WeightsOnly", "describe", "fact_lines", "scan", "verdict"]
 

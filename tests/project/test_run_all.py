@@ -1,0 +1,92 @@
+"""`benchmarks/run_all.py`: one cheap benchmark through it gives the table, its JSON and the
+Performance page's fragment, in the shapes the docs build reads."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_ALL = ROOT / "benchmarks" / "run_all.py"
+COLUMNS = ["work", "anchor", "anchor time", "treetool time", "ratio", "peak MB", "goal", "holds"]
+ROW_KEYS = {
+    "work",
+    "anchor",
+    "anchor_s",
+    "treetool_s",
+    "ratio",
+    "peak_mb",
+    "peak_of",
+    "goal",
+    "goal_spec",
+    "holds",
+    "note",
+    "bench",
+}
+
+
+def test_quick_run_of_one_benchmark_writes_the_table_json_and_markdown(tmp_path: Path) -> None:
+    out_json, out_md = tmp_path / "table.json", tmp_path / "performance_table.md"
+    proc = subprocess.run(
+        [
+            *(sys.executable, str(RUN_ALL), "--quick", "--only", "transforms"),
+            *("--json", str(out_json), "--markdown", str(out_md)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # stdout is the table alone: a header line, a rule, one line per row
+    lines = proc.stdout.splitlines()
+    assert lines[0].split("  ")[0] == "work" and lines[0].split() == " ".join(COLUMNS).split()
+    assert set(lines[1].replace(" ", "")) == {"-"}
+    assert len(lines) == 3 and lines[2].startswith("autojit cached call: overhead over jax.jit")
+    # the benchmark's own output went to stderr
+    assert "overhead over plain jax.jit" in proc.stderr
+
+    report = json.loads(out_json.read_text())
+    assert report["columns"] == COLUMNS
+    assert report["quick"] is True
+    assert report["command"] == "python benchmarks/run_all.py --quick --only transforms"
+    assert set(report["machine"]) == {"cpu", "cores", "memory_gb", "os", "python", "versions"}
+    assert len(report["load"]["before"]) == 3 and len(report["load"]["after"]) == 3
+    assert [(b["bench"], b["status"]) for b in report["benches"]] == [("transforms", "ok")]
+    (row,) = report["rows"]
+    assert set(row) == ROW_KEYS
+    assert row["bench"] == "transforms"
+    assert row["anchor"] == "equinox.filter_jit's overhead"
+    assert row["goal"] == "<= 0.5x" and row["goal_spec"] == ["ratio<=", 0.5]
+    for key in ("anchor_s", "treetool_s", "ratio", "peak_mb"):
+        assert isinstance(row[key], float), key
+    assert row["ratio"] == pytest.approx(row["treetool_s"] / row["anchor_s"])
+    assert row["holds"] is (row["ratio"] <= 0.5)
+    assert row["peak_of"] == "script process" and row["peak_mb"] > 50
+
+    md = out_md.read_text()
+    assert md.startswith("Measured on " + report["date"])
+    assert "| " + " | ".join(COLUMNS) + " |" in md
+    assert "| autojit cached call: overhead over jax.jit (100 arrays) | equinox.filter_jit's" in md
+    assert "`python benchmarks/run_all.py --quick --only transforms`" in md
+
+
+def test_an_unknown_benchmark_is_one_line_naming_the_known_ones() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(RUN_ALL), "--only", "nosuch"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert proc.stderr.strip().startswith(
+        "run_all: no benchmark 'nosuch'; known: views, transforms"
+    )

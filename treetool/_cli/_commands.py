@@ -1,0 +1,392 @@
+"""The `treetool` commands (`inspect`, `ls`, `get`, `summary`, `diff`, `demo`).
+
+Each takes the parsed arguments and returns the exit code; `cli.py` holds the parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from treetool._cli import _files as _files
+from treetool._cli._json import _json_listing, _print_json
+from treetool._cli._targets import (
+    _NOTED,
+    _TUI_NOTES,
+    EXIT_DIFFERENT,
+    EXIT_OK,
+    CliError,
+    _select,
+    _trace_target,
+    load_target,
+)
+from treetool._text import safe
+
+
+def _console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    from treetool.render.plain import output_width
+
+    stream = sys.stderr if stderr else sys.stdout
+    # no markup and no :emoji: codes in plain strings either: file text is never parsed
+    return Console(
+        stderr=stderr,
+        highlight=False,
+        soft_wrap=False,
+        markup=False,
+        emoji=False,
+        width=output_width(stream),
+    )
+
+
+def _note_opaque(tree: Any) -> None:
+    """One line on stderr when a loaded tree holds objects whose code was not run."""
+    from treetool._tree._model import view
+    from treetool._typetests import is_opaque
+
+    if id(tree) in _NOTED:
+        return
+
+    classes: list[str] = []
+    for n in view(tree).walk():
+        if is_opaque(n.obj):
+            cp = getattr(n.obj, "class_path", n.type_name)
+            if cp not in classes:
+                classes.append(cp)
+        if len(classes) > 8:
+            break
+    if classes:
+        print(
+            safe(
+                f"treetool: {len(classes)} class(es) not executed ({', '.join(classes[:8])}); "
+                "shown as placeholders: pass --trust to run the file's code"
+            ),
+            file=sys.stderr,
+        )
+
+
+def _result_object(obj: Any) -> Any:
+    """A treetool result (JaxprView, TreeDiff, Placement, Summary) or a raw jaxpr, else None."""
+    from treetool._typetests import is_raw_jaxpr
+
+    if is_raw_jaxpr(obj):
+        from treetool._jaxpr._view import JaxprView
+
+        return JaxprView(obj)
+    from treetool.render._registry import lowering
+
+    if lowering(type(obj), "rich") is not None and hasattr(obj, "to_dict"):
+        return obj  # a result class a renderer registered (see render/_registry.py)
+    return None
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    if args.args is None:  # a big pickle on a terminal: the app opens first, then reads it
+        from treetool._cli import _live as _cli_live
+
+        spec = _files.target_spec(args, args.target)
+        if _cli_live.wanted(args, spec):
+            return _cli_live.inspect_live(args, spec)
+    if args.args is not None:
+        tree, fmt = _trace_target(args.target, args.args, trust=args.trust), "python"
+    else:
+        with _listing(not _tui_wanted(args)):  # printed: structure only, no numpy needed
+            tree, fmt = load_target(
+                _files.target_spec(args, args.target),
+                trust=args.trust,
+                partial=args.partial,
+                like=_files.like_skeleton(args),
+            )
+    result = _result_object(tree)
+    if result is not None and (args.json or args.no_tui or not sys.stdout.isatty()):
+        # `treetool inspect mymod:make_jaxpr_view` and the like: the object's own rendering
+        if args.json:
+            _print_json(result.to_dict())
+        else:
+            from treetool.render import render
+
+            _console().print(render(result, depth=args.depth, width=args.width))
+        return EXIT_OK
+    if args.json:
+        _print_json(_json_listing(tree, fmt, args.filter))
+        _note_opaque(tree)
+        return EXIT_OK
+    facts = _files.file_facts(tree)
+    if facts and (args.no_tui or not sys.stdout.isatty()):
+        _files.print_facts(_console(), facts)
+    _show(tree, args, title=args.target)
+    _note_opaque(tree)
+    return EXIT_OK
+
+
+def _tui_wanted(args: argparse.Namespace) -> bool:
+    """Whether `inspect` opens the TUI (on a terminal, unless --no-tui/--json/--filter)."""
+    return (
+        not args.no_tui
+        and not args.json
+        and sys.stdout.isatty()
+        and sys.stdin.isatty()
+        and not args.filter
+    )
+
+
+def _listing(on: bool = True) -> Any:
+    """Reads for a command that lists structure, shapes, dtypes and bytes: pickled arrays held
+    inline stay bytes (`treetool.io._listing.listing`), so numpy is not imported."""
+    if not on:
+        return contextlib.nullcontext()
+    from treetool.io._listing import (
+        listing,  # not the pickle machinery: the file may be of any format
+    )
+
+    return listing()
+
+
+def _show(tree: Any, args: argparse.Namespace, title: str) -> None:
+    """The TUI on a terminal, a rich tree otherwise."""
+    if not args.no_tui and sys.stdout.isatty() and sys.stdin.isatty() and not args.filter:
+        try:
+            from treetool.tui import run as tui_run
+        except ImportError:
+            pass  # textual missing: the rich tree below
+        else:
+            facts = _files.file_facts(tree)
+            tui_run(
+                tree,
+                title=title,
+                note=_TUI_NOTES.get(id(tree)),
+                file_facts=facts or None,
+            )
+            return
+    from treetool.render.text import TreeView
+
+    console = _console()
+    matches = _select(tree, args.filter)
+    if matches is None:
+        console.print(TreeView(tree, depth=args.depth, width=args.width))
+        return
+    if not matches:
+        raise CliError(f"{title}: nothing matches {args.filter!r}")
+    from treetool._tree._model import Node
+
+    for path, sub in matches:
+        node = Node(sub, path)
+        console.print(TreeView(node, depth=max(args.depth - len(path), 0), width=args.width))
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    target = _files.target_spec(args, args.target)
+    with _listing():
+        tree, fmt = load_target(
+            target, trust=args.trust, partial=args.partial, like=_files.like_skeleton(args)
+        )
+    if args.json:
+        _print_json(_json_listing(tree, fmt, args.glob))
+        return EXIT_OK
+    from treetool._tree._model import no_gc
+    from treetool._tree._views import find, leaf_text_chunks
+
+    out = sys.stdout
+    rows = _LsRows()
+    with no_gc():  # rows make small objects by the thousand: no GC passes meanwhile
+        if args.glob:
+            pairs = [(str(p), x) for p, x in find(tree, args.glob, leaves_only=True)]
+            out.write(rows.text(pairs))
+        else:  # a node whose flatten raised is one line: its path and its error
+            for chunk in leaf_text_chunks(tree, None, errors=True):
+                out.write(rows.text(chunk))
+    if args.glob and rows.count == 0:
+        raise CliError(f"{args.target}: no leaf matches {args.glob!r}")
+    return EXIT_OK
+
+
+class _LsRows:
+    """The lines of `treetool ls`, a chunk of `(path text, leaf)` pairs at a time.
+
+    A file-backed array's line ends in its shape and dtype, the same for every array of that
+    shape and dtype: that ending is made once and reused (a checkpoint of 10,000 arrays has a
+    handful). Other leaves go through `leaf_info` one by one.
+    """
+
+    __slots__ = ("_dtypes", "_ends", "count")
+
+    def __init__(self) -> None:
+        self._ends: dict[tuple[Any, str], str] = {}  # (shape, dtype name) -> line ending
+        self._dtypes: dict[Any, str] = {}  # a file's dtype names, escaped once each
+        self.count = 0  # lines of leaves (not of errors)
+
+    def text(self, pairs: list[tuple[str, Any]]) -> str:
+        """The lines of `pairs`, joined."""
+        from treetool._leaves._lazy_array import LazyArray
+        from treetool._tree._model import Unopened
+
+        ends, lazy, unopened = self._ends, LazyArray, Unopened
+        parts: list[str] = []
+        append = parts.append
+        errors = 0
+        # the last array's shape and dtype name, and its line ending: a reader that shares
+        # them between arrays (orbax) gets the next one by two identity checks
+        last_shape: Any = None
+        last_name: Any = None
+        last_end = ""
+        for path, x in pairs:
+            # one line per leaf, whatever the file named it: `safe` escapes newlines and tabs
+            if not path.isprintable():  # the common case costs one C-level scan, no call
+                path = safe(path)
+            end = None
+            if isinstance(x, lazy):
+                shape, name = x.shape, x.dtype_name
+                if shape is last_shape and name is last_name:
+                    end = last_end
+                elif type(shape) is tuple:
+                    end = ends.get((shape, name))
+                    if end is None:
+                        end = self._end(x)
+                        if name.startswith("key<"):  # a key's dtype: not by its name alone
+                            append(path)
+                            append(end)
+                            continue
+                        ends[(shape, name)] = end
+                    last_shape, last_name, last_end = shape, name, end
+            if end is None:
+                if type(x) is unopened:  # an error line, not a leaf
+                    errors += 1
+                end = self._end(x)
+            append(path)
+            append(end)
+        self.count += len(pairs) - errors
+        return "".join(parts)
+
+    def _end(self, x: Any) -> str:
+        """What follows the path on the line of leaf `x` (from its tab to its newline)."""
+        from treetool._leaves._arrays import leaf_info
+        from treetool._tree._model import Node, Unopened
+
+        if type(x) is Unopened:
+            return f"\t!\t{safe('error: ' + x.error)}\n"
+        info = leaf_info(x)
+        if info.shape is not None:
+            dtype = self._dtypes.get(info.dtype)
+            if dtype is None:
+                dtype = self._dtypes[info.dtype] = safe(str(info.dtype))
+            return f"\t{list(info.shape)}\t{dtype}\n"
+        node = Node(x)
+        if node.is_leaf and node.error is not None:  # a broken node matched by a glob
+            return f"\t!\t{safe('error: ' + node.error)}\n"
+        from treetool.render.labels import leaf_text
+
+        return f"\t-\t{leaf_text(node)}\n"
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    from treetool._errors import PathError
+    from treetool._tree._views import resolve
+
+    target = _files.target_spec(args, args.target)
+    tree, _ = load_target(
+        target, trust=args.trust, partial=args.partial, like=_files.like_skeleton(args)
+    )
+    try:
+        path = resolve(tree, args.path)
+    except PathError as e:
+        raise CliError(f"{args.target}: {e}") from None
+    from treetool._tree._views import get
+
+    value = get(tree, path)
+    from treetool._tree._model import Node
+
+    node = Node(value)
+    if node.is_leaf and node.error is not None:  # a node whose flatten raised
+        raise CliError(f"{args.target}: {path}: cannot open this node: {node.error}")
+    from treetool.render.leaf import leaf_report
+
+    report = leaf_report(path, value, stats=args.stats)
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        _console().print(report)
+    return EXIT_OK
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from treetool._summary._summary import summary
+
+    target = _files.target_spec(args, args.target)
+    with _listing():
+        tree, _ = load_target(
+            target, trust=args.trust, partial=args.partial, like=_files.like_skeleton(args)
+        )
+    s = summary(tree, depth=args.depth)
+    if args.json:
+        _print_json(s.to_dict())
+    else:
+        _console().print(s)
+    return EXIT_OK
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    if not (args.rtol >= 0 and args.atol >= 0):
+        raise CliError(f"--rtol and --atol must be >= 0, got {args.rtol:g} and {args.atol:g}")
+    a, b = _files.diff_sides(args)
+    from treetool._diff._tree_diff import diff_with_progress
+    from treetool._tree._model import aggregate
+
+    opts = {"rtol": args.rtol, "atol": args.atol, "values": args.values}
+    total = aggregate(a).nbytes if args.values and sys.stderr.isatty() else 0
+    if total >= 64 << 20:
+        # a progress bar on stderr, only on a terminal and only for sizeable value diffs
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+        bar = Progress(
+            "comparing values",
+            BarColumn(),
+            DownloadColumn(),
+            TimeRemainingColumn(),
+            console=_console(stderr=True),
+            transient=True,
+        )
+        task = bar.add_task("diff", total=total)
+        with bar:
+            d = diff_with_progress(a, b, progress=lambda n: bar.advance(task, n), **opts)
+    else:
+        d = diff_with_progress(a, b, **opts)
+    if args.json:
+        _print_json(d.to_dict())
+    else:
+        _console().print(d)
+    return EXIT_DIFFERENT if d else EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from treetool._cli._demo import demo_tree
+
+    tree = demo_tree()
+    if args.json:
+        _print_json(_json_listing(tree, "python", None))
+        return EXIT_OK
+    args.filter = None
+    args.width = 20
+    _show(tree, args, title="treetool demo: an equinox transformer and its adamw state")
+    return EXIT_OK
+
+
+def cmd_port(args: argparse.Namespace) -> int:
+    from treetool._cli._port import cmd_port as run
+
+    return run(args)
+
+
+#: subcommand name -> the function that runs it (`cli.main` imports this table after parsing)
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "inspect": cmd_inspect,
+    "ls": cmd_ls,
+    "get": cmd_get,
+    "summary": cmd_summary,
+    "diff": cmd_diff,
+    "port": cmd_port,
+    "demo": cmd_demo,
+}

@@ -1,0 +1,239 @@
+"""What a `treetool` command reads: `FILE`, `DIR`, `RUN@STEP`, `module:attr`, `--args` specs.
+
+Split from `cli.py` (the parser and `main`). `CliError` lives here so every `_cli_*` module
+can raise it without importing `cli`; `cli` re-exports it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import Any
+
+from treetool._cli import _files as _files
+from treetool._text import safe
+
+EXIT_OK, EXIT_DIFFERENT, EXIT_ERROR = 0, 1, 2
+
+
+class CliError(Exception):
+    """A user-facing error: printed as one line, exit code 2."""
+
+
+def blocked_note(blocked: Any) -> str:
+    """The terminal UI's header line for classes a read did not execute."""
+    n = len(blocked)
+    return f"{n} class{'es' if n != 1 else ''} not executed: pass --trust to run them"
+
+
+def report_loaded(spec: str, loaded: Any) -> None:
+    """What a read says on stderr (a damaged file's warning, the classes not executed), and
+    the read kept for the commands that look at it again."""
+    if loaded.error:
+        print(
+            safe(f"treetool: warning: {loaded.error}; showing what was read before it"),
+            file=sys.stderr,
+        )
+    if loaded.blocked:
+        _print_blocked(spec, loaded.blocked, loaded.format)
+    _NOTED.add(id(loaded.tree))
+    if _KEEP is not None:
+        _KEEP.append(loaded)
+
+
+def load_target(
+    spec: str, *, trust: bool = False, partial: bool = False, like: Any = None
+) -> tuple[Any, str]:
+    """Turn `FILE`, `DIR` or `module:attr` into `(pytree, format name)`.
+
+    A file or directory is read by `treetool.io.read` (safe by default). When objects were not
+    executed, one line on stderr names their classes and `--trust`; with `partial`, a damaged
+    file gives the tree read up to the error, and the error as a warning on stderr.
+    `module:attr` imports the module (the current directory is on the import path) and follows
+    the dotted attribute; a function or a class found there is called with no arguments.
+    `like` is the skeleton of a structure-less file (equinox `tree_serialise_leaves`): its
+    records take the skeleton's paths; without one, a note on stderr says why the paths are
+    positional.
+    """
+    from treetool.io._sources._source import is_url
+
+    if is_url(spec) or os.path.exists(spec) or _files.is_run_step(spec):
+        import treetool.io as io
+        from treetool._progress import ReadProgress
+
+        if like is not None and os.path.isfile(spec) and io.detect(spec) == "equinox":
+            return _files.load_eqx_like(spec, like), "equinox"
+        with ReadProgress(spec):  # a line on a terminal's stderr while a big file is read
+            loaded = io.read(spec, trust=trust, partial=partial)
+        return finish_load(spec, loaded)
+    if _is_module_spec(spec):
+        from treetool._progress import ReadProgress
+
+        with ReadProgress(spec, verb="importing"):  # the module may take seconds (jax)
+            return _import_target(spec), "python"
+    raise CliError(f"{spec}: no such file or directory (and not a module:attr object)")
+
+
+def finish_load(spec: str, loaded: Any) -> tuple[Any, str]:
+    """`(pytree, format name)` of what `io.read` read for `spec`, saying on stderr what the
+    read says (its notes, warnings, classes not executed). Kept apart from the read, so that
+    two reads made at once (a diff's sides) say it in the order of their sides."""
+    from treetool.io import split_step
+
+    _files.remember(loaded)
+    if loaded.format == "equinox":
+        _files.note_positional(spec)
+    if loaded.steps and spec == split_step(spec)[0]:
+        _files.note_steps(spec, loaded)
+    report_loaded(spec, loaded)
+    if loaded.blocked:
+        _TUI_NOTES[id(loaded.tree)] = blocked_note(loaded.blocked)
+    return loaded.tree, loaded.format
+
+
+_DOTTED = re.compile(r"^[^\W\d]\w*(\.[^\W\d]\w*)*$")
+
+
+def _is_module_spec(spec: str) -> bool:
+    """`X:Y` names a module attribute only when X is a dotted identifier and no file `X:Y`
+    exists (a file always wins: `ckpt:v2` on disk is read, never imported).
+
+    Example:
+        >>> _is_module_spec("mypkg.models:make_model"), _is_module_spec("./ckpt:v2")
+        (True, False)
+    """
+    module_name, sep, _ = spec.partition(":")
+    return bool(sep) and bool(_DOTTED.match(module_name)) and not os.path.exists(spec)
+
+
+def _import_target(spec: str, *, call: bool = True) -> Any:
+    import importlib
+    import inspect
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise CliError(f"{spec}: expected module:attr, e.g. mypkg.models:make_model")
+    if not _DOTTED.match(module_name):
+        raise CliError(f"{spec}: expected module:attr with a dotted module name before ':'")
+    # The current directory is appended, never prepended: a stray `rich.py` or `numpy.py`
+    # there must not shadow the libraries treetool itself imports.
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        raise CliError(f"{spec}: cannot import module {e.name!r}") from None
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            names = [n for n in dir(obj) if not n.startswith("_")]
+            from treetool._paths._path import suggest
+
+            close = suggest(part, names)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise CliError(f"{spec}: {module_name} has no attribute {part!r}{hint}") from None
+    if call and (inspect.isroutine(obj) or inspect.isclass(obj)):
+        try:
+            obj = obj()
+        except Exception as e:  # the user's factory failed: say which target (--debug: both)
+            text = " ".join(s.strip() for s in str(e).splitlines()[:4] if s.strip())
+            raise CliError(
+                f"{spec}: calling {attr}() failed: {type(e).__name__}"
+                + (f": {text}" if text else "")
+            ) from e
+    return obj
+
+
+_ARRAY_SPEC = re.compile(r"^(bool|[a-z]+\d*)\[([\d, ]*)\]$")
+_DTYPE_PREFIX = {"bf": "bfloat", "f": "float", "i": "int", "u": "uint", "c": "complex"}
+
+
+def _trace_target(spec: str, arg_specs: list[str], *, trust: bool) -> Any:
+    """`treetool inspect module:fn --args ...`: the JaxprView of `fn` traced on those arguments.
+
+    An argument is an array spec (`f32[8,4]`: a `jax.ShapeDtypeStruct`, nothing allocated), a
+    `module:attr` object or a checkpoint file (a pytree, e.g. the model), or a Python literal.
+    """
+    fn = _import_target(spec, call=False) if _is_module_spec(spec) else None
+    if not callable(fn):
+        raise CliError(f"{spec}: --args needs module:function naming a function to trace")
+    args = [_trace_arg(a, trust=trust) for a in arg_specs]
+    from treetool._jaxpr._view import jaxpr
+
+    try:
+        return jaxpr(fn, *args)
+    except Exception as e:  # the user's function failed to trace: one line, not a traceback
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise CliError(
+            f"{spec}: tracing it with {len(args)} argument(s) failed: {type(e).__name__}: {first}"
+        ) from None
+
+
+def _trace_arg(text: str, *, trust: bool) -> Any:
+    m = _ARRAY_SPEC.match(text.strip())
+    if m:
+        import jax
+        import numpy as np
+
+        short, dims = m.groups()
+        name = short
+        for prefix, long in _DTYPE_PREFIX.items():
+            if short.startswith(prefix) and short[len(prefix) :].isdigit():
+                name = long + short[len(prefix) :]
+                break
+        try:
+            dtype = np.dtype(jax.numpy.dtype(name))
+        except TypeError:
+            raise CliError(
+                f"--args {text}: unknown dtype {short!r} (e.g. f32, bf16, i32, bool)"
+            ) from None
+        shape = tuple(int(d) for d in dims.replace(" ", "").split(",") if d)
+        return jax.ShapeDtypeStruct(shape, dtype)
+    from treetool.io._sources._source import is_url
+
+    if is_url(text) or os.path.exists(text) or _is_module_spec(text):
+        return load_target(text, trust=trust)[0]
+    import ast
+
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise CliError(
+            f"--args {text}: expected an array spec like f32[8,4], a module:attr object, "
+            "a file, or a Python literal"
+        ) from None
+
+
+def _select(tree: Any, pattern: str | None) -> list[tuple[Any, Any]] | None:
+    if not pattern:
+        return None
+    from treetool._tree._views import find
+
+    return find(tree, pattern)
+
+
+def _print_blocked(spec: str, blocked: list[str], fmt: str = "") -> None:
+    shown = ", ".join(blocked[:8]) + (f" and {len(blocked) - 8} more" if len(blocked) > 8 else "")
+    how = (
+        "treetool reads torch files without torch and never runs their code"
+        if fmt == "torch"
+        else "pass --trust to run the file's code"
+    )
+    print(
+        safe(
+            f"treetool: note: {spec}: not executed (shown as opaque placeholders): {shown}; {how}"
+        ),
+        file=sys.stderr,
+    )
+
+
+#: id(loaded tree) -> the line the TUI shows in its header (objects not executed)
+_TUI_NOTES: dict[int, str] = {}
+
+#: set by `run`: what a command loaded stays alive until the process ends (see `run`)
+_KEEP: list[Any] | None = None
+
+#: trees whose opaque objects `load_target` already reported
+_NOTED: set[int] = set()

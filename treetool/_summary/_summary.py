@@ -1,0 +1,138 @@
+"""`summary(tree, depth)`: parameters, bytes and dtypes per subtree, with honest totals.
+
+An array that appears at several paths (tied weights) is counted once in the totals and the
+summary lists where it appears; sub-byte dtypes (int4) count their real bytes. A node whose
+flatten raises is counted as an error in its row and listed with its path and message.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+from typing import Any
+
+from treetool._leaves._arrays import LazyArray, LeafInfo, leaf_info
+from treetool._leaves._dtypes import loaded_numpy
+from treetool._repr import RichMixin, lower
+from treetool._tree._model import IsLeaf, Unopened, no_gc, view
+from treetool._tree._totals import Tally
+from treetool._tree._views import _walk
+
+__all__ = ["Summary", "SummaryRow", "summary"]
+
+
+@dataclass
+class SummaryRow:
+    """Totals of one subtree."""
+
+    path: str
+    type: str
+    leaves: int = 0
+    params: int = 0
+    nbytes: int = 0
+    dtypes: collections.Counter = field(default_factory=collections.Counter)
+    #: nodes in this subtree that could not be opened (their flatten raised)
+    errors: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-friendly dict; `errors` is there only when some node could not be opened."""
+        d = {
+            "path": self.path,
+            "type": self.type,
+            "leaves": self.leaves,
+            "params": self.params,
+            "bytes": self.nbytes,
+            "dtypes": dict(self.dtypes),
+        }
+        if self.errors:
+            d["errors"] = self.errors
+        return d
+
+
+@dataclass
+class Summary(RichMixin):
+    """Per-subtree totals at one depth, plus totals over the whole tree.
+
+    `tied` lists arrays found at more than one path: `(paths, params)`; they are counted once
+    in `total`, but in every row they appear in. `errors` lists the nodes that could not be
+    opened (their flatten raised): `(path, "Type: message")`; their leaves are not counted.
+    """
+
+    depth: int
+    rows: list[SummaryRow]
+    total: SummaryRow
+    tied: list[tuple[list[str], int]]
+    errors: list[tuple[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-friendly dict: `{"depth", "rows", "totals", "tied", "errors"}`."""
+        return {
+            "depth": self.depth,
+            "rows": [r.to_dict() for r in self.rows],
+            "totals": self.total.to_dict(),
+            "tied": [{"paths": p, "params": n} for p, n in self.tied],
+            "errors": [{"path": p, "error": m} for p, m in self.errors],
+        }
+
+    def __str__(self) -> str:
+        return str(lower(self, "text"))
+
+
+def summary(tree: Any, depth: int = 1, is_leaf: IsLeaf = None) -> Summary:
+    """Parameters, bytes and dtypes of every subtree at `depth`, with totals.
+
+    Example:
+        >>> import numpy as np
+        >>> w = np.ones((4, 4), np.float32)
+        >>> s = summary({"enc": {"w": w}, "dec": {"w": w, "b": np.zeros(4, np.float32)}})
+        >>> [(r.path, r.params) for r in s.rows], s.total.params
+        ([("['dec']", 20), ("['enc']", 16)], 20)
+        >>> s.tied
+        [(["['dec']['w']", "['enc']['w']"], 16)]
+    """
+    if depth < 0:
+        raise ValueError(f"summary: depth must be >= 0, got {depth}")
+    root = view(tree, is_leaf)
+    rows: dict[str, SummaryRow] = {}
+    order: list[str] = []
+    stack = [(root, 0)]
+    while stack:  # the nodes at `depth` (and leaves or empty nodes above it), in tree order
+        n, d = stack.pop()
+        if d == depth or n.is_leaf or n.num_children == 0:
+            key = str(n.path)
+            rows[key] = SummaryRow(key, n.info.label if n.is_leaf else n.type_name)
+            order.append(key)
+            continue
+        stack.extend((c, d + 1) for c in reversed(n.children))
+    tally = Tally(paths=True)  # the totals row: every array once, tied ones with their paths
+    add, error = tally.add, tally.error
+    facts: dict[tuple[Any, Any, Any], LeafInfo] = {}  # numpy/lazy facts by type, shape, dtype
+    np = loaded_numpy()  # no numpy imported: no numpy array exists
+    ndarray = np.ndarray if np is not None else LazyArray
+    with no_gc():
+        for p, x in (px for chunk in _walk(tree, is_leaf, False, True) for px in chunk):
+            row = rows[str(p[:depth])] if len(p) >= depth else rows[str(p)]
+            t = type(x)
+            if t is Unopened:  # a node whose flatten raised: an error at its path
+                row.errors += 1
+                error(p, x.error)
+                continue
+            if t is ndarray or t is LazyArray:
+                # a LazyArray's dtype name: its numpy dtype is made only when needed
+                fk = (t, x.shape, x.dtype if t is not LazyArray else x.dtype_name)
+                cached = facts.get(fk)
+                info = cached if cached is not None else facts.setdefault(fk, leaf_info(x))
+            else:
+                info = leaf_info(x)
+            row.leaves += 1
+            add(x, info, p)
+            if info.shape is None:
+                continue
+            row.params += info.params
+            row.nbytes += info.nbytes
+            row.dtypes[info.dtype] += 1
+    agg = tally.finish()
+    total = SummaryRow("total", root.type_name, agg.leaves, agg.params, agg.nbytes, agg.dtypes)
+    total.errors = agg.errors
+    rows_ = [rows[k] for k in order]
+    return Summary(depth, rows_, total, tally.tied_paths(), agg.error_entries)

@@ -1,0 +1,312 @@
+"""`http://` and `https://` files read by `Range` GETs over the standard library's
+`http.client`, with keep-alive connections reused across reads.
+
+The answer's `Content-Range` is checked on every read (it must name the bytes asked for), so a server that ignores ranges or lies about them is refused
+instead of sending a whole file. Each request has one total deadline (connect, redirects,
+headers, whole body: `TREETOOL_REMOTE_TIMEOUT`); redirects stay on the URL's scheme, host and
+port unless the user allows more (`TREETOOL_FOLLOW_REDIRECTS`, `--follow-redirects`). Retries
+are `RemoteSource`'s (`TREETOOL_REMOTE_RETRIES`: 5xx and dropped connections only).
+
+Example (no request is sent until a read):
+    >>> src = HttpSource("https://example.org/model.safetensors")
+    >>> src.name, src.remote
+    ('https://example.org/model.safetensors', True)
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+from treetool._errors import LoadError
+from treetool._text import safe
+from treetool.io._sources._remote import (
+    _FIRST,
+    GUESS_WORKERS,
+    SizedByFirstGet,
+    _first_line,
+    _timeout,
+    _Transient,
+)
+from treetool.io._sources._source import Source, source_for
+
+__all__ = ["HttpSource"]
+
+_idle: dict[tuple, list[Any]] = {}  # (scheme, host, port) -> idle keep-alive connections
+_idle_lock = threading.Lock()
+
+
+def _idle_take(key: tuple) -> Any:
+    with _idle_lock:
+        conns = _idle.get(key)
+        return conns.pop() if conns else None
+
+
+def _idle_put(key: tuple, conn: Any) -> None:
+    with _idle_lock:
+        conns = _idle.setdefault(key, [])
+        if len(conns) < GUESS_WORKERS:  # the most requests in flight to one server
+            conns.append(conn)
+            return
+    conn.close()
+
+
+@atexit.register
+def _close_idle() -> None:
+    with _idle_lock:
+        for conns in _idle.values():
+            for conn in conns:
+                conn.close()
+        _idle.clear()
+
+
+def follow_redirects() -> bool:
+    """Whether redirects to another scheme, host or port are followed: only when the user
+    says so (`--follow-redirects`, `TREETOOL_FOLLOW_REDIRECTS=1`); a file never decides where
+    treetool connects."""
+    return os.environ.get("TREETOOL_FOLLOW_REDIRECTS", "").lower() in ("1", "true", "yes", "on")
+
+
+def _origin(u: Any) -> tuple[str, str, int]:
+    """(scheme, host, port) of a split URL, the port defaulted by the scheme."""
+    try:
+        port = u.port
+    except ValueError:
+        port = -1
+    return u.scheme, (u.hostname or "").lower(), port or (443 if u.scheme == "https" else 80)
+
+
+def _basic_auth(u: Any) -> str:
+    """The `Authorization` header of a URL's user info (`user:password@`), or ""."""
+    if not u.username and not u.password:
+        return ""
+    import base64
+    import urllib.parse
+
+    pair = f"{urllib.parse.unquote(u.username or '')}:{urllib.parse.unquote(u.password or '')}"
+    return "Basic " + base64.b64encode(pair.encode()).decode()
+
+
+class HttpSource(SizedByFirstGet):
+    """A file served over HTTP(S), read by `Range` requests (the server must honour them)."""
+
+    def _request(
+        self, headers: dict[str, str], method: str = "GET", limit: int = 0
+    ) -> tuple[int, dict, bytes]:
+        """(status, headers, body); a ranged GET answered without 206 is refused unread.
+
+        The whole request (connect, every redirect, the headers and the whole body) has one
+        deadline, `TREETOOL_REMOTE_TIMEOUT` seconds: a watchdog shuts the socket when it
+        passes, so a server sending a byte a second is cut off too. Redirects stay on the
+        URL's own scheme, host and port (another is refused unless `follow_redirects()`),
+        only ever to http(s), at most 5, and a loop stops at its first repeat. A connection
+        whose answer was read to the end is kept for the next request to that server
+        (keep-alive); any other is closed. User info in the URL is sent as basic
+        authentication to the URL's own server only.
+        """
+        import urllib.parse
+
+        deadline = time.monotonic() + _timeout()
+        url = self.name
+        first = urllib.parse.urlsplit(url)
+        seen = {url}
+        auth = _basic_auth(first)
+        for _ in range(6):
+            u = urllib.parse.urlsplit(url)
+            sent = dict(headers)
+            if auth and _origin(u) == _origin(first):
+                sent["Authorization"] = auth
+            status, resp_headers, body, location = self._one(u, sent, method, limit, deadline)
+            if location is None:
+                return status, resp_headers, body
+            nxt = urllib.parse.urljoin(url, location)
+            n = urllib.parse.urlsplit(nxt)
+            if n.scheme not in ("http", "https"):
+                raise LoadError(
+                    f"{self.name}: redirected to a {n.scheme or 'relative'}: URL ({nxt}); "
+                    "only http(s) redirects are followed"
+                )
+            if nxt in seen:
+                raise LoadError(f"{self.name}: redirect loop (back to {nxt})")
+            if _origin(n) != _origin(first) and not follow_redirects():
+                raise LoadError(
+                    f"{self.name}: redirected to another scheme, host or port ({nxt}); "
+                    "pass --follow-redirects (or set TREETOOL_FOLLOW_REDIRECTS=1) to follow it"
+                )
+            seen.add(nxt)
+            url = nxt
+        raise LoadError(f"{self.name}: too many redirects (more than 5)")
+
+    def _one(
+        self, u: Any, headers: dict[str, str], method: str, limit: int, deadline: float
+    ) -> tuple[int, dict, bytes, str | None]:
+        """One HTTP exchange before `deadline`: (status, headers, body, redirect location)."""
+        import http.client
+
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _Transient(f"no complete answer within {_timeout():g} s")
+        key = (u.scheme, u.hostname, u.port)
+        conn = _idle_take(key)
+        if conn is None:
+            cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+            conn = cls(u.hostname or "", u.port, timeout=left)
+        else:
+            conn.timeout = left
+            if conn.sock is not None:
+                conn.sock.settimeout(left)
+        expired = threading.Event()
+
+        def cut() -> None:  # the deadline passed: whatever the server is doing, stop
+            expired.set()
+            sock = conn.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        watchdog = threading.Timer(left, cut)
+        watchdog.daemon = True
+        watchdog.start()
+        keep = False
+        try:
+            target = (u.path or "/") + (f"?{u.query}" if u.query else "")
+            conn.request(method, target, headers=headers)
+            resp = conn.getresponse()
+            status = resp.status
+            if status in (301, 302, 303, 307, 308) and resp.getheader("Location"):
+                return status, {}, b"", resp.getheader("Location") or ""
+            if status == 404:
+                raise LoadError(f"{self.name}: no such file (HTTP 404)")
+            if status in (401, 403):
+                raise LoadError(f"{self.name}: access denied (HTTP {status})")
+            if status == 416:
+                raise LoadError(f"{self.name}: range not satisfiable (HTTP 416)")
+            if status >= 500:
+                raise _Transient(f"HTTP {status}")
+            if status >= 400:
+                raise LoadError(f"{self.name}: HTTP {status} {safe(str(resp.reason))[:80]}")
+            if "Range" in headers and status != 206:
+                raise LoadError(
+                    f"{self.name}: the server does not support range requests "
+                    f"(HTTP {status}); refusing to download the whole file"
+                )
+            body = b"" if method == "HEAD" else resp.read(limit + 1)
+            if expired.is_set():
+                raise TimeoutError
+            if len(body) > limit and method != "HEAD":
+                raise LoadError(
+                    f"{self.name}: the server sent more than the {limit} bytes asked for"
+                )
+            keep = resp.isclosed() and not resp.will_close  # read to the end
+            return status, {k.lower(): v for k, v in resp.getheaders()}, body, None
+        except LoadError:
+            raise
+        except Exception as e:
+            if expired.is_set() or isinstance(e, TimeoutError):
+                raise _Transient(f"no complete answer within {_timeout():g} s") from None
+            if isinstance(e, ConnectionRefusedError):
+                raise _Transient("connection refused") from None
+            if isinstance(e, (http.client.LineTooLong, http.client.HTTPException)) and not (
+                isinstance(e, (http.client.RemoteDisconnected, http.client.IncompleteRead))
+            ):  # not HTTP, or headers past http.client's limits: no retry
+                raise LoadError(
+                    f"{self.name}: the server's answer is not valid HTTP "
+                    f"({type(e).__name__}: {_first_line(e)[:80]})"
+                ) from None
+            if isinstance(e, (ConnectionError, http.client.HTTPException)):
+                raise _Transient(_first_line(e) or type(e).__name__) from None
+            if isinstance(e, OSError):
+                raise LoadError(f"{self.name}: {e.strerror or e}") from None
+            raise
+        finally:
+            watchdog.cancel()
+            watchdog.join()  # (wakes at once when cancelled: no thread outlives the request)
+            if keep and not expired.is_set():
+                _idle_put(key, conn)
+            else:
+                conn.close()
+
+    def _first_get(self) -> tuple[int, bytes]:
+        """One ranged GET that also gives the size (its `Content-Range`): no HEAD needed."""
+        _status, headers, body = self._call(
+            f"read of bytes 0-{_FIRST - 1}",
+            lambda: self._request({"Range": f"bytes=0-{_FIRST - 1}"}, limit=_FIRST),
+        )
+        start, end, total = self._content_range(headers)
+        if total is None:
+            raise LoadError(f"{self.name}: the server does not say the file's size")
+        if start != 0 or end != min(_FIRST, total) - 1:
+            raise LoadError(
+                f"{self.name}: the server answered bytes {start}-{end}/{total} to a request "
+                f"for bytes 0-{_FIRST - 1}"
+            )
+        return total, body
+
+    def _content_range(self, headers: dict) -> tuple[int, int, int | None]:
+        """(first, last, total) of an answer's `Content-Range: bytes A-B/T` (T None for `*`);
+        a missing or malformed one is one line."""
+        value = headers.get("content-range", "")
+        unit, _, rest = value.strip().partition(" ")
+        span, _, total = rest.partition("/")
+        a, _, b = span.partition("-")
+        if (
+            unit != "bytes"
+            or not (a.isdigit() and b.isdigit() and (total.isdigit() or total == "*"))
+            or max(len(a), len(b), len(total)) > 18
+        ):
+            raise LoadError(
+                f"{self.name}: the server's Content-Range {safe(value)[:60]!r} is not "
+                "bytes FIRST-LAST/SIZE"
+            )
+        return int(a), int(b), int(total) if total.isdigit() else None
+
+    def _stat(self) -> int:
+        _status, headers, _ = self._request({}, method="HEAD")
+        length = headers.get("content-length")
+        if length is None or not length.isdigit():
+            raise LoadError(f"{self.name}: the server does not say the file's size")
+        return int(length)
+
+    def _get(self, offset: int, n: int) -> bytes:
+        """`n` bytes at `offset`: the answer's `Content-Range` must start there and end
+        within the range (fewer bytes, at the end of a file that shrank, are reported as a
+        truncated range), or the bytes are refused."""
+        _status, headers, body = self._request(
+            {"Range": f"bytes={offset}-{offset + n - 1}"}, limit=n
+        )
+        start, end, total = self._content_range(headers)
+        if start != offset or end < start or end > offset + n - 1:
+            raise LoadError(
+                f"{self.name}: the server answered bytes {start}-{end}/{total} to a request "
+                f"for bytes {offset}-{offset + n - 1}"
+            )
+        return body
+
+    def join(self, name: str) -> Source:
+        """The file `name` in this URL's directory, on its server (its query is not kept:
+        a signed URL's signature is for one object)."""
+        import urllib.parse
+
+        u = urllib.parse.urlsplit(self.name)
+        path = u.path or "/"
+        folder = path if path.endswith("/") else path.rsplit("/", 1)[0] + "/"
+        return source_for(f"{u.scheme}://{u.netloc}{folder}{name}")  # shared with the read
+
+    def list(self) -> list[str]:
+        return []  # HTTP has no listing
+
+    def is_dir(self) -> bool:
+        return self.name.endswith("/")
+
+    def exists(self) -> bool:
+        try:
+            _ = self.size
+        except LoadError:
+            return False
+        return True
