@@ -28,7 +28,6 @@ def test_every_page_is_in_the_nav() -> None:
 
 @pytest.mark.slow
 def test_mkdocs_build_strict(tmp_path: Path) -> None:
-    pytest.importorskip("mkdocstrings", reason="mkdocs comes with treetool[dev]")
     site = tmp_path / "site"
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],

@@ -219,7 +219,6 @@ def s3_orbax(s3_server: Any) -> str:
     keep `s3://` in `_normalize_path` and give it an `s3` base kvstore as `gs://` gets its
     `gcs` one (and have fsspec's `mv` skip inferred directories).
     """
-    pytest.importorskip("s3fs", reason="s3fs (orbax writes to s3:// through etils' fsspec)")
     from _orbax_s3 import orbax_s3_writes
     from etils import epath
 

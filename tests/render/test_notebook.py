@@ -6,10 +6,9 @@ import html
 import re
 from pathlib import Path
 
+import nbclient
+import nbformat
 import pytest
-
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
 
 NOTEBOOK = Path(__file__).parents[2] / "examples" / "notebook.ipynb"
 MAX_OUTPUT = 2_000_000

@@ -156,8 +156,6 @@ _IPYTHON = (
 )
 @pytest.mark.slow
 def test_show_in_an_interactive_terminal_opens_the_tui_and_returns_on_quit(argv):
-    if argv[1:3] == ["-m", "IPython"]:
-        pytest.importorskip("IPython")
     master, slave = pty.openpty()
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "100", "LINES": "30"}
     env.pop("TREETOOL_SHOW", None)
