@@ -12,7 +12,9 @@ Every count of a whole tree comes from here: `Node.aggregates`, `tt.summary`'s t
   `Tally.add`, each broken node to `Tally.error`, and takes the same `Aggregates` at the end.
 
 An array is counted once however many paths hold it (same object: tied weights); `tied` counts
-the extra paths. Devices are bytes per place: each jax device holding a shard of the array
+the extra paths. Different views of one buffer of a file (`LazyArray.view_of`: torch tensors
+viewing one storage, a slice and its base, a transpose) are one array too: they count the bytes
+of the buffer they cover together, once (`_views_once`). Devices are bytes per place: each jax device holding a shard of the array
 (its shard's bytes; a replicated array counts in full on each device), `"host"` for numpy
 arrays and `"file"` for arrays still in a file; nothing is read from a file, and a deleted jax
 array keeps its shape and dtype but has no device.
@@ -121,7 +123,9 @@ class Tally:
         (3, 1, 4, 1, 1, [(["['a']", "['b']"], 4)])
     """
 
-    __slots__ = ("_arrays", "_first", "_jax", "_ties", "agg", "leaves", "nbytes", "params", "tied")
+    __slots__ = (
+        "_arrays", "_first", "_jax", "_ties", "_views", "agg", "leaves", "nbytes", "params", "tied",
+    )  # fmt: skip
 
     def __init__(self, paths: bool = False) -> None:
         self.agg = Aggregates()
@@ -132,6 +136,7 @@ class Tally:
         self._jax: list[tuple[Any, LeafInfo]] = []
         self._first: dict[int, Any] | None = {} if paths else None
         self._ties: dict[int, list[Any]] = {}
+        self._views: list[Any] = []  # the lazy arrays among them that are views of a buffer
 
     def add(self, x: Any, info: LeafInfo, path: Any = None) -> None:
         """Count one leaf; an array already met (same object) counts as tied."""
@@ -148,6 +153,8 @@ class Tally:
                     self._first[i] = path
                 if info.kind == "jax":
                     self._jax.append((x, info))
+                elif isinstance(x, LazyArray) and x.view_of is not None:
+                    self._views.append(x)
 
     def add_sized(self, x: Any, info: LeafInfo) -> None:
         """`add`, summing params and bytes as it goes, for `finish(breakdown=False)`."""
@@ -160,6 +167,8 @@ class Tally:
                 self._arrays[i] = info
                 self.params += info.params
                 self.nbytes += info.nbytes
+                if isinstance(x, LazyArray) and x.view_of is not None:
+                    self._views.append(x)
 
     def error(self, path: Any, message: str) -> None:
         """Count a node that could not be opened, as an entry at its path."""
@@ -169,6 +178,15 @@ class Tally:
     def finish(self, complete: bool = True, breakdown: bool = True) -> Aggregates:
         """The totals of everything added; `breakdown=False` (after `add_sized`): without
         `dtypes`, `dtype_bytes` and `devices`."""
+        if self._views:  # views of one buffer: one array
+            views, self._views = self._views, []
+            before = {id(x): self._arrays[id(x)] for x in views}
+            self.tied += _views_once(self._arrays, views, self._merge_paths)
+            for i, info in before.items():
+                now = self._arrays.get(i)
+                if now is not info:
+                    self.params += (now.params if now else 0) - info.params
+                    self.nbytes += (now.nbytes if now else 0) - info.nbytes
         agg = self.agg
         agg.leaves, agg.tied, agg.complete = self.leaves, self.tied, complete
         if breakdown:
@@ -176,6 +194,13 @@ class Tally:
         else:
             agg.arrays, agg.params, agg.nbytes = len(self._arrays), self.params, self.nbytes
         return agg
+
+    def _merge_paths(self, into: int, other: int) -> None:
+        """The paths of array `other` are now paths of `into` (views of one buffer)."""
+        if self._first is not None:
+            ties = self._ties.setdefault(into, [])
+            ties.append(self._first.pop(other))
+            ties.extend(self._ties.pop(other, ()))
 
     def tied_paths(self) -> list[tuple[list[str], int]]:
         """`(paths, params)` of each array met at more than one path, in order of first
@@ -252,6 +277,71 @@ def _add_devices(places: collections.Counter, x: Any, info: LeafInfo) -> None:
         places[d] += per
 
 
+#: a view is counted by its runs of contiguous elements up to this many; past it, by its window
+_MAX_RUNS = 1 << 12
+
+
+def _views_once(arrays: dict[int, LeafInfo], views: list[Any], merged: Any = None) -> int:
+    """Views of one buffer (`LazyArray.view_of`) as one array: the number of views merged.
+
+    The rule: each buffer met through two or more different views counts the bytes of the
+    union of the elements its views cover, once, under its first view's entry in `arrays`
+    (its dtype, its place); params are those bytes over that view's itemsize. A view covers
+    its elements exactly, as runs of contiguous elements, unless it has more than `_MAX_RUNS`
+    runs: then its window (first element to last). A buffer met through one view counts that
+    view's elements, as any array does. `merged(first_id, other_id)` is told of each merge.
+    """
+    groups: dict[int, list[Any]] = {}
+    for x in views:
+        groups.setdefault(id(x.view_of[0]), []).append(x)
+    extra = 0
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        head = members[0]
+        spans = sorted(span for x in members for span in _spans(x))
+        nbytes = end = 0
+        for a, b in spans:  # the union of the byte spans
+            if b > end:
+                nbytes += b - max(a, end)
+                end = b
+        info = arrays[id(head)]
+        arrays[id(head)] = LeafInfo(
+            info.kind, info.type_name, info.shape, info.dtype, nbytes,
+            nbytes // head.itemsize if head.itemsize else 0, False, info.device,
+        )  # fmt: skip
+        for x in members[1:]:
+            del arrays[id(x)]
+            if merged is not None:
+                merged(id(head), id(x))
+        extra += len(members) - 1
+    return extra
+
+
+def _spans(x: Any) -> list[tuple[int, int]]:
+    """The byte spans `[a, b)` of its buffer that the view `x` covers."""
+    at, size, item = x.view_of[1], x.size, x.itemsize
+    strides = getattr(x, "strides", None)
+    if not size:
+        return []
+    if strides is None:  # C or Fortran order: every element of its window
+        return [(at, at + size * item)]
+    dims = sorted((s, n) for n, s in zip(x.shape, strides) if n > 1 and s)
+    run, k = 1, 0
+    for s, n in dims:  # the inner dims that make one run of contiguous elements
+        if s > run:
+            break
+        run, k = run + s * (n - 1), k + 1
+    outer = dims[k:]
+    if math.prod(n for _, n in outer) > _MAX_RUNS:
+        last = sum(s * (n - 1) for s, n in dims)
+        return [(at, at + (last + 1) * item)]
+    starts = [0]
+    for s, n in outer:
+        starts = [a + s * i for a in starts for i in range(n)]
+    return [(at + a * item, at + (a + run) * item) for a in starts]
+
+
 _SEQUENCES = (list, tuple)
 _DICTS = (dict, collections.OrderedDict, collections.defaultdict)
 
@@ -307,6 +397,7 @@ def _fast(
     facts: dict[tuple[Any, Any, Any], LeafInfo] = {}  # numpy/lazy leaf facts by type, shape, dtype
     np = loaded_numpy()  # no numpy imported: no numpy array exists
     ndarray = np.ndarray if np is not None else _Leave
+    views: list[Any] = []  # lazy arrays that are views of a buffer of their file
     leaves = tied = 0
     cap = math.inf if limit is None else limit
     complete = True
@@ -373,6 +464,10 @@ def _fast(
             arrays[i] = info
             if info.kind == "jax":
                 jax_arrays.append((x, info))
+            elif isinstance(x, LazyArray) and x.view_of is not None:
+                views.append(x)
+    if views:
+        tied += _views_once(arrays, views)
     agg = Aggregates(leaves=leaves, tied=tied, complete=complete)
     if arrays:
         _sum_arrays(agg, arrays.values(), jax_arrays)
