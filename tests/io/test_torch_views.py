@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import treetool as tt
 import treetool.io as tio
@@ -133,3 +135,51 @@ def test_hf_style_tie_and_module_state_dict(tmp_path: os.PathLike) -> None:
     assert r.facts["torch"]["tied"] == {"['lm_head.weight']": "same storage as ['embed.weight']"}
     agg = totals(r.tree)
     assert (agg.params, agg.nbytes, agg.tied) == (15 + 3 + 3, 4 * 21, 1)
+
+
+def _elements(v: torch.Tensor) -> set[int]:
+    """The storage elements a torch view covers, from its own offset and strides."""
+    idx = torch.arange(v.untyped_storage().nbytes() // v.element_size())
+    return set(idx.as_strided(v.shape, v.stride(), v.storage_offset()).reshape(-1).tolist())
+
+
+_VIEWS: list[Callable[[torch.Tensor], torch.Tensor]] = [
+    lambda t: t,
+    lambda t: t[5:17],
+    lambda t: t[::3],
+    lambda t: t.view(4, 6).T,
+    lambda t: t.view(4, 6)[:, 2],
+    lambda t: t.view(4, 6)[1:3, 1:5],
+    lambda t: t.view(2, 3, 4).permute(2, 0, 1),
+    lambda t: t.view(2, 3, 4)[:, ::2, 1:3],
+    lambda t: t[20:],
+    lambda t: t[:0],
+]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(range(len(_VIEWS))), min_size=2, max_size=4, unique=True))
+def test_totals_are_the_union_of_the_elements(picks: list[int]) -> None:
+    import tempfile
+
+    t = torch.arange(24, dtype=torch.float32)
+    views = {f"v{i}": _VIEWS[i](t) for i in picks}
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "views.pt")
+        torch.save(views, p)
+        agg = totals(tt.load(p))
+    shown = [v for v in views.values() if v.numel()]
+    union = set().union(*map(_elements, shown)) if len(shown) > 1 else None
+    want = len(union) if union is not None else sum(v.numel() for v in shown)
+    assert (agg.params, agg.nbytes) == (want, 4 * want)
+
+
+def test_a_view_with_many_runs_counts_its_window(tmp_path: os.PathLike) -> None:
+    t = torch.zeros(5000, 4)  # a column has 5000 runs: past 4096, its window counts
+    p = str(tmp_path / "tall.pt")
+    torch.save({"c0": t[:, 0], "c1": t[:, 1]}, p)
+    agg = totals(tt.load(p))
+    assert agg.params == 4 * 4999 + 2  # the two windows, gaps included (documented)
+    torch.save({"t": t, "c1": t[:, 1]}, p)
+    agg = totals(tt.load(p))
+    assert (agg.params, agg.nbytes) == (20000, 80000)  # the matrix covers the column's window
