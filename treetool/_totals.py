@@ -153,8 +153,8 @@ class Tally:
                     self._first[i] = path
                 if info.kind == "jax":
                     self._jax.append((x, info))
-                elif isinstance(x, LazyArray) and x.view_of is not None:
-                    self._views.append(x)
+                elif isinstance(x, LazyArray) and getattr(x, "view_of", None) is not None:
+                    self._views.append(x)  # (a subclass made without __init__ has none)
 
     def add_sized(self, x: Any, info: LeafInfo) -> None:
         """`add`, summing params and bytes as it goes, for `finish(breakdown=False)`."""
@@ -167,7 +167,7 @@ class Tally:
                 self._arrays[i] = info
                 self.params += info.params
                 self.nbytes += info.nbytes
-                if isinstance(x, LazyArray) and x.view_of is not None:
+                if isinstance(x, LazyArray) and getattr(x, "view_of", None) is not None:
                     self._views.append(x)
 
     def error(self, path: Any, message: str) -> None:
@@ -464,7 +464,7 @@ def _fast(
             arrays[i] = info
             if info.kind == "jax":
                 jax_arrays.append((x, info))
-            elif isinstance(x, LazyArray) and x.view_of is not None:
+            elif isinstance(x, LazyArray) and getattr(x, "view_of", None) is not None:
                 views.append(x)
     if views:
         tied += _views_once(arrays, views)
