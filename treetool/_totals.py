@@ -14,7 +14,7 @@ Every count of a whole tree comes from here: `Node.aggregates`, `tt.summary`'s t
 An array is counted once however many paths hold it (same object: tied weights); `tied` counts
 the extra paths. Different views of one buffer of a file (`LazyArray.view_of`: torch tensors
 viewing one storage, a slice and its base, a transpose) are one array too: they count the bytes
-of the buffer they cover together, once (`_views_once`). Devices are bytes per place: each jax device holding a shard of the array
+of the buffer they cover together, once (`treetool._shared_views`). Devices are bytes per place: each jax device holding a shard of the array
 (its shard's bytes; a replicated array counts in full on each device), `"host"` for numpy
 arrays and `"file"` for arrays still in a file; nothing is read from a file, and a deleted jax
 array keeps its shape and dtype but has no device.
@@ -31,6 +31,7 @@ from typing import Any
 
 from ._arrays import LazyArray, LeafInfo, leaf_info
 from ._dtypes import loaded_numpy
+from ._shared_views import views_once
 
 __all__ = ["Aggregates", "Tally", "totals"]
 
@@ -181,7 +182,7 @@ class Tally:
         if self._views:  # views of one buffer: one array
             views, self._views = self._views, []
             before = {id(x): self._arrays[id(x)] for x in views}
-            self.tied += _views_once(self._arrays, views, self._merge_paths)
+            self.tied += views_once(self._arrays, views, self._merge_paths)
             for i, info in before.items():
                 now = self._arrays.get(i)
                 if now is not info:
@@ -275,71 +276,6 @@ def _add_devices(places: collections.Counter, x: Any, info: LeafInfo) -> None:
     per = info.nbytes if not info.params else info.nbytes * math.prod(shard) // info.params
     for d in devices:
         places[d] += per
-
-
-#: a view is counted by its runs of contiguous elements up to this many; past it, by its window
-_MAX_RUNS = 1 << 12
-
-
-def _views_once(arrays: dict[int, LeafInfo], views: list[Any], merged: Any = None) -> int:
-    """Views of one buffer (`LazyArray.view_of`) as one array: the number of views merged.
-
-    The rule: each buffer met through two or more different views counts the bytes of the
-    union of the elements its views cover, once, under its first view's entry in `arrays`
-    (its dtype, its place); params are those bytes over that view's itemsize. A view covers
-    its elements exactly, as runs of contiguous elements, unless it has more than `_MAX_RUNS`
-    runs: then its window (first element to last). A buffer met through one view counts that
-    view's elements, as any array does. `merged(first_id, other_id)` is told of each merge.
-    """
-    groups: dict[int, list[Any]] = {}
-    for x in views:
-        groups.setdefault(id(x.view_of[0]), []).append(x)
-    extra = 0
-    for members in groups.values():
-        if len(members) < 2:
-            continue
-        head = members[0]
-        spans = sorted(span for x in members for span in _spans(x))
-        nbytes = end = 0
-        for a, b in spans:  # the union of the byte spans
-            if b > end:
-                nbytes += b - max(a, end)
-                end = b
-        info = arrays[id(head)]
-        arrays[id(head)] = LeafInfo(
-            info.kind, info.type_name, info.shape, info.dtype, nbytes,
-            nbytes // head.itemsize if head.itemsize else 0, False, info.device,
-        )  # fmt: skip
-        for x in members[1:]:
-            del arrays[id(x)]
-            if merged is not None:
-                merged(id(head), id(x))
-        extra += len(members) - 1
-    return extra
-
-
-def _spans(x: Any) -> list[tuple[int, int]]:
-    """The byte spans `[a, b)` of its buffer that the view `x` covers."""
-    at, size, item = x.view_of[1], x.size, x.itemsize
-    strides = getattr(x, "strides", None)
-    if not size:
-        return []
-    if strides is None:  # C or Fortran order: every element of its window
-        return [(at, at + size * item)]
-    dims = sorted((s, n) for n, s in zip(x.shape, strides) if n > 1 and s)
-    run, k = 1, 0
-    for s, n in dims:  # the inner dims that make one run of contiguous elements
-        if s > run:
-            break
-        run, k = run + s * (n - 1), k + 1
-    outer = dims[k:]
-    if math.prod(n for _, n in outer) > _MAX_RUNS:
-        last = sum(s * (n - 1) for s, n in dims)
-        return [(at, at + (last + 1) * item)]
-    starts = [0]
-    for s, n in outer:
-        starts = [a + s * i for a in starts for i in range(n)]
-    return [(at + a * item, at + (a + run) * item) for a in starts]
 
 
 _SEQUENCES = (list, tuple)
@@ -467,7 +403,7 @@ def _fast(
             elif isinstance(x, LazyArray) and getattr(x, "view_of", None) is not None:
                 views.append(x)
     if views:
-        tied += _views_once(arrays, views)
+        tied += views_once(arrays, views)
     agg = Aggregates(leaves=leaves, tied=tied, complete=complete)
     if arrays:
         _sum_arrays(agg, arrays.values(), jax_arrays)

@@ -183,3 +183,21 @@ def test_a_view_with_many_runs_counts_its_window(tmp_path: os.PathLike) -> None:
     torch.save({"t": t, "c1": t[:, 1]}, p)
     agg = totals(tt.load(p))
     assert (agg.params, agg.nbytes) == (20000, 80000)  # the matrix covers the column's window
+
+
+def test_many_strided_views_are_bounded(tmp_path: os.PathLike) -> None:
+    """100 different column views of one storage, ~4000 runs each: past the tree's budget of
+    runs, views count by their windows (a hostile file's views cost a bounded walk)."""
+    from treetool._shared_views import _TREE_RUNS, _spans
+
+    t = torch.zeros(4000, 2)
+    p = str(tmp_path / "columns.pt")
+    torch.save({f"c{i}": t[i:, i % 2] for i in range(100)}, p)
+    tree = tt.load(p)
+    assert sum(4000 - i for i in range(100)) > _TREE_RUNS  # the budget runs out
+    agg = totals(tree)
+    # exact: column 0 from row 0 and column 1 from row 1 (7999); the windows of views past
+    # the budget may add column 1's first element
+    assert agg.params in (7999, 8000) and agg.tied == 99
+    assert len(_spans(tree["c0"], [_TREE_RUNS])) == 4000  # within the budget: every run
+    assert _spans(tree["c0"], [0]) == [(0, 4 * 7999)]  # past it: the window
