@@ -7,7 +7,11 @@ One run writes its files under a temporary directory (deleted at the end): a 1 G
 
 - `treetool ls model.pt` vs `torch.load(p)` and `torch.load(p, mmap=True)` (targets: < 0.3 s
   and < 100 MB for treetool, whatever the file's size), and vs a safetensors header read of
-  the same tensors (`safe_open(...).keys()` and shapes);
+  the same tensors (`safe_open(...).keys()` and shapes); `python -c pass` is the interpreter's
+  own start-up. treetool's modules are compiled to bytecode first, as an installed package's
+  are; `(no bytecode)` is the same `ls` when every module is compiled from source at each
+  start (`PYTHONDONTWRITEBYTECODE=1` and no `__pycache__`, as in a fresh checkout where
+  writing bytecode is off);
 - `treetool ls legacy.pt` vs `torch.load(p)` (torch cannot memory-map the legacy format);
 - the bytes `treetool.io.read` reads from the zip (target: < 1% of the file), from
   /proc/self/io;
@@ -21,6 +25,7 @@ Ratios are printed beside the figures; every figure of one table comes from the 
 from __future__ import annotations
 
 import argparse
+import compileall
 import importlib.util
 import json
 import os
@@ -48,22 +53,34 @@ if code:
 """
 
 
-def run(cmd: list[str]) -> tuple[float, float]:
+def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
     """Wall time (s) of a fresh process running `cmd`, and its peak RSS (MB)."""
-    out = subprocess.run([sys.executable, "-c", _LAUNCHER, *cmd], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _LAUNCHER, *cmd], capture_output=True, text=True, env=env
+    )
     wall, rss, code = out.stdout.split()
     if int(code) != 0:
         raise SystemExit(f"command failed ({code}): {' '.join(cmd)}\n{out.stderr}")
     return float(wall), float(rss)
 
 
-def in_turns(cmds: dict[str, list[str]], repeat: int) -> dict[str, tuple[float, float]]:
+def in_turns(
+    cmds: dict[str, list[str]], repeat: int, envs: dict[str, dict[str, str]] | None = None
+) -> dict[str, tuple[float, float]]:
     """Best of `repeat` for each command, the commands taken in turns (noise hits all alike)."""
     best = {k: (float("inf"), 0.0) for k in cmds}
     for _ in range(repeat):
         for k, cmd in cmds.items():
-            best[k] = min(best[k], run(cmd))
+            best[k] = min(best[k], run(cmd, (envs or {}).get(k)))
     return best
+
+
+def no_bytecode_env(d: str) -> dict[str, str]:
+    """An environment in which every module is compiled from source at each start: bytecode
+    is looked for (and not written) under an empty folder."""
+    empty = os.path.join(d, "no-pycache")
+    os.makedirs(empty, exist_ok=True)
+    return {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": empty}
 
 
 def py(code: str) -> list[str]:
@@ -139,6 +156,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     d = tempfile.mkdtemp(prefix="bench_torch_")
+    compileall.compile_dir(os.path.join(ROOT, "treetool"), quiet=1)  # as an installed package
     try:
         p = write_files(d, args.size_mb)
         size = os.path.getsize(p["zip"])
@@ -155,8 +173,11 @@ def main() -> None:
                     f"import torch; torch.load({p['zip']!r}, mmap=True)"
                 ),
                 "safetensors header read": py(st_header),
+                "python -c pass": py("pass"),
+                "treetool ls (no bytecode)": [*TREETOOL, "ls", p["zip"]],
             },
             args.repeat,
+            {"treetool ls (no bytecode)": no_bytecode_env(d)},
         )
         legacy_rows = in_turns(
             {

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -48,7 +49,23 @@ def d(tmp_path_factory: pytest.TempPathFactory) -> str:
     (root / "broken.pt").write_bytes((root / "model.pt").read_bytes()[:300])
     big = {f"t{i}": torch.randn(256, 1024) for i in range(16)}  # 16 MiB of tensors
     torch.save(big, root / "big.pt")
+    with warnings.catch_warnings():  # torch 2.13 deprecates torch.jit; archives still exist
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.save(torch.jit.script(torch.nn.Linear(2, 3)), str(root / "script.pt"))
     return str(root)
+
+
+def test_torchscript_is_named_in_one_line(d: str) -> None:
+    r = run("inspect", "--no-tui", "script.pt", cwd=d)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "torch checkpoint (torchscript format)"
+    assert " ".join(r.stdout.split()).startswith(  # the line may wrap
+        "torch checkpoint (torchscript format) weights_only: torch.load(weights_only=True) "
+        "would refuse this file: a TorchScript archive (torch.load hands it to torch.jit.load)"
+    )
+    ls = run("ls", "script.pt", cwd=d)
+    assert ls.returncode == 0, ls.stderr
+    assert ls.stdout.splitlines()[:2] == [".weight\t[3, 2]\tfloat32", ".bias\t[3]\tfloat32"]
 
 
 def test_ls(d: str) -> None:
@@ -96,7 +113,15 @@ def test_get_reads_values(d: str) -> None:
 def test_summary(d: str) -> None:
     r = run("summary", "model.pt", cwd=d)
     assert r.returncode == 0, r.stderr
-    assert "total" in r.stdout and "float32×2, bfloat16" in r.stdout
+    total = next(line for line in r.stdout.splitlines() if line.startswith("total"))
+    # col is a view of layers.0.weight's storage: counted once (6 + 3 params, 24 + 6 bytes)
+    assert total.split() == ["total", "dict", "3", "9", "100%", "30", "B", "float32,", "bfloat16"]
+    assert (
+        "tied: one array at 2 paths (['col'], ['layers.0.weight']), 6 params counted once in "
+        "the total"
+    ) in " ".join(r.stdout.split())  # the line may wrap
+    js = run("inspect", "--json", "model.pt", cwd=d)
+    assert json.loads(js.stdout)["totals"] == {"leaves": 3, "params": 9, "bytes": 30}
 
 
 def test_diff_against_safetensors(d: str) -> None:

@@ -134,3 +134,63 @@ def test_sharded_odd_shards(http: Any) -> None:
         f"{http.url}/odd/b.bin[orig/data.pkl]: storage key '0' is not in the archive "
         "(no orig/data/0)"
     )
+
+
+@pytest.fixture(scope="module")
+def buckets(http: Any) -> Any:
+    """The same files in a moto S3 bucket and a GCS emulator bucket (skipped without them)."""
+    for mod in ("moto.server", "boto3", "obstore", "gcp_storage_emulator", "gcsfs"):
+        pytest.importorskip(mod)
+    servers = _servers()
+    s3, gcs = servers.S3Server(), servers.GcsServer()
+    client = s3.client()
+    client.create_bucket(Bucket=servers.BUCKET)
+    gcs.create_bucket(servers.BUCKET)
+    root = http.root_dir
+    names = ["model.pt", "legacy.pt", *(f"set/{n}" for n in os.listdir(os.path.join(root, "set")))]
+    for name in names:
+        client.upload_file(os.path.join(root, name), servers.BUCKET, name)
+        with open(os.path.join(root, name), "rb") as fh:
+            gcs.upload(servers.BUCKET, name, fh.read())
+    yield s3, gcs, servers.BUCKET
+    s3.stop()
+    gcs.stop()
+
+
+@pytest.mark.parametrize("scheme", ["s3", "gs"])
+def test_zip_and_sharded_set_from_buckets(
+    buckets: Any, http: Any, scheme: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from treetool.io._sources import _remote as _remote
+
+    s3, gcs, bucket = buckets
+    if scheme == "s3":
+        server = s3
+        for k, v in {"AWS_ENDPOINT_URL": s3.endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                     "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+                     "AWS_EC2_METADATA_DISABLED": "true"}.items():  # fmt: skip
+            monkeypatch.setenv(k, v)
+    else:
+        server = gcs
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs.host)
+    _remote._fs_cache.clear()
+    try:
+        # gcsfs's info asks for the object and for a prefix of its name (a folder?) at once:
+        # one request more than S3 and HTTP
+        extra = 1 if scheme == "gs" else 0
+        server.log.clear()
+        r = tio.read(f"{scheme}://{bucket}/model.pt")
+        assert server.log.count <= 3 + extra, [(q.path, q.range) for q in server.log.requests]
+        ref = torch.load(os.path.join(http.root_dir, "model.pt"))
+        assert sorted(r.tree) == sorted(ref) and r.facts["torch"]["format"] == "zip"
+        np.testing.assert_array_equal(np.asarray(r.tree["col"]), ref["col"].numpy())
+        server.log.clear()
+        tree = tio.load(f"{scheme}://{bucket}/set/pytorch_model.bin.index.json")
+        assert server.log.count <= 3 + 4 + extra, [(q.path, q.range) for q in server.log.requests]
+        assert sorted(tree) == [f"block.{i}.w" for i in range(4)]
+        assert (np.asarray(tree["block.3.w"]) == 3.0).all()
+        assert np.asarray(tio.load(f"{scheme}://{bucket}/legacy.pt")["w"]).tolist() == list(
+            range(10)
+        )
+    finally:
+        _remote._fs_cache.clear()

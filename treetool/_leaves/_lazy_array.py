@@ -69,7 +69,7 @@ class LazyArray:
 
     __slots__ = (
         "shape", "_dt", "_dtname", "_itemsize", "_dtspec", "file", "offset", "fortran_order",
-        "_opener", "_seekable", "source",
+        "_opener", "_seekable", "source", "view_of",
     )  # fmt: skip
 
     _dt: np.dtype | None  # the numpy dtype, once made
@@ -94,6 +94,7 @@ class LazyArray:
         opener: Callable[[], ByteStream] | None = None,
         seekable: bool = True,
         source: Any = None,
+        view_of: tuple[Any, int] | None = None,
     ) -> None:
         self.shape = tuple(int(s) for s in shape)
         self.dtype = dtype
@@ -105,6 +106,10 @@ class LazyArray:
         self.source = (
             source  # a remote `treetool.io._sources._source.Source` (None: the local `file`)
         )
+        #: `(buffer, byte offset)` when this is one of several views of one buffer of its file
+        #: (torch tensors viewing one storage): `buffer` names it by identity, the offset is
+        #: where this view's first element lies in it; totals count the bytes they cover once
+        self.view_of = view_of
 
     # numpy-like metadata
     @property

@@ -12,7 +12,9 @@ Every count of a whole tree comes from here: `Node.aggregates`, `tt.summary`'s t
   `Tally.add`, each broken node to `Tally.error`, and takes the same `Aggregates` at the end.
 
 An array is counted once however many paths hold it (same object: tied weights); `tied` counts
-the extra paths. Devices are bytes per place: each jax device holding a shard of the array
+the extra paths. Different views of one buffer of a file (`LazyArray.view_of`: torch tensors
+viewing one storage, a slice and its base, a transpose) are one array too: they count the bytes
+of the buffer they cover together, once (`treetool._tree._shared_views`). Devices are bytes per place: each jax device holding a shard of the array
 (its shard's bytes; a replicated array counts in full on each device), `"host"` for numpy
 arrays and `"file"` for arrays still in a file; nothing is read from a file, and a deleted jax
 array keeps its shape and dtype but has no device.
@@ -29,6 +31,7 @@ from typing import Any
 
 from treetool._leaves._arrays import LazyArray, LeafInfo, leaf_info
 from treetool._leaves._dtypes import loaded_numpy
+from treetool._tree._shared_views import views_once
 
 __all__ = ["Aggregates", "Tally", "totals"]
 
@@ -121,7 +124,9 @@ class Tally:
         (3, 1, 4, 1, 1, [(["['a']", "['b']"], 4)])
     """
 
-    __slots__ = ("_arrays", "_first", "_jax", "_ties", "agg", "leaves", "nbytes", "params", "tied")
+    __slots__ = (
+        "_arrays", "_first", "_jax", "_ties", "_views", "agg", "leaves", "nbytes", "params", "tied",
+    )  # fmt: skip
 
     def __init__(self, paths: bool = False) -> None:
         self.agg = Aggregates()
@@ -132,6 +137,7 @@ class Tally:
         self._jax: list[tuple[Any, LeafInfo]] = []
         self._first: dict[int, Any] | None = {} if paths else None
         self._ties: dict[int, list[Any]] = {}
+        self._views: list[Any] = []  # the lazy arrays among them that are views of a buffer
 
     def add(self, x: Any, info: LeafInfo, path: Any = None) -> None:
         """Count one leaf; an array already met (same object) counts as tied."""
@@ -148,6 +154,8 @@ class Tally:
                     self._first[i] = path
                 if info.kind == "jax":
                     self._jax.append((x, info))
+                elif isinstance(x, LazyArray) and getattr(x, "view_of", None) is not None:
+                    self._views.append(x)  # (a subclass made without __init__ has none)
 
     def add_sized(self, x: Any, info: LeafInfo) -> None:
         """`add`, summing params and bytes as it goes, for `finish(breakdown=False)`."""
@@ -160,6 +168,8 @@ class Tally:
                 self._arrays[i] = info
                 self.params += info.params
                 self.nbytes += info.nbytes
+                if isinstance(x, LazyArray) and getattr(x, "view_of", None) is not None:
+                    self._views.append(x)
 
     def error(self, path: Any, message: str) -> None:
         """Count a node that could not be opened, as an entry at its path."""
@@ -169,6 +179,15 @@ class Tally:
     def finish(self, complete: bool = True, breakdown: bool = True) -> Aggregates:
         """The totals of everything added; `breakdown=False` (after `add_sized`): without
         `dtypes`, `dtype_bytes` and `devices`."""
+        if self._views:  # views of one buffer: one array
+            views, self._views = self._views, []
+            before = {id(x): self._arrays[id(x)] for x in views}
+            self.tied += views_once(self._arrays, views, self._merge_paths)
+            for i, info in before.items():
+                now = self._arrays.get(i)
+                if now is not info:
+                    self.params += (now.params if now else 0) - info.params
+                    self.nbytes += (now.nbytes if now else 0) - info.nbytes
         agg = self.agg
         agg.leaves, agg.tied, agg.complete = self.leaves, self.tied, complete
         if breakdown:
@@ -176,6 +195,13 @@ class Tally:
         else:
             agg.arrays, agg.params, agg.nbytes = len(self._arrays), self.params, self.nbytes
         return agg
+
+    def _merge_paths(self, into: int, other: int) -> None:
+        """The paths of array `other` are now paths of `into` (views of one buffer)."""
+        if self._first is not None:
+            ties = self._ties.setdefault(into, [])
+            ties.append(self._first.pop(other))
+            ties.extend(self._ties.pop(other, ()))
 
     def tied_paths(self) -> list[tuple[list[str], int]]:
         """`(paths, params)` of each array met at more than one path, in order of first
@@ -307,6 +333,7 @@ def _fast(
     facts: dict[tuple[Any, Any, Any], LeafInfo] = {}  # numpy/lazy leaf facts by type, shape, dtype
     np = loaded_numpy()  # no numpy imported: no numpy array exists
     ndarray = np.ndarray if np is not None else _Leave
+    views: list[Any] = []  # lazy arrays that are views of a buffer of their file
     leaves = tied = 0
     cap = math.inf if limit is None else limit
     complete = True
@@ -373,6 +400,10 @@ def _fast(
             arrays[i] = info
             if info.kind == "jax":
                 jax_arrays.append((x, info))
+            elif isinstance(x, LazyArray) and getattr(x, "view_of", None) is not None:
+                views.append(x)
+    if views:
+        tied += views_once(arrays, views)
     agg = Aggregates(leaves=leaves, tied=tied, complete=complete)
     if arrays:
         _sum_arrays(agg, arrays.values(), jax_arrays)

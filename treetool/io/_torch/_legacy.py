@@ -139,10 +139,12 @@ def _view(root: TorchStorage, view: tuple, name: str) -> TorchStorage:
     item = _ITEM.get(root.storage_dtype or "uint8", 1)
     if (offset + numel) * item > root.shape[0]:
         raise LoadError(f"{name}: storage view {key!r} lies past its storage {root.key!r}")
-    return TorchStorage(
+    st = TorchStorage(
         key, root.storage_type, root.location, numel * item, root.file,
         root.offset + offset * item, source=root.source,
     )  # fmt: skip
+    st.root = (root.key, offset * item)
+    return st
 
 
 def _is_module(pid: Any) -> bool:

@@ -6,7 +6,9 @@ A tensor over it becomes a `LazyArray` leaf (contiguous in C or Fortran order) o
 `StridedArray` (any other view, read through a checked window of its storage), after its
 offset and strides (in elements) are checked against the storage: no negative strides, no
 overflow, `offset + sum((size - 1) * stride) < numel`. Two tensors that are the same view of
-the same storage are one leaf object (tied weights count once).
+the same storage are one leaf object (tied weights count once); every leaf names its storage
+(`view_of`), so that the totals count the bytes of different views of one storage (a slice and
+its base, a transpose) once.
 """
 
 from __future__ import annotations
@@ -95,9 +97,11 @@ class TorchStorage(LazyArray):
         storage_dtype: the dtype its class names (`float32` for `FloatStorage`; `uint8` for
             `UntypedStorage`; None for a quantized storage).
         location: the device it was saved from (`cpu`, `cuda:0`).
+        root: `(key, byte offset)` of the storage it lies in: its own key and 0, but for a
+            legacy storage view (`view_metadata`), its root storage's key and where it starts.
     """
 
-    __slots__ = ("key", "location", "storage_dtype", "storage_type")
+    __slots__ = ("key", "location", "root", "storage_dtype", "storage_type")
 
     def __init__(
         self,
@@ -118,6 +122,7 @@ class TorchStorage(LazyArray):
         self.storage_type = storage_type
         self.storage_dtype = STORAGE_DTYPES.get(storage_type.rsplit(".", 1)[-1], "uint8")
         self.location = location
+        self.root = (key, 0)
 
 
 def _ints(x: Any, what: str, where: str) -> tuple[int, ...]:
@@ -146,6 +151,7 @@ class TensorMaker:
     def __init__(self, where: str) -> None:
         self.where = where
         self._made: dict[tuple, Any] = {}
+        self._buffers: dict[str, TorchStorage] = {}  # root key -> the storage naming its bytes
         self.storage_of: dict[int, str] = {}  # id of a leaf -> its storage's key
 
     def tensor(
@@ -193,6 +199,9 @@ class TensorMaker:
             if storage._opener
             else {}
         )
+        root_key, root_at = storage.root
+        buffer = self._buffers.setdefault(root_key, storage)  # views of one storage: counted once
+        kw["view_of"] = (buffer, root_at + offset * itemsize)
         if count == 0 or _same_layout(shape, strides, _c_strides(shape)):
             leaf = LazyArray(shape, dt, storage.file, start, source=storage.source, **kw)
         elif _same_layout(shape, strides, _c_strides(shape[::-1])[::-1]):
@@ -204,7 +213,7 @@ class TensorMaker:
                 shape, dt, storage.file, start, strides=strides, source=storage.source, **kw
             )
         self._made[key] = leaf
-        self.storage_of[id(leaf)] = storage.key
+        self.storage_of[id(leaf)] = root_key
         return leaf
 
 

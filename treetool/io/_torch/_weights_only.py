@@ -10,7 +10,6 @@ TorchScript archive, the old tar format.
 
 from __future__ import annotations
 
-import pickletools
 from _compat_pickle import IMPORT_MAPPING, NAME_MAPPING
 from typing import Any
 
@@ -142,8 +141,56 @@ def describe(name: str) -> str:
     return f"a class or function of the package {top!r}"
 
 
+#: opcode -> the bytes of its argument, for the opcodes torch's scan skips by a fixed size
+_SKIP = {
+    **dict.fromkeys(b"\x81Rbaesu(t\x85\x86\x87N\x89\x88)]}\x8fQ", 0),
+    **dict(zip(b"JKMGhjqr\x80", (4, 1, 2, 8, 1, 4, 1, 4, 1))),
+}
+
+
+def _torch_scan(pkl: bytes) -> list[str] | None:
+    """The GLOBALs of a pickle that uses only the opcodes torch's unpickler implements, read
+    as `torch._weights_only_unpickler.get_globals_in_pkl` reads them; None for any other
+    pickle (another opcode, a truncated one), which `scan` then reads with pickletools."""
+    found: dict[str, None] = {}
+    pos, end, skip = 0, len(pkl), _SKIP
+    try:
+        while pos < end:
+            op = pkl[pos]
+            pos += 1
+            n = skip.get(op)
+            if n is not None:
+                pos += n
+            elif op == 0x58:  # BINUNICODE
+                pos += 4 + int.from_bytes(pkl[pos : pos + 4], "little")
+            elif op == 0x55 or op == 0x8A:  # SHORT_BINSTRING, LONG1
+                pos += 1 + pkl[pos]
+            elif op == 0x63:  # GLOBAL: two lines
+                nl = pkl.index(b"\n", pos)
+                nl2 = pkl.index(b"\n", nl + 1)
+                module, attr = pkl[pos:nl].decode("utf-8"), pkl[nl + 1 : nl2].decode("utf-8")
+                pos = nl2 + 1
+                if (module, attr) in NAME_MAPPING:  # python 2 names, as torch maps them
+                    module, attr = NAME_MAPPING[(module, attr)]
+                elif module in IMPORT_MAPPING:
+                    module = IMPORT_MAPPING[module]
+                found[f"{module}.{attr}"] = None
+            elif op == 0x2E:  # STOP
+                return list(found)
+            else:
+                return None
+    except (ValueError, IndexError, UnicodeError):
+        return None
+    return None
+
+
 def scan(pkl: bytes) -> tuple[list[str], str | None]:
     """(the GLOBALs of a pickle in order, the first opcode torch's unpickler lacks or None)."""
+    fast = _torch_scan(pkl)
+    if fast is not None:  # every file torch wrote: no opcode it lacks
+        return fast, None
+    import pickletools  # any other pickle: every opcode named, the first one torch lacks
+
     found: dict[str, None] = {}
     bad: str | None = None
     try:
