@@ -9,10 +9,12 @@ band, s3fs against gcsfs's fsspec). Needs the package index, like the install it
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -57,6 +59,7 @@ def _start(where: Path, *extra: str) -> tuple[subprocess.Popen[str], Path, Path]
                 *extra, f"{ROOT}[dev]",
             ],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, env=env,
+            start_new_session=True,  # pip re-runs itself under the venv's python: end both
         )  # fmt: skip
     _STARTED.append(proc)
     return proc, report, log
@@ -66,7 +69,10 @@ def _finish(
     proc: subprocess.Popen[str], report: Path, log_file: Path
 ) -> tuple[dict[str, str], str]:
     """{package: version} that pip would install, and pip's log."""
-    proc.wait(timeout=280)
+    try:
+        proc.wait(timeout=280)
+    finally:
+        _end(proc)
     log = log_file.read_text()
     assert proc.returncode == 0, f"pip could not resolve .[dev]:\n{log[-3000:]}"
     installs = json.loads(report.read_text())["install"]
@@ -85,12 +91,18 @@ _STARTED: list[subprocess.Popen[str]] = []
 _EARLY: dict[str, tuple[subprocess.Popen[str], Path, Path]] = {}
 
 
+def _end(proc: subprocess.Popen[str]) -> None:
+    """End `proc` and what it started (its own session), if it still runs."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 @atexit.register
 def _end_leftovers() -> None:
     for proc in _STARTED:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _end(proc)
 
 
 def _both(where: Callable[[str], Path]) -> dict[str, tuple[subprocess.Popen[str], Path, Path]]:
