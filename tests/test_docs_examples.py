@@ -52,6 +52,8 @@ def page_runs(request: pytest.FixtureRequest) -> dict[str, subprocess.CompletedP
     return {page.name: run for page, run in zip(wanted, runs)}
 
 
+# the first page test waits for every page: a longer limit than one page's
+@pytest.mark.timeout(900)
 @pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_page_blocks_print_what_the_page_shows(

@@ -134,6 +134,8 @@ def bounded_runs(
     return {fmt: (run, d) for fmt, run, d in zip(fmts, runs, dirs)}
 
 
+# the first format's test waits for every run: a longer limit than one run's
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("fmt", sorted(RUNS))
 def test_bounded_seeded_run_finds_nothing(fmt, bounded_runs):
     proc, tmp_path = bounded_runs[fmt]
