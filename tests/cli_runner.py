@@ -48,8 +48,9 @@ def small_parent(cmd: list[str]) -> list[str]:
 
 
 def together(*calls: Callable[[], T]) -> list[T]:
-    """Each call's result, in order, the calls run on as many threads as the machine has cores:
-    independent subprocesses (each mostly its own interpreter starting and importing jax) then
-    use every core while this test process waits. The first exception raised is raised here."""
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
+    """Each call's result, in order, the calls run on as many threads as the machine has cores
+    (2 to 4: each call is a subprocess holding its own jax): independent subprocesses, each
+    mostly an interpreter starting and importing jax, then use every core while this test
+    process waits. The first exception raised is raised here."""
+    with ThreadPoolExecutor(max_workers=min(4, max(2, os.cpu_count() or 1))) as pool:
         return list(pool.map(lambda call: call(), calls))
