@@ -6,10 +6,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 #: the console script installed beside this Python: what a user types
 TREETOOL = str(Path(sys.executable).with_name("treetool"))
+
+T = TypeVar("T")
 
 
 def treetool(
@@ -40,3 +45,12 @@ def small_parent(cmd: list[str]) -> list[str]:
     libFuzzer's `-rss_limit_mb` reads) starts at its parent's RSS at the fork, and this test
     process may hold gigabytes by the time a late test runs."""
     return ["/bin/sh", "-c", '"$@"; exit $?', "sh", *cmd]
+
+
+def together(*calls: Callable[[], T]) -> list[T]:
+    """Each call's result, in order, the calls run on as many threads as the machine has cores
+    (2 to 4: each call is a subprocess holding its own jax): independent subprocesses, each
+    mostly an interpreter starting and importing jax, then use every core while this test
+    process waits. The first exception raised is raised here."""
+    with ThreadPoolExecutor(max_workers=min(4, max(2, os.cpu_count() or 1))) as pool:
+        return list(pool.map(lambda call: call(), calls))

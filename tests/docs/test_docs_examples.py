@@ -1,12 +1,14 @@
 """Every code block of README.md and docs/*.md runs and prints what the page shows.
 
 The runner is `tests/docs_blocks.py` (its docstring says what each kind of block means); a
-page runs in a fresh process (its own jax, its own registrations), in an empty directory. The
+page runs in a fresh process (its own jax, its own registrations), in an empty directory; the
+pages' processes run side by side, as many at once as there are cores. The
 runner's own rules are tested here on small pages, in-process.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import docs_blocks
 import pytest
+from cli_runner import together
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -24,15 +27,39 @@ def test_pages_found() -> None:
     assert {"README.md", "index.md", "inspect.md", "loading.md", "safety.md", "api.md"} <= names
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
-def test_page_blocks_print_what_the_page_shows(page: Path) -> None:
-    proc = subprocess.run(
+def _run_page(page: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, str(ROOT / "tests" / "docs_blocks.py"), "--json", str(page)],
         capture_output=True,
         text=True,
         timeout=280,
     )
+
+
+@pytest.fixture(scope="module")
+def page_runs(request: pytest.FixtureRequest) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Each selected page's run, by page name: the pages run in their own processes as before,
+    but together (as many at once as there are cores) when the first page test asks."""
+    wanted = sorted(
+        {
+            item.callspec.params["page"]
+            for item in request.session.items
+            if item.path == request.path
+            and getattr(item, "originalname", "") == "test_page_blocks_print_what_the_page_shows"
+        }
+    )
+    runs = together(*(functools.partial(_run_page, page) for page in wanted))
+    return {page.name: run for page, run in zip(wanted, runs)}
+
+
+# the first page test waits for every page: a longer limit than one page's
+@pytest.mark.timeout(900)
+@pytest.mark.slow
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_page_blocks_print_what_the_page_shows(
+    page: Path, page_runs: dict[str, subprocess.CompletedProcess[str]]
+) -> None:
+    proc = page_runs[page.name]
     assert proc.stdout.strip(), proc.stderr
     results = json.loads(proc.stdout.strip().splitlines()[-1])
     bad = [r for r in results if not r["ok"]]

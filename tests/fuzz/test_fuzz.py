@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import doctest
+import functools
 import importlib.util
 import json
 import os
@@ -23,9 +24,10 @@ import re
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
-from cli_runner import small_parent
+from cli_runner import small_parent, together
 
 pytest.importorskip("atheris")
 
@@ -87,17 +89,15 @@ def test_corpus_is_small_and_covers_every_format():
     assert sum(sum(s) for s in sizes.values()) < 1 << 20
 
 
-@pytest.mark.parametrize("fmt", sorted(RUNS))
-def test_bounded_seeded_run_finds_nothing(fmt, tmp_path):
+def _bounded_run(fmt: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     work, art = tmp_path / "work", tmp_path / "artifacts"
     work.mkdir()
     art.mkdir()
-    runs = RUNS[fmt]
     cmd = [
         sys.executable,
         HARNESS,
         fmt,
-        f"-runs={runs}",
+        f"-runs={RUNS[fmt]}",
         f"-seed={SEED}",
         "-timeout=20",
         "-rss_limit_mb=2048",
@@ -109,9 +109,37 @@ def test_bounded_seeded_run_finds_nothing(fmt, tmp_path):
     ]
     env = _env(tmp_path)
     env["TREETOOL_FUZZ_SKIP"] = _known_signatures()  # classes whose fixes are not merged yet
-    proc = subprocess.run(
+    return subprocess.run(
         small_parent(cmd), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
     )
+
+
+@pytest.fixture(scope="module")
+def bounded_runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[subprocess.CompletedProcess[str], Path]]:
+    """fmt -> (its run, the run's folder) for each selected format: each run is its own
+    libFuzzer process as before, run side by side (as many at once as there are cores) when
+    the first format's test asks; a run's executions and seed do not depend on its neighbours."""
+    fmts = sorted(
+        {
+            item.callspec.params["fmt"]
+            for item in request.session.items
+            if item.path == request.path
+            and getattr(item, "originalname", "") == "test_bounded_seeded_run_finds_nothing"
+        }
+    )
+    dirs = [tmp_path_factory.mktemp(f"fuzz-{fmt}") for fmt in fmts]
+    runs = together(*(functools.partial(_bounded_run, f, d) for f, d in zip(fmts, dirs)))
+    return {fmt: (run, d) for fmt, run, d in zip(fmts, runs, dirs)}
+
+
+# the first format's test waits for every run: a longer limit than one run's
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("fmt", sorted(RUNS))
+def test_bounded_seeded_run_finds_nothing(fmt, bounded_runs):
+    proc, tmp_path = bounded_runs[fmt]
+    art, runs = tmp_path / "artifacts", RUNS[fmt]
     found = sorted(os.listdir(art))
     if proc.returncode != 0 or found:
         shown = {n: base64.b64encode((art / n).read_bytes()[:4096]).decode() for n in found}

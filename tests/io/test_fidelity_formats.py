@@ -8,6 +8,7 @@ paths, after a `tt.tree_at` edit. Sniffing is checked with header lengths of eve
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import pickle
@@ -16,7 +17,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from cli_runner import treetool
+from cli_runner import together, treetool
 
 import treetool as tt
 import treetool.io as tio
@@ -162,7 +163,11 @@ CASES = [
 def test_file_lists_and_diffs_as_the_live_object(corpus, name, like, live_name, edited, paths):
     d, live = corpus
     extra = ["--like", like] if like else []
-    r = cli("ls", name, "--json", *extra, cwd=d)
+    r, same, changed = together(  # three independent runs, side by side
+        functools.partial(cli, "ls", name, "--json", *extra, cwd=d),
+        functools.partial(cli, "diff", name, f"fidelity_live:{live_name}", cwd=d),
+        functools.partial(cli, "diff", name, f"fidelity_live:{edited}", "--json", cwd=d),
+    )
     assert r.returncode == 0, r.stderr
     listing = json.loads(r.stdout)
     got = [
@@ -176,13 +181,11 @@ def test_file_lists_and_diffs_as_the_live_object(corpus, name, like, live_name, 
     assert got == want
 
     # equal to the object it was saved from (for .eqx, the live side is the skeleton)
-    r = cli("diff", name, f"fidelity_live:{live_name}", cwd=d)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.strip() == "no differences"
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert same.stdout.strip() == "no differences"
 
-    r = cli("diff", name, f"fidelity_live:{edited}", "--json", cwd=d)
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert [c["path"] for c in json.loads(r.stdout)["changes"]] == paths
+    assert changed.returncode == 1, changed.stdout + changed.stderr
+    assert [c["path"] for c in json.loads(changed.stdout)["changes"]] == paths
 
 
 def test_eqx_without_skeleton_says_why_paths_are_positional(corpus):
@@ -210,16 +213,22 @@ def test_eqx_against_a_model_of_another_width_shows_the_shapes(corpus):
 
 def test_orbax_run_says_its_steps_and_diffs_two_of_them(corpus):
     d, _ = corpus
-    r = cli("ls", "run", "--json", cwd=d)
+    runs = together(  # four independent runs, side by side
+        functools.partial(cli, "ls", "run", "--json", cwd=d),
+        functools.partial(cli, "diff", "run@1", "run@2", "--json", cwd=d),
+        functools.partial(cli, "ls", "run", "--step", "2", "--json", cwd=d),
+        functools.partial(cli, "ls", "run@9", cwd=d),
+    )
+    r = runs[0]
     listing = json.loads(r.stdout)
     assert (listing["step"], listing["steps"]) == (3, [1, 2, 3])
     assert "steps 1, 2, 3; showing step 3" in r.stderr
-    r = cli("diff", "run@1", "run@2", "--json", cwd=d)
+    r = runs[1]
     assert r.returncode == 1
     assert [c["path"] for c in json.loads(r.stdout)["changes"]] == ["['params']['dense']['kernel']"]
-    r = cli("ls", "run", "--step", "2", "--json", cwd=d)
+    r = runs[2]
     assert json.loads(r.stdout)["step"] == 2
-    r = cli("ls", "run@9", cwd=d)
+    r = runs[3]
     assert r.returncode == 2
     assert r.stderr.strip() == "treetool: error: run: no step 9; its steps: 1, 2, 3"
 

@@ -3,6 +3,7 @@ equinox and flax targets from `module:attr`."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import port_models as pm
 import pytest
+from cli_runner import together
 from safetensors.torch import save_file
 
 import treetool as tt
@@ -45,17 +47,29 @@ def layer_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return {"src": src, "ref": ref, "dir": str(d)}
 
 
-def test_port_prints_the_plan_checks_it_and_writes_it(layer_files: dict[str, str]) -> None:
-    out = os.path.join(layer_files["dir"], "ported.eqx")
-    r = _run(
+@pytest.fixture(scope="module")
+def layer_runs(layer_files: dict[str, str]) -> dict[str, subprocess.CompletedProcess[str]]:
+    """The two independent runs on the layer file, side by side: the plan checked and written,
+    and the plan as JSON."""
+    write = functools.partial(
+        _run,
         layer_files["src"],
         "port_targets:eqx_layer",
         "--check",
         "port_targets:check_layer",
         "--write",
-        out,
+        os.path.join(layer_files["dir"], "ported.eqx"),
         ref=layer_files["ref"],
     )
+    as_json = functools.partial(_run, layer_files["src"], "port_targets:eqx_layer", "--json")
+    return dict(zip(("write", "json"), together(write, as_json)))
+
+
+def test_port_prints_the_plan_checks_it_and_writes_it(
+    layer_files: dict[str, str], layer_runs: dict[str, subprocess.CompletedProcess[str]]
+) -> None:
+    out = os.path.join(layer_files["dir"], "ported.eqx")
+    r = layer_runs["write"]
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0] == f"port plan: 17 target leaves filled from {layer_files['src']}"
@@ -82,8 +96,10 @@ def test_port_prints_the_plan_checks_it_and_writes_it(layer_files: dict[str, str
     assert pm.max_err(back(ref["ids"]), ref["out"]) <= 1e-4
 
 
-def test_json_and_an_edited_rule_file_caught_by_check(layer_files: dict[str, str]) -> None:
-    r = _run(layer_files["src"], "port_targets:eqx_layer", "--json")
+def test_json_and_an_edited_rule_file_caught_by_check(
+    layer_files: dict[str, str], layer_runs: dict[str, subprocess.CompletedProcess[str]]
+) -> None:
+    r = layer_runs["json"]
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["complete"] is True and len(data["rows"]) == 17
@@ -125,20 +141,27 @@ def test_ambiguous_plan_exits_1_and_lists_candidates(tmp_path: Path) -> None:
         | {f"{n}.bias": rng.randn(4).astype(np.float32) for n in ("inp", "hidden", "outp")},
         src,
     )
-    r = _run(src, "port_targets:square_mlp")
+    r, w = together(
+        functools.partial(_run, src, "port_targets:square_mlp"),
+        functools.partial(
+            _run, src, "port_targets:square_mlp", "--write", str(tmp_path / "out.safetensors")
+        ),
+    )
     assert r.returncode == 1, r.stderr
     assert "ambiguous: ['params']['Dense_0']['bias'], ['params']['Dense_0']['kernel']" in r.stdout
     assert "    {inp.bias, inp.weight}" in r.stdout
     assert r.stdout.splitlines()[-1] == "incomplete: 3 problem(s)"
-    w = _run(src, "port_targets:square_mlp", "--write", str(tmp_path / "out.safetensors"))
     assert w.returncode == 2
     assert w.stderr.startswith("treetool: error: ") and len(w.stderr.splitlines()) == 1
     assert not (tmp_path / "out.safetensors").exists()
 
 
-@pytest.mark.parametrize("kind", ["truncated", "garbage", "hostile_names", "missing_rules"])
-def test_hostile_and_bad_input_is_one_line_exit_2(tmp_path: Path, kind: str) -> None:
-    path = str(tmp_path / "bad.safetensors")
+BAD_KINDS = ["truncated", "garbage", "hostile_names", "missing_rules"]
+
+
+def _bad_input(d: Path, kind: str) -> list[str]:
+    """The arguments of a run on a bad input of this kind, written into `d`."""
+    path = str(d / "bad.safetensors")
     extra: list[str] = []
     if kind == "truncated":
         tt.save({"w": np.ones((64, 64), np.float32)}, path)
@@ -150,8 +173,25 @@ def test_hostile_and_bad_input_is_one_line_exit_2(tmp_path: Path, kind: str) -> 
     else:
         tt.save({"a\x1b[2J\u202e.weight": np.ones((2, 3), np.float32)}, path)
         if kind == "missing_rules":
-            extra = ["--rules", str(tmp_path / "nope.rules")]
-    r = _run(path, "port_targets:eqx_mlp", *extra)
+            extra = ["--rules", str(d / "nope.rules")]
+    return [path, "port_targets:eqx_mlp", *extra]
+
+
+@pytest.fixture(scope="module")
+def bad_runs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, tuple[Path, subprocess.CompletedProcess[str]]]:
+    """kind -> (its folder, its run): the four runs on bad input, side by side."""
+    dirs = {kind: tmp_path_factory.mktemp(kind) for kind in BAD_KINDS}
+    calls = [functools.partial(_run, *_bad_input(dirs[kind], kind)) for kind in BAD_KINDS]
+    return {kind: (dirs[kind], r) for kind, r in zip(BAD_KINDS, together(*calls))}
+
+
+@pytest.mark.parametrize("kind", BAD_KINDS)
+def test_hostile_and_bad_input_is_one_line_exit_2(
+    bad_runs: dict[str, tuple[Path, subprocess.CompletedProcess[str]]], kind: str
+) -> None:
+    tmp_path, r = bad_runs[kind]
     if kind == "hostile_names":
         assert r.returncode == 1  # the entry is listed, escaped: no terminal control reaches stdout
         assert "\x1b" not in r.stdout and "\u202e" not in r.stdout

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import together
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 SCRIPTS = sorted(EXAMPLES.glob("*.py"))
@@ -34,17 +36,39 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=[s.name for s in SCRIPTS])
-def test_example_runs(script, tmp_path):
+def _run(script: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
-    out = subprocess.run(
+    return subprocess.run(
         [sys.executable, str(script)],
-        cwd=tmp_path,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=300,
         env=env,
     )
+
+
+@pytest.fixture(scope="module")
+def runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Each selected script's run, each in its own empty folder, side by side (as many at once
+    as there are cores) when the first script's test asks."""
+    wanted = sorted(
+        {
+            item.callspec.params["script"]
+            for item in request.session.items
+            if item.path == request.path
+            and getattr(item, "originalname", "") == "test_example_runs"
+        }
+    )
+    calls = [functools.partial(_run, s, tmp_path_factory.mktemp(s.stem)) for s in wanted]
+    return {s.name: out for s, out in zip(wanted, together(*calls))}
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s.name for s in SCRIPTS])
+def test_example_runs(script: Path, runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    out = runs[script.name]
     assert out.returncode == 0, out.stderr[-3000:]
     for line in EXPECTED.get(script.name, []):
         assert line in out.stdout, f"{script.name} did not print {line!r}"
