@@ -87,7 +87,7 @@ class _Machine(_Families):
         headers_get, header_lengths = self.headers.get, self.header_lengths
         np = loaded_numpy()  # bound when the first array is made in memory
         frombuffer = np.frombuffer if np is not None else None
-        ndarray = np.ndarray if np is not None else None
+        ndarray: Any = np.ndarray if np is not None else None
         i32, u16, f64 = self.i32, self.u16, self.f64
         keycheck = self.keycheck
         simple_keys = _SIMPLE_KEYS
