@@ -1,11 +1,13 @@
-"""The benchmark's shaped link (`storage_servers.Link`: a round trip per request, one shared
-rate for every answer's bytes) keeps every answer whole, and a remote diff over it reads the
-two sides' structures at once (their requests in flight together)."""
+"""The benchmark's shaped link (`storage_servers.Link`: a round trip per request, a rate per
+connection and one for all of them, or one rate shared by all) keeps every answer whole, and a
+remote diff over it reads the two sides' structures at once (their requests in flight
+together)."""
 
 from __future__ import annotations
 
 import os
 import pickle
+import threading
 import urllib.request
 from typing import Any
 
@@ -39,6 +41,34 @@ def _get(url: str, rng: str | None = None) -> bytes:
     req = urllib.request.Request(url, headers={"Range": rng} if rng else {})
     with urllib.request.urlopen(req, timeout=30) as r:
         return r.read()
+
+
+def _waits(link_args: dict[str, Any], connections: int) -> list[float]:
+    """The wait of each of `connections` server threads taking 1 MB at once (a clock that
+    does not move: every wait is the debt the link has run up)."""
+    waits: list[float] = []
+    link = Link(rtt=0, burst=0, clock=lambda: 0.0, sleep=waits.append, **link_args)
+    lock, done = threading.Lock(), threading.Barrier(connections)
+
+    def one() -> None:
+        with lock:  # one after the other, each on its own thread (connection)
+            link.take(1_000_000)
+        done.wait()  # no thread ends (and gives its id to the next) before all have taken
+
+    threads = [threading.Thread(target=one) for _ in range(connections)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return waits
+
+
+def test_the_link_shapes_each_connection_and_all_of_them_together() -> None:
+    # 1 MB/s per connection, 3 MB/s in all: three connections go at their own rate, the
+    # fourth waits for the shared one; one pipe shared by all: each waits for all before it
+    assert _waits({"rate": 1e6, "total": 3e6}, 4) == pytest.approx([1.0, 1.0, 1.0, 4 / 3])
+    assert _waits({"rate": 1e6}, 3) == pytest.approx([1.0, 1.0, 1.0])
+    assert _waits({"rate": 1e6, "per_connection": False}, 3) == pytest.approx([1.0, 2.0, 3.0])
 
 
 def test_http_answers_over_a_shaped_link_are_whole(files: str) -> None:
