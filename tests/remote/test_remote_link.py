@@ -117,3 +117,38 @@ def test_a_remote_diff_reads_both_structures_at_once(files: str, tmp_path: Any) 
         assert a[0].at < b[0].done and b[0].at < a[0].done  # type: ignore[operator]
     finally:
         server.stop()
+
+
+def _most_in_flight(reqs: list[Any]) -> int:
+    """The most requests the server held at once (arrived, answer not yet started)."""
+    events = sorted([(r.at, 1) for r in reqs] + [(r.done, -1) for r in reqs])
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_a_remote_value_diff_reads_values_on_several_connections_at_once(tmp_path: Any) -> None:
+    # a store serves each connection at its own rate: the diff's values are read by requests
+    # of at most READ_REQUEST bytes, READ_WORKERS of them in flight together
+    from treetool import _read_ahead
+
+    root = tmp_path / "files"
+    root.mkdir()
+    a = {f"layer_{i}": np.full(750_000, i, np.float32) for i in range(6)}  # 3 MB each
+    b = {**a, "layer_4": a["layer_4"] + 1}
+    for name, tree in (("a.pkl", a), ("b.pkl", b)):
+        with open(root / name, "wb") as fh:
+            pickle.dump(tree, fh, protocol=4)
+    server = HttpServer(str(root), link=Link(rtt=0.05, rate=1e9))
+    try:
+        out = _cli("diff", f"{server.url}/a.pkl", f"{server.url}/b.pkl", cwd=str(tmp_path))
+        assert out.returncode == 1, out.stderr
+        assert "layer_4" in out.stdout and "layer_3" not in out.stdout
+        values = [r for r in server.log.requests if r.sent >= 1 << 20]
+        assert sorted(r.sent for r in values) == [3_000_000] * 12  # each array, once
+        assert _read_ahead.READ_REQUEST == 4 << 20 and _read_ahead.READ_WORKERS == 8
+        assert _most_in_flight(values) >= 6
+    finally:
+        server.stop()
