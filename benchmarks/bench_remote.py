@@ -561,11 +561,14 @@ def _store_s3(
     if big:
         write_pickles(src, total)
     server = S3Server(fast_ranges=True)
+    # moto's store is one per process: the loopback and the link runs write under their own
+    # prefixes (orbax refuses to save over a checkpoint)
+    prefix = "a" if link is None else "link"
     try:
         client = server.client()
         client.create_bucket(Bucket=BUCKET)
         for name in sorted(os.listdir(src)):
-            client.upload_file(os.path.join(src, name), BUCKET, f"a/{name}")
+            client.upload_file(os.path.join(src, name), BUCKET, f"{prefix}/{name}")
         env = {
             **env,
             "AWS_ENDPOINT_URL": server.endpoint,
@@ -574,7 +577,7 @@ def _store_s3(
             "AWS_DEFAULT_REGION": "us-east-1",
             "AWS_EC2_METADATA_DISABLED": "true",
         }
-        url = _write_orbax_s3(f"s3://{BUCKET}/a", env)
+        url = _write_orbax_s3(f"s3://{BUCKET}/{prefix}", env)
         size = {n: os.path.getsize(os.path.join(src, n)) for n in os.listdir(src)}
         dl = os.path.join(tmp, "dl")
         rows = []
@@ -582,9 +585,9 @@ def _store_s3(
         server.link = link  # from here on: the uploads above were not shaped
         shaped = link is not None
         if big:
-            base = f"s3://{BUCKET}/a"
+            base = f"s3://{BUCKET}/{prefix}"
             rows = _tasks(label, base, server.log, size, shard_names, dl, env, shaped)
-        sizes = _listed_sizes(client, "a/orbax_ckpt/")
+        sizes = _listed_sizes(client, f"{prefix}/orbax_ckpt/")
         return rows + _orbax_rows(label, url, server.log, sizes, dl, env, shaped)
     finally:
         server.stop()
@@ -594,6 +597,12 @@ def _store_s3(
 def _write_orbax_s3(root: str, env: dict[str, str]) -> str:
     """`write_orbax` straight to the S3 server, with the `AWS_*` settings of `env` (the
     server's) set in this process while it runs."""
+    import s3fs
+    from etils.epath import backend
+
+    # fsspec and etils keep the S3 filesystem made for an earlier server (its endpoint)
+    s3fs.S3FileSystem.clear_instance_cache()
+    backend._FileSystemSpecBackend._get_filesystem.cache_clear()
     with environment({k: v for k, v in env.items() if k.startswith("AWS_")}):
         return write_orbax(root)
 
