@@ -692,11 +692,11 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.scale = args.s3_scale = 0.05
-    ms, mbps, *total = (float(x) for x in args.link.split(","))
+    ms, mbps, *cap = (float(x) for x in args.link.split(","))
     link = Link(
         rtt=ms / 1000,
         rate=mbps * 1e6,
-        total=total[0] * 1e6 if total and not args.link_shared else None,
+        total=cap[0] * 1e6 if cap and not args.link_shared else None,
         per_connection=not args.link_shared,
     )
     LINK.append(link)
