@@ -30,13 +30,25 @@ its metadata read on the same `s3://` path by `treetool.io.read` and by orbax's
 The GCS run makes that comparison on the GCS emulator (arrays of 16 KiB there: the row is
 about metadata; saved locally by orbax and uploaded unchanged).
 
-The "s3-link" and "http-link" rows run the same tasks behind a shaped link (`--link MS,MB/s`,
-20 ms per round trip and 100 MB/s by default: `storage_servers.Link`, a token bucket shared by
-every answer of the server, as one network link), so that download-then-inspect costs what it
-costs a user. Goals there: inspect >= 50x faster than download-then-inspect (the loopback
-rows keep their >= 20x), and the value diff no slower than downloading one of the two files.
-On the link, each download is timed once (the link sets its time); directories (orbax) are
-downloaded ten objects at a time, as `aws s3 cp --recursive` does.
+The "s3-link" and "http-link" rows run the same tasks behind a shaped link, so that
+download-then-inspect costs what it costs a user. The link model (`storage_servers.Link`,
+`--link MS,MB/s,TOTAL`): 20 ms per round trip (each request waits it before its answer), 100 MB/s
+per connection (a token bucket per connection: what a cloud object store gives one connection;
+AWS's S3 guidance is about 100 MB/s per connection, more by parallel ranged GETs) and 1250 MB/s
+for all connections together (a 10 Gbit/s network interface). `--link-shared` gives instead one
+pipe of MB/s shared by every connection (a home line: parallel requests do not add up).
+
+The anchors on the link are what a user runs: HTTP files are downloaded by one GET stream each
+(urllib, as curl or wget do); S3 objects by boto3's `download_file` with its defaults, as
+`aws s3 cp` does (objects over 8 MB in 8 MB ranged GETs, 10 at a time: it too gets 10
+connections' rate); orbax directories ten objects at a time, as `aws s3 cp --recursive`. Each
+download on the link is timed once (the link sets its time). Goals there: inspect >= 50x
+faster than download-then-inspect (the loopback rows keep their >= 20x), and the value diff
+no slower than downloading one of the two files.
+
+Inspect rows time the `treetool ls` CLI in a fresh process (its start, ~0.15-0.2 s, included:
+the row says "CLI"); the "in-process" row beside it times `treetool.load(url)` and a walk of
+its leaves in a fresh process after its imports (what a notebook or script pays).
 
 Inspect rows: requests and bytes of one run; wall times are the best of `REPEAT` fresh runs,
 for treetool and for download + local alike. The children run with compiled bytecode cached
@@ -248,6 +260,48 @@ print(time.perf_counter() - t0, n)
 """
 
 
+_LOAD_CALL = """
+import sys, time
+import treetool
+url = sys.argv[1]
+t0 = time.perf_counter()
+n = len(list(treetool.leaves_with_paths(treetool.load(url))))
+print(time.perf_counter() - t0, n)
+"""
+
+
+def load_in_process(url: str, env: dict[str, str], repeat: int = REPEAT) -> float:
+    """Seconds of `treetool.load(url)` and a walk of its leaves, in a fresh process after
+    `import treetool` (the best of `repeat` processes)."""
+    best = float("inf")
+    for _ in range(repeat):
+        out = subprocess.run(
+            [sys.executable, "-c", _LOAD_CALL, url], capture_output=True, text=True, env=env
+        )
+        if out.returncode != 0:
+            raise SystemExit(f"treetool.load({url}) failed:\n{out.stderr[-2000:]}")
+        best = min(best, float(out.stdout.split()[0]))
+    return best
+
+
+def _inspect_rows(
+    work: str,
+    anchor: str,
+    t_dl: float,
+    t_cli: float,
+    url: str,
+    env: dict[str, str],
+    goal: Any,
+    note: str,
+) -> None:
+    """The rows of one inspect: the CLI in a fresh process, and `treetool.load` in-process."""
+    _rows.row(
+        f"{work} (CLI `treetool ls`, process start included)", anchor, t_dl, t_cli, goal, note=note
+    )
+    t_load = load_in_process(url, env)
+    _rows.row(f"{work} (in-process `treetool.load`)", anchor, t_dl, t_load, goal, note=note)
+
+
 def _orbax_rows(
     label: str,
     url: str,
@@ -284,13 +338,15 @@ def _orbax_rows(
             f"{t_dl / t_tt:.1f}x faster",
         )
     )
-    _rows.row(
+    _inspect_rows(
         f"remote inspect, {label}: orbax checkpoint (10,000 arrays, {_size(total)})",
         "download (10 at a time) then inspect",
         t_dl,
         t_tt,
+        url,
+        env,
         ("speedup>=", SPEEDUP_GOAL_LINK if shaped else SPEEDUP_GOAL),
-        note=f"{reqs} requests, {_share(sent, total)} read",
+        f"{reqs} requests, {_share(sent, total)} read",
     )
     return rows + _metadata_rows(label, url, log, env)
 
@@ -369,13 +425,15 @@ def _tasks(
             f"{t_dl / t_tt:.1f}x faster",
         )
     )
-    _rows.row(
+    _inspect_rows(
         f"remote inspect, {label}: 16-shard safetensors ({set_bytes / 2**30:.2f} GB)",
-        "download then inspect",
+        _how_downloaded(base) + " then inspect",
         t_dl,
         t_tt,
+        f"{base}/{index}",
+        env,
         goal,
-        note=f"{reqs} requests, {_share(sent, set_bytes)} read",
+        f"{reqs} requests, {_share(sent, set_bytes)} read",
     )
     # 2. inspect a pickle
     pkl = "ckpt_1000.pkl"
@@ -397,13 +455,15 @@ def _tasks(
             f"{t_dl / t_tt:.1f}x faster",
         )
     )
-    _rows.row(
+    _inspect_rows(
         f"remote inspect, {label}: pickle ({size[pkl] / 2**30:.2f} GB, 128 arrays)",
-        "download then inspect",
+        _how_downloaded(base) + " then inspect",
         t_dl,
         t_tt,
+        f"{base}/{pkl}",
+        env,
         goal,
-        note=f"{reqs} requests, {_share(sent, size[pkl])} read",
+        f"{reqs} requests, {_share(sent, size[pkl])} read",
     )
     # 3. value diff of two checkpoints differing in one leaf: best of 3 each way (wall time on
     # a shared machine is noisy), with the CPU time of the client processes next to it
@@ -439,7 +499,7 @@ def _tasks(
     )
     _rows.row(
         f"remote value diff, {label}: 2 pickles ({data / 2**30:.2f} GB)",
-        "download both then diff",
+        _how_downloaded(base) + ": both, then diff",
         t_dl,
         t_tt,
         ("ratio<=", 1.0),
@@ -450,21 +510,27 @@ def _tasks(
         t_one, _ = run([sys.executable, "-c", _DOWNLOAD, _fresh(dl), f"{base}/{a}"], env)
         _rows.row(
             f"remote value diff, {label}: 2 pickles ({data / 2**30:.2f} GB)",
-            f"download one of them ({size[a] / 2**30:.2f} GB)",
+            _how_downloaded(base) + f": one of them ({size[a] / 2**30:.2f} GB)",
             t_one,
             t_tt,
             ("ratio<=", 1.0),
             peak_mb=rss_tt,
-            note=f"{sent / data:.1%} of both files read; the link's rate alone needs "
-            f"{sent / LINK_RATE[0]:.1f} s for that"
-            if LINK_RATE
+            note=f"{sent / data:.1%} of both files read ({reqs} requests); link {LINK[0]}"
+            if LINK
             else "",
         )
     return rows
 
 
-#: the rate of the shaped link in use (bytes/s), for the notes
-LINK_RATE: list[float] = []
+#: the shaped link in use, for the notes
+LINK: list[Any] = []
+
+
+def _how_downloaded(base: str) -> str:
+    """The anchor's download, as the row names it."""
+    if base.startswith("s3://"):
+        return "download (boto3 download_file: 8 MB parts, 10 at a time, as aws s3 cp)"
+    return "download (one GET stream each, as curl)"
 
 
 def _fresh(d: str) -> str:
@@ -495,11 +561,14 @@ def _store_s3(
     if big:
         write_pickles(src, total)
     server = S3Server(fast_ranges=True)
+    # moto's store is one per process: the loopback and the link runs write under their own
+    # prefixes (orbax refuses to save over a checkpoint)
+    prefix = "a" if link is None else "link"
     try:
         client = server.client()
         client.create_bucket(Bucket=BUCKET)
         for name in sorted(os.listdir(src)):
-            client.upload_file(os.path.join(src, name), BUCKET, f"a/{name}")
+            client.upload_file(os.path.join(src, name), BUCKET, f"{prefix}/{name}")
         env = {
             **env,
             "AWS_ENDPOINT_URL": server.endpoint,
@@ -508,7 +577,7 @@ def _store_s3(
             "AWS_DEFAULT_REGION": "us-east-1",
             "AWS_EC2_METADATA_DISABLED": "true",
         }
-        url = _write_orbax_s3(f"s3://{BUCKET}/a", env)
+        url = _write_orbax_s3(f"s3://{BUCKET}/{prefix}", env)
         size = {n: os.path.getsize(os.path.join(src, n)) for n in os.listdir(src)}
         dl = os.path.join(tmp, "dl")
         rows = []
@@ -516,9 +585,9 @@ def _store_s3(
         server.link = link  # from here on: the uploads above were not shaped
         shaped = link is not None
         if big:
-            base = f"s3://{BUCKET}/a"
+            base = f"s3://{BUCKET}/{prefix}"
             rows = _tasks(label, base, server.log, size, shard_names, dl, env, shaped)
-        sizes = _listed_sizes(client, "a/orbax_ckpt/")
+        sizes = _listed_sizes(client, f"{prefix}/orbax_ckpt/")
         return rows + _orbax_rows(label, url, server.log, sizes, dl, env, shaped)
     finally:
         server.stop()
@@ -528,6 +597,12 @@ def _store_s3(
 def _write_orbax_s3(root: str, env: dict[str, str]) -> str:
     """`write_orbax` straight to the S3 server, with the `AWS_*` settings of `env` (the
     server's) set in this process while it runs."""
+    import s3fs
+    from etils.epath import backend
+
+    # fsspec and etils keep the S3 filesystem made for an earlier server (its endpoint)
+    s3fs.S3FileSystem.clear_instance_cache()
+    backend._FileSystemSpecBackend._get_filesystem.cache_clear()
     with environment({k: v for k, v in env.items() if k.startswith("AWS_")}):
         return write_orbax(root)
 
@@ -603,17 +678,28 @@ def main() -> None:
     )
     ap.add_argument(
         "--link",
-        default="20,100",
-        help="the shaped link of the s3-link and http-link rows: MS per round trip,MB/s",
+        default="20,100,1250",
+        help="the shaped link of the s3-link and http-link rows: MS per round trip,MB/s per "
+        "connection[,MB/s of all connections together]",
+    )
+    ap.add_argument(
+        "--link-shared",
+        action="store_true",
+        help="one pipe of MB/s shared by every connection (a home line), not per connection",
     )
     ap.add_argument("--quick", action="store_true", help="--scale 0.05 --s3-scale 0.05")
     _rows.add_argument(ap)
     args = ap.parse_args()
     if args.quick:
         args.scale = args.s3_scale = 0.05
-    ms, mbps = (float(x) for x in args.link.split(","))
-    link = Link(rtt=ms / 1000, rate=mbps * 1e6)
-    LINK_RATE.append(link.rate)
+    ms, mbps, *cap = (float(x) for x in args.link.split(","))
+    link = Link(
+        rtt=ms / 1000,
+        rate=mbps * 1e6,
+        total=cap[0] * 1e6 if cap and not args.link_shared else None,
+        per_connection=not args.link_shared,
+    )
+    LINK.append(link)
     tmp = tempfile.mkdtemp(prefix="bench_remote_")
     env = dict(os.environ)
     # the children run as an installed treetool does: with its compiled bytecode (pip

@@ -495,6 +495,28 @@ def test_the_walk_counts_layers_of_leaves_as_it_counts_any_container() -> None:
     walk_check({"a": layers}, Budget("f", 0, max_depth=3), set(), False)
 
 
+def test_the_walk_counts_all_layers_at_once_only_when_each_is_a_dict_of_leaves() -> None:
+    # walk_check counts a container whose children are all dicts of leaves in one step; a
+    # child with a global in it, a container in it, or handed out twice is walked as before
+    from treetool.io._budget import Budget
+    from treetool.io._pickle_ops import walk_check
+
+    x = np.zeros(2, np.float32)
+    layers = {f"l{i}": {"b": x, "w": x} for i in range(5)}
+    assert walk_check({"t": layers}, Budget("f", 0), set(), False).expanded == 1 + 5 + 10
+    layers["l3"]["g"] = GlobalRef("os", "system")
+    r = walk_check({"t": layers}, Budget("f", 0), set(), False)
+    assert (r.blocked, r.expanded) == (["os.system"], 1 + 5 + 11)
+    del layers["l3"]["g"]
+    layers["l1"]["n"] = [x, x, x]  # a list in one layer: walked into
+    assert walk_check({"t": layers}, Budget("f", 0), set(), False).expanded == 1 + 5 + 11 + 3
+    del layers["l1"]["n"]
+    # l2 handed out twice: counted at both references (2 + 5 + 4 x 2 + 2 + 2)
+    tree = {"a": layers, "b": layers["l2"]}
+    assert walk_check(tree, Budget("f", 0), {id(layers["l2"])}, False).expanded == 19
+    assert walk_check([layers["l0"], layers["l1"]], Budget("f", 0), set(), False).expanded == 6
+
+
 def test_frames_between_layers_are_read_as_the_opcodes_read_them(tmp_path: Path) -> None:
     # pickle starts a FRAME every 64 KiB: before a record, a layer's key, or inside a record
     import pickletools

@@ -80,14 +80,34 @@ class Log:
         return sum(r.sent for r in self.requests)
 
 
+class _Bucket:
+    """A token bucket: `rate` bytes per second, `burst` bytes deep."""
+
+    def __init__(self, rate: float, burst: int, now: float) -> None:
+        self.rate, self.burst = rate, burst
+        self.tokens = float(burst)
+        self.at = now
+
+    def debt(self, n: int, now: float) -> float:
+        """Take `n` bytes now; the seconds until they may go (a debt later takers wait for)."""
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate) - n
+        self.at = now
+        return -self.tokens / self.rate
+
+
 class Link:
     """A shaped network link between a server and its clients (the benchmark's "20 ms,
-    100 MB/s" rows; tests leave servers on the bare loopback).
+    100 MB/s per connection" rows; tests leave servers on the bare loopback).
 
-    Each request waits `rtt` seconds (its round trip) before it is answered, and every byte
-    of every answer goes through one token bucket of `rate` bytes per second (`burst` bytes
-    deep), shared by all connections, as one network link is: answers sent in parallel share
-    the rate. Request bodies (uploads) are not shaped.
+    Each request waits `rtt` seconds (its round trip) before it is answered. The bytes of the
+    answers go through a token bucket per connection of `rate` bytes per second (`burst`
+    bytes deep): as a cloud object store serves one connection (S3's guidance: about 100 MB/s
+    per connection, more by parallel ranged GETs), and, with `total`, through one more bucket
+    of `total` bytes per second shared by every connection (the client's network interface,
+    e.g. 1.25e9 for 10 Gbit/s). `per_connection=False` gives every connection the one bucket
+    of `rate` (one pipe shared by all, such as a home line). A connection is the server thread
+    answering it (both servers answer each connection on its own thread). Request bodies
+    (uploads) are not shaped.
 
     Example (on a clock that only the waits move):
         >>> now = [0.0]
@@ -99,6 +119,8 @@ class Link:
         >>> link.send(sent.append, b"x" * 65_536 * 3)  # 196,608 bytes at 1 MB/s, 1,000 free
         >>> round(now[0] - 0.02, 6), [len(p) for p in sent]
         (0.195608, [65536, 65536, 65536])
+        >>> str(Link(rate=100e6, total=1.25e9)), str(Link(per_connection=False))
+        ('20 ms, 100 MB/s per connection, 1250 MB/s in all', '20 ms, 100 MB/s shared')
     """
 
     def __init__(
@@ -108,27 +130,40 @@ class Link:
         burst: int = 256 * 1024,
         clock: Any = time.monotonic,
         sleep: Any = time.sleep,
+        *,
+        total: float | None = None,
+        per_connection: bool = True,
     ) -> None:
         self.rtt, self.rate, self.burst = rtt, rate, burst
+        self.total, self.per_connection = total, per_connection
         self._clock, self._sleep = clock, sleep
         self._lock = threading.Lock()
-        self._tokens = float(burst)
-        self._at = clock()
+        self._buckets: dict[int, _Bucket] = {}  # connection (server thread) -> its bucket
+        self._shared = _Bucket(rate, burst, clock())
+        self._all = _Bucket(total, burst, clock()) if total else None
 
     def __str__(self) -> str:
-        return f"{self.rtt * 1000:g} ms, {self.rate / 1e6:g} MB/s"
+        how = "per connection" if self.per_connection else "shared"
+        text = f"{self.rtt * 1000:g} ms, {self.rate / 1e6:g} MB/s {how}"
+        return text + (f", {self.total / 1e6:g} MB/s in all" if self.total else "")
 
     def round_trip(self) -> None:
         if self.rtt:
             self._sleep(self.rtt)
 
     def take(self, n: int) -> None:
-        """Wait until `n` more bytes may go (a debt that later senders wait for as well)."""
+        """Wait until `n` more bytes may go on this thread's connection."""
         with self._lock:
             now = self._clock()
-            self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate) - n
-            self._at = now
-            wait = -self._tokens / self.rate
+            bucket = self._shared
+            if self.per_connection:
+                key = threading.get_ident()
+                bucket = self._buckets.get(key) or self._buckets.setdefault(
+                    key, _Bucket(self.rate, self.burst, now)
+                )
+            wait = bucket.debt(n, now)
+            if self._all is not None:
+                wait = max(wait, self._all.debt(n, now))
         if wait > 0:
             self._sleep(wait)
 

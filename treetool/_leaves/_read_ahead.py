@@ -16,12 +16,14 @@ from treetool._leaves._lazy_array import LazyArray, _url_source
 
 __all__ = ["READ_REQUEST", "READ_WINDOW", "READ_WORKERS", "ReadAhead", "is_remote"]
 
-#: one request of a `ReadAhead`: at most this many bytes (parts of several arrays, or of one)
-READ_REQUEST = 8 << 20
+#: one request of a `ReadAhead`: at most this many bytes (parts of several arrays, or of one).
+#: Object stores serve each connection at a bounded rate (S3: about 100 MB/s), so a read goes
+#: as fast as the requests in flight: 4 MB requests keep 8 of them within the window
+READ_REQUEST = 4 << 20
 #: the most bytes of requests a `ReadAhead` holds (sent, and not yet wholly taken)
 READ_WINDOW = 32 << 20
-#: requests in flight at once
-READ_WORKERS = 6
+#: requests in flight at once (each on its own connection)
+READ_WORKERS = 8
 #: parts of arrays at most this far apart in one file share a request (the gap is not read)
 _READ_GAP = 64 << 10
 _URL_SCHEMES = ("s3://", "gs://", "gcs://", "http://", "https://")

@@ -35,6 +35,7 @@ def run_layers(
     metastack: list[list[Any]],
     memo_extend: Any,
     frombuffer: Any,
+    ndarray: Any,
     stop: Any,
     path: str,
 ) -> tuple[int, list[Any]]:
@@ -67,9 +68,12 @@ def run_layers(
                 if data[p:at] != prefix or data[at + n : at + n + 4] != _END:
                     return p, stack
             raw = data[at : at + n]
-            arr = frombuffer(raw, dt)
-            if shaped:  # (a keyword argument costs about a reshape)
-                arr = arr.reshape(shape, order="F") if fortran else arr.reshape(shape)
+            if not shaped:
+                arr = frombuffer(raw, dt)
+            elif fortran:
+                arr = ndarray(shape, dt, raw, 0, None, "F")
+            else:  # (one call: frombuffer then reshape costs 1.5x as much)
+                arr = ndarray(shape, dt, raw)
             stack += (key, arr)
             memo_extend((t0, head, arr, shape, raw, state))
             p = at + n + 4

@@ -87,6 +87,7 @@ class _Machine(_Families):
         headers_get, header_lengths = self.headers.get, self.header_lengths
         np = loaded_numpy()  # bound when the first array is made in memory
         frombuffer = np.frombuffer if np is not None else None
+        ndarray: Any = np.ndarray if np is not None else None
         i32, u16, f64 = self.i32, self.u16, self.f64
         keycheck = self.keycheck
         simple_keys = _SIMPLE_KEYS
@@ -125,6 +126,7 @@ class _Machine(_Families):
                             if data[at + n : at + n + 4] == b"\x94t\x94b":
                                 if frombuffer is None:  # (an eager header imported numpy)
                                     frombuffer = nr.numpy().frombuffer
+                                    ndarray = nr.numpy().ndarray
                                 idx, key, kmemo = data[pos - 1], None, False
                                 tmpl: bytes | None = None
                                 alt_hb: bytes | None = None  # the header before this one
@@ -135,13 +137,12 @@ class _Machine(_Families):
                                 common = new_t0 and dims
                                 while True:
                                     raw = data[at : at + n]
-                                    arr = frombuffer(raw, dt)
-                                    if shaped:  # (a keyword argument costs a reshape again)
-                                        arr = (
-                                            arr.reshape(shape, order="F")
-                                            if fortran
-                                            else arr.reshape(shape)
-                                        )
+                                    if not shaped:
+                                        arr = frombuffer(raw, dt)
+                                    elif fortran:
+                                        arr = ndarray(shape, dt, raw, 0, None, "F")
+                                    else:  # (one call: frombuffer and reshape cost 1.5x)
+                                        arr = ndarray(shape, dt, raw)
                                     if kmemo and common:  # a dict's record, as numpy writes it
                                         append(key)
                                         memo_extend((key, t0, nd_t0_bb, arr, shape, raw, state))
@@ -220,6 +221,7 @@ class _Machine(_Families):
                                                 metastack,
                                                 memo_extend,
                                                 frombuffer,
+                                                ndarray,
                                                 stop,
                                                 self.path,
                                             )

@@ -129,6 +129,20 @@ def _flat_tuple_keys(d: dict, not_leaves: set[type] | frozenset[type]) -> bool:
     )
 
 
+def _dicts_of_leaves(
+    kids: Any, plain_keys: frozenset[type], not_leaves: Any, shared: set[int] | None
+) -> bool:
+    """Whether every item of `kids` (a dict's values, a list: iterable again) is a dict with
+    plain keys whose values are leaves, none of them handed out twice (`shared`; None: any may
+    be): the per-child test of `walk_check`, made for all of them at once in C loops."""
+    return (
+        {dict}.issuperset(map(type, kids))
+        and plain_keys.issuperset(map(type, itertools.chain.from_iterable(kids)))
+        and not_leaves.isdisjoint(map(type, itertools.chain.from_iterable(map(dict.values, kids))))
+        and (shared is None or shared.isdisjoint(map(id, kids)))
+    )
+
+
 def walk_check(
     tree: Any, budget: Budget, shared: set[int] | None = None, object_arrays: bool = True
 ) -> WalkResult:
@@ -227,6 +241,17 @@ def walk_check(
             walked += len(obj)
             if not not_leaves.isdisjoint(map(type, kids)):
                 d = depth + 1
+                if (t is dict or t is list) and _dicts_of_leaves(
+                    kids, plain_keys, not_leaves, shared
+                ):
+                    # every child a dict of leaves met once (the layers of a nested
+                    # checkpoint): counted here in one step, as the loop below counts each
+                    walked += sum(map(len, kids))
+                    if d > deep:
+                        if d >= max_depth:
+                            raise budget.exceeded("depth")
+                        deep = d
+                    kids = ()
                 for c in kids:
                     tc = type(c)
                     if tc in inner:

@@ -376,9 +376,13 @@ class _State:
             arr = LazyArray(shape, dt, self.path, at, fortran_order=fortran)
         else:
             raw = data[at : at + n]
-            arr = nr.numpy().frombuffer(raw, dt)
-            if shaped:  # (a keyword argument costs about a reshape)
-                arr = arr.reshape(shape, order="F") if fortran else arr.reshape(shape)
+            np = nr.numpy()
+            if not shaped:
+                arr = np.frombuffer(raw, dt)
+            elif fortran:
+                arr = np.ndarray(shape, dt, raw, 0, None, "F")
+            else:  # (one call: frombuffer then reshape costs 1.5x as much)
+                arr = np.ndarray(shape, dt, raw)
         memo = self.memo
         if new_t0:
             memo.append(t0)
