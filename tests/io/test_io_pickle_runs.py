@@ -498,8 +498,8 @@ def test_the_walk_counts_layers_of_leaves_as_it_counts_any_container() -> None:
 def test_the_walk_counts_all_layers_at_once_only_when_each_is_a_dict_of_leaves() -> None:
     # walk_check counts a container whose children are all dicts of leaves in one step; a
     # child with a global in it, a container in it, or handed out twice is walked as before
-    from treetool.io._budget import Budget
-    from treetool.io._pickle_ops import walk_check
+    from treetool.io._pickle._ops import walk_check
+    from treetool.io._safety._budget import Budget
 
     x = np.zeros(2, np.float32)
     layers = {f"l{i}": {"b": x, "w": x} for i in range(5)}

@@ -132,7 +132,7 @@ def _most_in_flight(reqs: list[Any]) -> int:
 def test_a_remote_value_diff_reads_values_on_several_connections_at_once(tmp_path: Any) -> None:
     # a store serves each connection at its own rate: the diff's values are read by requests
     # of at most READ_REQUEST bytes, READ_WORKERS of them in flight together
-    from treetool import _read_ahead
+    from treetool._leaves import _read_ahead as _read_ahead
 
     root = tmp_path / "files"
     root.mkdir()
