@@ -7,9 +7,9 @@ from typing import Any
 
 from rich.text import Text
 from textual.message import Message
-from treetool.tui.leaf_index import LeafIndex
 from treetool.tui.reading import Read, Snapshot
 
+from treetool._tree._leaf_index import LeafIndex
 from treetool._tree._model import Node
 
 __all__ = [

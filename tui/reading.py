@@ -109,7 +109,7 @@ def resolve(
         >>> list(opened), [str(n.path) for n, _ in cursor]
         (["['a']"], ["['a']", "['a']['b']"])
     """
-    from treetool.tui.leaf_index import node_chain
+    from treetool._tree._chain import node_chain
 
     paths, at = kept
     opened: dict[str, list[tuple[Node, int]]] = {}

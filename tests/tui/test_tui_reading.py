@@ -260,8 +260,9 @@ def test_snapshot_leaf_count_agrees_with_the_leaf_index_and_reuses_shared_subtre
 
     import equinox as eqx
     import jax
-    from treetool.tui.leaf_index import LeafIndex
     from treetool.tui.reading import LeafCounter
+
+    from treetool._tree._leaf_index import LeafIndex
 
     pair = collections.namedtuple("pair", "a b")
     lin = eqx.nn.Linear(2, 2, key=jax.random.PRNGKey(0))
