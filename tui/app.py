@@ -25,12 +25,12 @@ from treetool.tui._gc import freeze, frozen_after, hand_back, take_over
 from treetool.tui._workers import report_failure
 from treetool.tui.commands import APP_BINDINGS, COMMANDS, TREE_KEYS
 from treetool.tui.messages import IndexReady, LeafChosen, NodeFocused, SearchDone
-from treetool.tui.reading import NotReadYet, Reading
 from treetool.tui.screens import HelpScreen
 from treetool.tui.tabs import TabSpec, load_tab_modules, tabs_for
 from treetool.tui.widgets import DetailsPane, DiffTab, LeavesTable, PytreeTree, SearchBar, TotalsBar
 from treetool.tui.widgets.totals import totals_text
 
+from treetool._reading._read import NotReadYet, Reading
 from treetool._text import safe
 from treetool._tree._chain import expression, node_chain
 from treetool._tree._leaf_index import Cancelled, LeafIndex
@@ -65,7 +65,7 @@ class TreetoolApp(ReadingApp):
         is_leaf: treat the nodes it returns True for as leaves.
         note: a line shown in the header and as a toast when the app opens.
         reading: a file for the app to read itself (`obj` is then ignored): the app opens at
-            once and shows the tree as the file is read (see `treetool.tui.reading`).
+            once and shows the tree as the file is read (see `treetool._reading`).
     """
 
     CSS_PATH = str(FilePath(__file__).with_name("app.tcss"))  # absolute: subclasses live elsewhere
