@@ -6,7 +6,7 @@ snapshot at once, then after `SNAPSHOT_EVERY` seconds, then twice as long each t
 `SNAPSHOT_MAX`), never sooner than `SPACING` times the last snapshot's preparing time (that
 work holds the GIL the reader needs). A snapshot that came is made ready by `prepare()` (a
 worker's job) and its counts go in the progress (`took()`). Nothing here knows the TUI: the
-app drives it from a timer and workers, the CLI from a loop (`treetool ls --progress`).
+app drives it from a timer and workers; without a front end, `follow()` drives it from a loop.
 """
 
 from __future__ import annotations
