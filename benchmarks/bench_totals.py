@@ -53,11 +53,10 @@ def html_header(tree: Any) -> Any:
 
 
 def cases(tree: Any) -> dict[str, Callable[[], Any]]:
-    from treetool.tui.leaf_index import LeafIndex
-
     import treetool as tt
     from treetool._cli._json import _json_listing
     from treetool._summary._summary import summary
+    from treetool._tree._leaf_index import LeafIndex
 
     out: dict[str, Callable[[], Any]] = {
         "Node.aggregates": lambda: tt.view(tree).aggregates,

@@ -195,6 +195,14 @@ def _inspect_arguments(sp: argparse.ArgumentParser) -> None:
 def _ls_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("target", metavar="TARGET")
     sp.add_argument("glob", metavar="GLOB", nargs="?", help="only leaves matching GLOB")
+    sp.add_argument(
+        "-s",
+        "--search",
+        metavar="QUERY",
+        help="only the leaves the TUI's / search finds: text is found in the paths "
+        "(case-insensitive unless QUERY has a capital; enc.b finds ['enc']['b']), "
+        "a glob (* ?) matches at any depth",
+    )
     _common(sp)
 
 

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from treetool.tui.app import TreetoolApp
-    from treetool.tui.reading import Reading
+
+    from treetool._reading._read import Reading
 
 from treetool._errors import TreetoolError
 
@@ -45,7 +46,7 @@ def run(
         note: one line shown in the header and as a toast (the CLI's "not executed: pass
             --trust" note).
         reading: a file for the app to read itself (`obj` is then ignored): the app opens at
-            once and shows the tree as it is read (`treetool.tui.reading.Reading`); the
+            once and shows the tree as it is read (`treetool._reading._read.Reading`); the
             read's error, if any, is raised once the app has closed.
 
     Raises:

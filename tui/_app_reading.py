@@ -17,11 +17,12 @@ from textual.widgets import TabbedContent, TabPane
 from treetool.tui._file_reader import FileReader
 from treetool.tui._gc import freeze
 from treetool.tui.messages import ReadDone, ReadFailed, ReadKept, ReadProgress, SnapshotReady
-from treetool.tui.reading import Read, Snapshot, resolve
 from treetool.tui.tabs import TabSpec, tabs_for
 from treetool.tui.widgets import DetailsPane, PytreeTree
 from treetool.tui.widgets.totals import totals_text
 
+from treetool._reading._read import Read
+from treetool._reading._snapshots import Snapshot, resolve
 from treetool._text import safe
 from treetool._tree._model import Node
 
@@ -29,7 +30,7 @@ __all__ = ["ReadingApp"]
 
 
 class ReadingApp(App[None]):
-    """The part of the treetool app that shows a file while it is read (see `reading`)."""
+    """The part of the treetool app that shows a file while it is read (see `treetool._reading`)."""
 
     #: the file the app reads itself (None: the app was given the whole tree)
     reader: FileReader | None = None

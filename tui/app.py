@@ -24,15 +24,16 @@ from treetool.tui._file_reader import FileReader
 from treetool.tui._gc import freeze, frozen_after, hand_back, take_over
 from treetool.tui._workers import report_failure
 from treetool.tui.commands import APP_BINDINGS, COMMANDS, TREE_KEYS
-from treetool.tui.leaf_index import Cancelled, LeafIndex, expression, node_chain
 from treetool.tui.messages import IndexReady, LeafChosen, NodeFocused, SearchDone
-from treetool.tui.reading import NotReadYet, Reading
 from treetool.tui.screens import HelpScreen
 from treetool.tui.tabs import TabSpec, load_tab_modules, tabs_for
 from treetool.tui.widgets import DetailsPane, DiffTab, LeavesTable, PytreeTree, SearchBar, TotalsBar
 from treetool.tui.widgets.totals import totals_text
 
+from treetool._reading._read import NotReadYet, Reading
 from treetool._text import safe
+from treetool._tree._chain import expression, node_chain
+from treetool._tree._leaf_index import Cancelled, LeafIndex
 from treetool._tree._model import Aggregates, Node, view
 
 __all__ = ["TreetoolApp", "root_name_for"]
@@ -64,7 +65,7 @@ class TreetoolApp(ReadingApp):
         is_leaf: treat the nodes it returns True for as leaves.
         note: a line shown in the header and as a toast when the app opens.
         reading: a file for the app to read itself (`obj` is then ignored): the app opens at
-            once and shows the tree as the file is read (see `treetool.tui.reading`).
+            once and shows the tree as the file is read (see `treetool._reading`).
     """
 
     CSS_PATH = str(FilePath(__file__).with_name("app.tcss"))  # absolute: subclasses live elsewhere
@@ -248,7 +249,7 @@ class TreetoolApp(ReadingApp):
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
     def _search(self, query: str) -> None:
         """Match in a worker; the next keystroke cancels it (`exclusive`)."""
-        from treetool.tui.leaf_index import is_glob, search
+        from treetool._tree._search import is_glob, search
 
         worker = get_current_worker()
         index = self.index
@@ -367,7 +368,7 @@ class TreetoolApp(ReadingApp):
             pane.show(self.node)
 
     def on_leaves_table_highlighted(self, message: LeavesTable.Highlighted) -> None:
-        from treetool.tui.leaf_index import node_chain
+        from treetool._tree._chain import node_chain
 
         try:
             chain = node_chain(self.model, message.path)
@@ -430,7 +431,7 @@ class TreetoolApp(ReadingApp):
 
     def cursor_node(self) -> Node | None:
         """The node under the cursor of the visible tab (Tree or Leaves); None elsewhere."""
-        from treetool.tui.leaf_index import node_chain
+        from treetool._tree._chain import node_chain
 
         active = self.query_one(TabbedContent).active
         if active == "tree":

@@ -7,9 +7,10 @@ from typing import Any
 
 from rich.text import Text
 from textual.message import Message
-from treetool.tui.leaf_index import LeafIndex
-from treetool.tui.reading import Read, Snapshot
 
+from treetool._reading._read import Read
+from treetool._reading._snapshots import Snapshot
+from treetool._tree._leaf_index import LeafIndex
 from treetool._tree._model import Node
 
 __all__ = [
@@ -100,7 +101,7 @@ class ReadProgress(Message):
 
 
 class SnapshotReady(Message):
-    """A snapshot of the file being read is ready to show (see `reading`)."""
+    """A snapshot of the file being read is ready to show (see `treetool._reading`)."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         super().__init__()
@@ -118,7 +119,7 @@ class ReadDone(Message):
 
 class ReadKept(Message):
     """The whole tree with the open rows and the cursor of the tree shown until now resolved
-    in it (`reading.resolve`): it replaces that tree."""
+    in it (`treetool._reading._snapshots.resolve`): it replaces that tree."""
 
     def __init__(
         self,

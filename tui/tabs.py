@@ -39,6 +39,7 @@ Example:
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import re
 from collections.abc import Callable
@@ -163,12 +164,13 @@ def load_tab_modules(on_error: Callable[[str, Exception], None] | None = None) -
         >>> all(name.startswith("treetool.tui.tab_") for name in load_tab_modules())
         True
     """
-    from treetool.tui import __path__ as pkg_path
-
+    # the tab modules sit beside this one: listed from this file's folder, not by importing
+    # the package (whose `run` imports the app, which imports this module: a cycle)
+    package = __name__.rpartition(".")[0]
     names = []
-    for info in pkgutil.iter_modules(pkg_path):
+    for info in pkgutil.iter_modules([os.path.dirname(__file__)]):
         if info.name.startswith("tab_"):
-            name = f"treetool.tui.{info.name}"
+            name = f"{package}.{info.name}"
             try:
                 importlib.import_module(name)
             except Exception as e:

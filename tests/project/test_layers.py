@@ -66,7 +66,6 @@ KNOWN_MODULE_CYCLES: list[list[str]] = [
         "treetool.io._sources._s3",
         "treetool.io._sources._source",
     ],
-    ["treetool.tui", "treetool.tui._app_reading", "treetool.tui.app", "treetool.tui.tabs"],
 ]
 
 

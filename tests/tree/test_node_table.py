@@ -22,11 +22,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from treetool.tui.leaf_index import LeafIndex
 from treetool.tui.tab_devices import _some_leaves
 
 import treetool as tt
 from treetool._paths._path import GetAttrKey, from_jax_key
+from treetool._tree._leaf_index import LeafIndex
 from treetool._tree._node_table import RULES, NodeKind, children, rule_for
 from treetool._tree._views import _walk_nodes
 from treetool.render.html_tree import totals

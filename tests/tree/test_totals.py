@@ -14,10 +14,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from error_targets import tree as broken_tree
-from treetool.tui.leaf_index import LeafIndex
 
 import treetool as tt
 from treetool._cli._json import _json_listing
+from treetool._tree._leaf_index import LeafIndex
 from treetool._tree._totals import Tally, totals
 
 

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from rich.console import Console
 from treetool.tui import TreetoolApp
-from treetool.tui.leaf_index import LeafIndex
 from treetool.tui.widgets import DetailsPane, LeavesTable, PytreeTree
 from treetool.tui.widgets.tree_view import PAGE
 from tui_helpers import no_delays, settle  # noqa: F401 (no_delays: a fixture, by name)
@@ -332,17 +331,6 @@ async def test_registered_tab_shown_only_when_it_applies():
     finally:
         unregister_tab("has-b")
         unregister_tab("broken")
-
-
-def test_leaf_index_columns_and_totals():
-    tied = np.ones(3, np.float32)
-    idx = LeafIndex.build({"a": tied, "b": tied, "c": [np.int8(1), "text"]})
-    assert idx.paths == ["['a']", "['b']", "['c'][0]", "['c'][1]"]
-    assert idx.types == ["f32[3]", "f32[3]", "i8[]", "str"]
-    assert idx.params.tolist() == [3, 3, 1, 0]
-    t = idx.totals
-    assert (t.leaves, t.arrays, t.params, t.nbytes, t.tied) == (4, 2, 4, 13, 1)
-    assert dict(t.dtypes) == {"float32": 1, "int8": 1}
 
 
 class Secret:

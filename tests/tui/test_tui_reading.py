@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from textual.widgets import TabbedContent
 from treetool.tui import TreetoolApp
-from treetool.tui.reading import NotReadYet, Read, Reading
 from treetool.tui.widgets import LeavesTable, PytreeTree, SearchBar, TotalsBar
 from tui_helpers import no_delays, settle  # noqa: F401 (no_delays: a fixture, by name)
 
 import treetool.io as io
 from treetool._errors import LoadError
+from treetool._reading._read import NotReadYet, Read, Reading
 from treetool.io._partial import PartialWatch
 
 pytestmark = pytest.mark.usefixtures("no_delays")
@@ -135,16 +135,21 @@ async def test_a_failed_read_closes_the_app_and_keeps_the_error(tmp_path):
 
 
 def test_progress_line_shows_the_file_name_without_control_characters():
-    from treetool.tui.reading import plain_name, progress_text
+    from treetool.tui.widgets.totals import progress_text
+
+    from treetool._reading._progressive import Progress
+    from treetool._reading._read import plain_name
 
     name = plain_name("/data/a\x1b]0;x\x07.pkl")
     assert name == "a\\x1b]0;x\\x07.pkl"  # escaped by the one sanitiser
-    line = progress_text(name, 0.5, 10, True, 1.25).plain
+    line = progress_text(Progress(name, 0.5, 10, True, 1.25)).plain
     assert (
         line
         == "reading a\\x1b]0;x\\x07.pkl ━━━━━━━━━━╺━━━━━━━━━ 50% · 10 of ~20 leaves so far · 1.2 s"
     )
-    assert progress_text(name, 0.5, 10, False, 1.25).plain.endswith("over 10 leaves so far · 1.2 s")
+    assert progress_text(Progress(name, 0.5, 10, False, 1.25)).plain.endswith(
+        "over 10 leaves so far · 1.2 s"
+    )
 
 
 def _blocking_watch(offered: threading.Event, proceed: threading.Event):
@@ -253,34 +258,6 @@ def test_cli_a_bad_big_pickle_closes_the_app_with_one_line(tmp_path):
     tail = re.sub(r"\x1b\[[0-9;?<>=]*[A-Za-z]|\x1b[=>]", "", tail)  # its closing sequences
     lines = [ln for ln in tail.replace("\r", "").split("\n") if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("treetool: error: big.pkl: "), lines
-
-
-def test_snapshot_leaf_count_agrees_with_the_leaf_index_and_reuses_shared_subtrees():
-    import collections
-
-    import equinox as eqx
-    import jax
-    from treetool.tui.leaf_index import LeafIndex
-    from treetool.tui.reading import LeafCounter
-
-    pair = collections.namedtuple("pair", "a b")
-    lin = eqx.nn.Linear(2, 2, key=jax.random.PRNGKey(0))
-    done = {"w": [np.zeros(3), None, (1, 2)], "s": "text"}
-    trees = [
-        {"a": [1, None, (2, 3)], "b": None},
-        {"m": lin, "p": pair(1, [2, 3]), "done": done},
-        [np.zeros(3), {"x": "str", "y": b"b"}, {}],
-        (),
-    ]
-    counter = LeafCounter()
-    for tree in trees:
-        assert counter.count(tree) == (LeafIndex.build(tree).totals.leaves, True)
-    first = {"done": done, "more": [1.0]}
-    assert counter.count(first) == (5, True)
-    done["w"].append(9.0)  # a shared subtree is complete: a changed one is not re-walked
-    assert counter.count({"done": done, "more": [1.0, 2.0]}) == (6, True)
-    assert LeafCounter().count({"done": done, "more": [1.0, 2.0]}) == (7, True)
-    assert LeafCounter().count({"k": list(range(100))}, limit=10) == (100, False)
 
 
 class _Probe:

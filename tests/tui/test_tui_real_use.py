@@ -14,12 +14,12 @@ from textual.binding import Binding
 from textual.widgets import TabbedContent
 from treetool.tui import AppCrashed, TreetoolApp
 from treetool.tui import _finish as finish_run
-from treetool.tui.leaf_index import LeafIndex
 from treetool.tui.widgets import DetailsPane, DiffTab, LeavesTable, PytreeTree, TotalsBar
 from treetool.tui.widgets.tree_view import PAGE
 from tui_helpers import no_delays, settle  # noqa: F401 (no_delays: a fixture, by name)
 
 from treetool import leaves_with_paths
+from treetool._tree._leaf_index import LeafIndex
 from treetool._tree._model import Cycle
 
 pytestmark = pytest.mark.usefixtures("no_delays")
@@ -504,19 +504,6 @@ def test_largest_children_see_every_child():
 
 
 # --- 12: the Leaves tab does no per-row work on the UI thread -------------------------------
-
-
-def test_cursor_path_lookup_does_not_build_every_child():
-    from treetool.tui.leaf_index import node_chain
-
-    from treetool._tree._model import view
-
-    tree = {f"k{i}": np.zeros(1) for i in range(50_000)}
-    root = view(tree)
-    chain = node_chain(root, "['k49999']")
-    assert len(chain) == 1
-    assert str(chain[-1][0].path) == "['k49999']"
-    assert root._children is None  # found by key: the 50,000 child Nodes were never made
 
 
 # --- 16: the small things --------------------------------------------------------------------

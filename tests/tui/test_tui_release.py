@@ -16,10 +16,7 @@ import numpy as np
 import pytest
 from textual.pilot import Pilot
 from treetool.tui import TreetoolApp
-from treetool.tui.leaf_index import node_chain
 from tui_helpers import no_delays, settle  # noqa: F401 (no_delays: a fixture, by name)
-
-from treetool._tree._model import view
 
 pytestmark = pytest.mark.usefixtures("no_delays")
 
@@ -65,21 +62,3 @@ def test_trees_are_freed_once_the_app_has_exited() -> None:
     # whole tree) for as long as the process ran
     assert [r() is None for r in arrays] == [True] * 6
     assert not [o for o in gc.get_objects() if id(o) in trees]
-
-
-def test_node_chain_keeps_no_node() -> None:
-    """The key maps `node_chain` keeps for wide dicts (the cursor and search walk through them
-    again and again) hold no `Node`: the view and its tree go with their last user."""
-    tree = {f"k{i}": {"w": np.zeros(3)} for i in range(100)}
-    leaf = weakref.ref(tree["k42"]["w"])
-    order = sorted(tree)  # a dict's children, in jax's order
-    root = view(tree)
-    chain = node_chain(root, "['k42']['w']")
-    assert [(str(n.path), i) for n, i in chain] == [
-        ("['k42']", order.index("k42")),
-        ("['k42']['w']", 0),
-    ]
-    assert node_chain(root, "['k7']")[0][1] == order.index("k7")  # the map, used again
-    del tree, root, chain
-    gc.collect()
-    assert leaf() is None

@@ -184,8 +184,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
         tree, fmt = load_target(
             target, trust=args.trust, partial=args.partial, like=_files.like_skeleton(args)
         )
+    found = _searched(tree, args) if args.search is not None else None
     if args.json:
-        _print_json(_json_listing(tree, fmt, args.glob))
+        _print_json(_json_listing(tree, fmt, args.glob, found))
         return EXIT_OK
     from treetool._tree._model import no_gc
     from treetool._tree._views import find, leaf_text_chunks
@@ -193,7 +194,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
     out = sys.stdout
     rows = _LsRows()
     with no_gc():  # rows make small objects by the thousand: no GC passes meanwhile
-        if args.glob:
+        if found is not None:
+            out.write(rows.text(found))
+        elif args.glob:
             pairs = [(str(p), x) for p, x in find(tree, args.glob, leaves_only=True)]
             out.write(rows.text(pairs))
         else:  # a node whose flatten raised is one line: its path and its error
@@ -202,6 +205,25 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if args.glob and rows.count == 0:
         raise CliError(f"{args.target}: no leaf matches {args.glob!r}")
     return EXIT_OK
+
+
+def _searched(tree: Any, args: argparse.Namespace) -> list[tuple[str, Any]]:
+    """The leaves `ls --search QUERY` lists: what the TUI's `/` search finds, through the
+    same leaf index (`treetool._tree._leaf_index`), as (path text, leaf) pairs in leaf order."""
+    from treetool._tree._leaf_index import LeafIndex
+    from treetool._tree._search import search
+
+    query = args.search.strip()
+    if args.glob:
+        raise CliError("ls: give GLOB or --search QUERY, not both")
+    if not query:
+        raise CliError("ls: --search needs a QUERY (text or a glob)")
+    index = LeafIndex.build(tree)
+    _, rows = search(query, index, tree)
+    if rows is None or not len(rows):
+        raise CliError(f"{args.target}: no leaf matches --search {query!r}")
+    paths, leaves = index.paths, index.leaves
+    return [(paths[r], leaves[r]) for r in rows.tolist()]
 
 
 class _LsRows:

@@ -17,19 +17,24 @@ class _Records(list):
     """Leaf records already encoded as JSON text, one per leaf (see `_print_json`)."""
 
 
-def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
-    """The `inspect --json` / `ls --json` object; one pass over the leaves without a filter."""
+def _json_listing(
+    tree: Any, fmt: str, pattern: str | None, pairs: list[tuple[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The `inspect --json` / `ls --json` object; one pass over the leaves without a filter.
+    `pairs` (path text, leaf): the leaves `ls --search` found, listed instead of the tree's."""
     from treetool._leaves._arrays import LazyArray, leaf_info
     from treetool._leaves._callables import callable_identity
     from treetool._tree._model import Unopened, no_gc
     from treetool._tree._totals import Tally, totals
 
     with no_gc():
-        if pattern:
+        if pairs is not None:
+            chunks: Any = [pairs]
+        elif pattern:
             from treetool._tree._views import find, unopened_or_leaf
 
             found = find(tree, pattern, leaves_only=True)
-            chunks: Any = [[(str(p), unopened_or_leaf(x)) for p, x in found]]
+            chunks = [[(str(p), unopened_or_leaf(x)) for p, x in found]]
         else:  # only the text of each path is needed: the walk makes no Path objects
             from treetool._tree._views import leaf_text_chunks
 
@@ -99,7 +104,7 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
                     f'"nbytes": {info.nbytes}, "device": {device}, "type": {q(info.type_name)}}}'
                 )
         # with a filter, the totals are still the whole tree's
-        agg = totals(tree) if pattern else tally.finish(breakdown=False)
+        agg = totals(tree) if pattern or pairs is not None else tally.finish(breakdown=False)
         counts = {"leaves": agg.leaves, "params": agg.params, "bytes": agg.nbytes}
         if agg.errors:
             counts["errors"] = agg.errors

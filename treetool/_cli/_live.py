@@ -2,7 +2,7 @@
 
 A big pickle takes seconds to read. Instead of a progress line and then the app, the app
 opens within a fraction of a second and reads the file in a thread, showing the tree read so
-far (the reader's snapshots), then the whole tree (see `treetool.tui.reading`). What
+far (the reader's snapshots), then the whole tree (see `treetool._reading`). What
 `load_target` says on stderr (not executed classes, a damaged file's warning) is said once
 the app has closed.
 """
@@ -62,7 +62,8 @@ def inspect_live(args: argparse.Namespace, spec: str) -> int:
 
     with ReadProgress(spec, verb="opening"):  # until the app's first frame replaces it
         from treetool.tui import run
-        from treetool.tui.reading import Read, Reading
+
+    from treetool._reading._read import Read, Reading
 
     held: list[Any] = []
 

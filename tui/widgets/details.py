@@ -19,13 +19,13 @@ from textual.reactive import var
 from textual.widgets import Static
 from textual.worker import Worker, get_current_worker
 from treetool.tui._workers import report_failure
-from treetool.tui.leaf_index import expression
 from treetool.tui.messages import DetailsReady
 from treetool.tui.widgets.histogram import histogram_text
 
 from treetool._leaves._arrays import LazyArray, has_stats, stats
 from treetool._leaves._callables import OpaqueFunction
 from treetool._text import safe, safe_text
+from treetool._tree._chain import expression
 from treetool._tree._model import Aggregates, Node
 from treetool._typetests import is_opaque
 from treetool.render.labels import Budget, dtype_style, fmt_bytes, fmt_count, label

@@ -21,10 +21,10 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.worker import Worker, get_current_worker
 from treetool.tui._workers import report_failure
-from treetool.tui.leaf_index import COLUMNS, LeafIndex
 from treetool.tui.messages import LeafChosen
 
 from treetool._text import safe
+from treetool._tree._leaf_index import COLUMNS, LeafIndex
 
 __all__ = ["LeavesTable"]
 

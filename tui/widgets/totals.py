@@ -6,11 +6,39 @@ from rich.text import Text
 from textual.reactive import var
 from textual.widgets import Static
 
+from treetool._reading._progressive import Progress
 from treetool._text import safe
 from treetool._tree._model import Aggregates
 from treetool.render.labels import dtype_style, fmt_bytes, fmt_count
 
-__all__ = ["TotalsBar", "totals_text"]
+__all__ = ["TotalsBar", "progress_text", "totals_text"]
+
+
+def progress_text(progress: Progress) -> Text:
+    """The totals line while the file is read.
+
+    Example:
+        >>> progress_text(Progress("ckpt.pkl", 0.43, 431_000, True, 2.5)).plain
+        'reading ckpt.pkl ━━━━━━━━╺━━━━━━━━━━━ 43% · 431,000 of ~1,002,326 leaves so far · 2.5 s'
+        >>> progress_text(Progress("ckpt.pkl", None, None, True, 0.1)).plain
+        'reading ckpt.pkl ╺━━━━━━━━━━━━━━━━━━━ · 0.1 s'
+    """
+    width = 20
+    fraction = progress.fraction
+    frac = min(max(fraction or 0.0, 0.0), 0.99)
+    full = int(frac * width)
+    t = Text()
+    t.append(f"reading {progress.name} ", style="bold")
+    t.append("━" * full, style="magenta")
+    t.append(("╺" if full < width else "") + "━" * max(width - full - 1, 0), style="dim")
+    if fraction is not None:
+        t.append(f" {frac:.0%}")
+    leaves = progress.leaves_text()
+    if leaves:
+        t.append(" · ")
+        t.append(leaves)
+    t.append(f" · {progress.seconds:.1f} s", style="dim")
+    return t
 
 
 def totals_text(agg: Aggregates | None, devices: dict[str, int] | None) -> Text:

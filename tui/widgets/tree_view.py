@@ -20,11 +20,11 @@ from textual.message import Message
 from textual.reactive import var
 from textual.worker import Worker, get_current_worker
 from treetool.tui._workers import report_failure
-from treetool.tui.leaf_index import node_chain
 from treetool.tui.messages import NodeFocused
 from treetool.tui.widgets.row_tree import RowTree, TreeRow
 
 from treetool._text import safe_text
+from treetool._tree._chain import node_chain
 from treetool._tree._model import Aggregates, Node
 from treetool.render.labels import Budget, label, signature
 from treetool.render.text import Row, fold_children, label_text

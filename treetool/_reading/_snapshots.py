@@ -1,86 +1,25 @@
-"""The app reading its file itself: open at once, show the tree as it grows, then the whole.
+"""Snapshots of a file being read: made ready off the UI thread (`prepare`), counted (`LeafCounter`).
 
-`treetool inspect big.pkl` does not read first and open the app after: it opens the app on a
-`Reading`, and the app reads the file in a thread. It asks the reader for a snapshot
-(`PartialWatch.request`) at once, then after `SNAPSHOT_EVERY` seconds, then twice as long
-each time (up to `SNAPSHOT_MAX`); a snapshot is shown as a read-only tree, with the share of
-the file read and the leaves so far in the totals line. When the read ends, the whole tree
-takes its place, keeping the rows that were open and the cursor. Keys that
-need the whole tree (search, the Leaves tab, stats) say "still reading" meanwhile.
+A reader hands over snapshots of the tree read so far (`treetool.io._partial.PartialWatch`);
+`prepare` turns one into what a front end shows: its Node view with the root opened, its
+leaves counted (only what is new since the last one: `LeafCounter`), the rows that were open
+and the cursor found again in it (`resolve`).
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.text import Text
-from treetool.tui._gc import frozen_after
+from treetool._tree._chain import node_chain
+from treetool._tree._model import Node, aggregate, no_gc, view
 
-from treetool._tree._model import Node, aggregate, view
+__all__ = ["COUNT_LIMIT", "LeafCounter", "Snapshot", "prepare", "resolve"]
 
-__all__ = ["NotReadYet", "Read", "Reading", "progress_text"]
-
-#: seconds between snapshot requests (at least: a snapshot that took long spaces them out)
-SNAPSHOT_EVERY = 0.3
-#: the longest wait between two snapshots (each snapshot of a wide node costs the reader
-#: time: the first shows the top levels, later ones come less and less often)
-SNAPSHOT_MAX = 4.0
-#: seconds between redraws of the progress line
-PROGRESS_EVERY = 0.2
-#: the next snapshot is asked for this many times the last one's preparing time later at
-#: the earliest (preparing holds the GIL the reader needs: at most ~1/11 of the read's time)
-SPACING = 10
 #: a snapshot's leaves are counted up to this many (past it: "over N")
 COUNT_LIMIT = 5_000_000
-
-
-@dataclass
-class Read:
-    """What a finished read gives the app: the tree, the header note, the file's facts."""
-
-    tree: Any
-    note: str | None = None
-    file_facts: dict[str, Any] | None = None
-
-
-@dataclass
-class Reading:
-    """A file for the app to read itself.
-
-    Args:
-        path: the file (its name and size show in the progress line).
-        read: `read(watch)` reads the whole file and returns a `Read`; it raises on bad
-            input (the app exits and `run` raises that error).
-        watch: what `read` is given and the app asks for snapshots: a
-            `treetool.io._partial.PartialWatch` (`request()`, `latest() -> (tree so far,
-            fraction read) | None`, `as_finished(tree)`: the tree shown, `release()` once
-            the whole tree has replaced the snapshots), or None (no snapshots: a progress
-            line only).
-
-    Example:
-        >>> r = Reading("ckpt.pkl", lambda watch: Read({"w": 1.0}))
-        >>> r.read(None).tree
-        {'w': 1.0}
-    """
-
-    path: str
-    read: Callable[[Any], Read]
-    watch: Any = None
-    #: the error that ended the read (set by the app; `treetool.tui.run` raises it)
-    error: BaseException | None = field(default=None, repr=False)
-    #: the finished read (set by the app)
-    result: Read | None = field(default=None, repr=False)
-
-
-class NotReadYet:
-    """The root the app shows before the first snapshot of a file being read."""
-
-    def __repr__(self) -> str:
-        return "not read yet"
 
 
 @dataclass
@@ -109,8 +48,6 @@ def resolve(
         >>> list(opened), [str(n.path) for n, _ in cursor]
         (["['a']"], ["['a']", "['a']['b']"])
     """
-    from treetool.tui.leaf_index import node_chain
-
     paths, at = kept
     opened: dict[str, list[tuple[Node, int]]] = {}
     for p in paths:
@@ -250,7 +187,7 @@ def prepare(
         except Exception:  # shown as read: its functions' rows open into `Opaque` parts
             pass
     model = view(tree)
-    with frozen_after(keep=lambda: False):  # many small objects, soon garbage: no GC passes
+    with no_gc():  # many small objects, soon garbage: no GC passes
         try:
             model.is_leaf  # noqa: B018  (opens the root: its first page is shown)
             leaves, complete = (counter or LeafCounter()).count(tree)
@@ -260,50 +197,3 @@ def prepare(
     return Snapshot(
         tree, model, fraction, leaves, complete, time.perf_counter() - t0, opened, cursor
     )
-
-
-def progress_text(
-    name: str, fraction: float | None, leaves: int | None, complete: bool, seconds: float
-) -> Text:
-    """The totals line while the file is read.
-
-    Example:
-        >>> progress_text("ckpt.pkl", 0.43, 431_000, True, 2.5).plain
-        'reading ckpt.pkl ━━━━━━━━╺━━━━━━━━━━━ 43% · 431,000 of ~1,002,326 leaves so far · 2.5 s'
-        >>> progress_text("ckpt.pkl", None, None, True, 0.1).plain
-        'reading ckpt.pkl ╺━━━━━━━━━━━━━━━━━━━ · 0.1 s'
-    """
-    width = 20
-    frac = min(max(fraction or 0.0, 0.0), 0.99)
-    full = int(frac * width)
-    t = Text()
-    t.append(f"reading {name} ", style="bold")
-    t.append("━" * full, style="magenta")
-    t.append(("╺" if full < width else "") + "━" * max(width - full - 1, 0), style="dim")
-    if fraction is not None:
-        t.append(f" {frac:.0%}")
-    if leaves is not None:
-        t.append(" · ")
-        if not complete:
-            t.append(f"over {leaves:,} leaves so far")
-        elif fraction and fraction >= 0.01:
-            t.append(f"{leaves:,} of ~{round(leaves / fraction):,} leaves so far")
-        else:
-            t.append(f"{leaves:,} leaves so far")
-    t.append(f" · {seconds:.1f} s", style="dim")
-    return t
-
-
-def plain_name(path: str) -> str:
-    """The file's base name without control characters (file-derived text)."""
-    from treetool._progress import _plain_name
-
-    return _plain_name(path)
-
-
-def file_size(path: str) -> int:
-    """The size of `path` in bytes, 0 when it cannot be known."""
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0

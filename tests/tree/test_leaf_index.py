@@ -1,27 +1,22 @@
-"""The TUI's leaf index, path lookup and registry, without Textual's event loop."""
+"""The leaf index, search and path lookup (`treetool._tree`): what the TUI's Leaves tab, its `/`
+search and `treetool ls --search` stand on."""
 
 from __future__ import annotations
 
-import doctest
-import importlib
+import gc
 import itertools
+import weakref
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from treetool.tui.leaf_index import (
-    Cancelled,
-    LeafIndex,
-    expression,
-    match_paths,
-    node_chain,
-    search,
-)
-from treetool.tui.tabs import TabSpec
 
 import treetool as tt
+from treetool._tree._chain import expression, node_chain
+from treetool._tree._leaf_index import Cancelled, LeafIndex
 from treetool._tree._model import view
+from treetool._tree._search import match_paths, search
 
 _leaf = st.one_of(
     st.integers(-5, 5),
@@ -177,28 +172,42 @@ def test_expression_uses_tree_for_non_identifiers():
     assert expression("my ckpt.npz", "['w']") == "tree['w']"
 
 
-def test_tab_spec_rejects_bad_and_reserved_ids():
-    with pytest.raises(ValueError, match="not a valid Textual id"):
-        TabSpec("2 words", "x", bool, bool)
-    with pytest.raises(ValueError, match="reserved for a built-in tab"):
-        TabSpec("leaves", "x", bool, bool)
+def test_leaf_index_columns_and_totals():
+    tied = np.ones(3, np.float32)
+    idx = LeafIndex.build({"a": tied, "b": tied, "c": [np.int8(1), "text"]})
+    assert idx.paths == ["['a']", "['b']", "['c'][0]", "['c'][1]"]
+    assert idx.types == ["f32[3]", "f32[3]", "i8[]", "str"]
+    assert idx.params.tolist() == [3, 3, 1, 0]
+    t = idx.totals
+    assert (t.leaves, t.arrays, t.params, t.nbytes, t.tied) == (4, 2, 4, 13, 1)
+    assert dict(t.dtypes) == {"float32": 1, "int8": 1}
 
 
-@pytest.mark.parametrize(
-    "module",
-    [
-        "treetool.tui",
-        "treetool.tui.app",
-        "treetool.tui.tabs",
-        "treetool.tui.leaf_index",
-        "treetool.tui._gc",
-        "treetool.tui.widgets.histogram",
-        "treetool.tui.widgets.details",
-        "treetool.tui.widgets.totals",
-        "treetool.tui.screens.help",
-    ],
-)
-def test_docstring_examples(module):
-    mod = importlib.import_module(module)
-    result = doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
-    assert result.failed == 0
+def test_node_chain_keeps_no_node() -> None:
+    """The key maps `node_chain` keeps for wide dicts (the cursor and search walk through them
+    again and again) hold no `Node`: the view and its tree go with their last user."""
+    tree = {f"k{i}": {"w": np.zeros(3)} for i in range(100)}
+    leaf = weakref.ref(tree["k42"]["w"])
+    order = sorted(tree)  # a dict's children, in jax's order
+    root = view(tree)
+    chain = node_chain(root, "['k42']['w']")
+    assert [(str(n.path), i) for n, i in chain] == [
+        ("['k42']", order.index("k42")),
+        ("['k42']['w']", 0),
+    ]
+    assert node_chain(root, "['k7']")[0][1] == order.index("k7")  # the map, used again
+    del tree, root, chain
+    gc.collect()
+    assert leaf() is None
+
+
+def test_cursor_path_lookup_does_not_build_every_child():
+    from treetool._tree._chain import node_chain
+    from treetool._tree._model import view
+
+    tree = {f"k{i}": np.zeros(1) for i in range(50_000)}
+    root = view(tree)
+    chain = node_chain(root, "['k49999']")
+    assert len(chain) == 1
+    assert str(chain[-1][0].path) == "['k49999']"
+    assert root._children is None  # found by key: the 50,000 child Nodes were never made
