@@ -168,7 +168,7 @@ class LeafIndex:
 
     def cell(self, name: str, row: int) -> str:
         """The text of one cell."""
-        from treetool.render.labels import fmt_bytes, fmt_count
+        from treetool._lowering._labels import fmt_bytes, fmt_count
 
         if name == "params":
             return fmt_count(int(self.params[row]))

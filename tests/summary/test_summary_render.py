@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from rich.console import Console
 from rich.table import Table
 
+from treetool._summary._rich import _COLUMNS, _ERRORS, _Grid, summary_table
 from treetool._summary._summary import summary
 from treetool._text import safe
-from treetool.render.summary import _COLUMNS, _ERRORS, _Grid, summary_table
 
 COLUMNS, ERRORS = list(_COLUMNS), _ERRORS
 

@@ -6,9 +6,9 @@ from rich.text import Text
 from textual.reactive import var
 from textual.widgets import Static
 
+from treetool._lowering._labels import dtype_style, fmt_bytes, fmt_count
 from treetool._text import safe
 from treetool._tree._model import Aggregates
-from treetool.render.labels import dtype_style, fmt_bytes, fmt_count
 
 __all__ = ["TotalsBar", "totals_text"]
 

@@ -15,9 +15,9 @@ import pytest
 from rich.console import Console
 
 import treetool as tt
+from treetool._lowering._labels import label
 from treetool._tree._model import view
-from treetool.render.labels import label
-from treetool.render.text import TreeView
+from treetool._tree._rich import TreeView
 
 A = {"[bold red]x": np.zeros(2, np.float32), "a\nb\tc": {"\u202eevil": 1, "[/]": "\x1b]0;t\x07"}}
 B = {"[bold red]x": np.zeros(3, np.float32), "a\nb\tc": {"\u202eevil": 2, "[/]": "\x1b]0;t\x07"}}
