@@ -5,7 +5,7 @@ identity (what the code cost before it had a sanitiser), and ours, then prints t
 (target <= 1.10 on plain names):
 
 - `ls` lines: writing `PATH\\tSHAPE\\tDTYPE` for every leaf of a 1e6-path listing;
-- labels: `render.labels.label` of every child of a 1e5-leaf dict (the TUI and the rich tree
+- labels: `_lowering._labels.label` of every child of a 1e5-leaf dict (the TUI and the rich tree
   label each row they show through it);
 - render: `TreeView` of a 1e5-leaf transformer-shaped tree at depth 3, as `inspect --no-tui`;
 - hostile names: `safe` on names that all hold escapes (the slow path), per name.

@@ -1,4 +1,4 @@
-"""The summary table drawn directly (`render.summary._Grid`) is byte for byte the table rich
+"""The summary table drawn directly (`_summary._rich._Grid`) is byte for byte the table rich
 draws from the same cells, colours included, at every width; it falls back to rich's table
 when the console is too narrow for it."""
 

@@ -1,6 +1,6 @@
 """HTML of a `TreeDiff`, coloured like the terminal: `+` added, `-` removed, `~` changed.
 
-The rows are the rich view's (`render.diff.DiffView`): changes grouped under their common
+The rows are the rich view's (`_diff._rich.DiffView`): changes grouped under their common
 parents, chains of parents with one changed child folded into one row (`.layers[1]`), a dim
 `· N unchanged` row where a parent has untouched children, and a header that counts them.
 """

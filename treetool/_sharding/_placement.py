@@ -1,6 +1,6 @@
 """`Placement`: where every leaf of a tree lives, per leaf, per device and per mesh axis.
 
-Made by `treetool._sharding._devices.placement(tree)`; drawn by `render/devices.py` (registered by class).
+Made by `treetool._sharding._devices.placement(tree)`; drawn by its own lowerings, `_sharding/_rich.py` and `_sharding/_html.py`.
 """
 
 from __future__ import annotations
