@@ -58,6 +58,7 @@ RENDERABLE_FUNCTIONS = {
     "_header",
     "_title",
     "cell",
+    "_t",  # _port/_rich.py: Text(safe(str(x)))
 }
 #: functions that format numbers (digits, units, block characters: never a `[`)
 NUMBER_FUNCTIONS = {"fmt_count", "fmt_bytes", "bar", "sparkline", "_num", "_both", "_range"}
