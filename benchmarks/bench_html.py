@@ -130,7 +130,7 @@ def chromium_run(html: str, timeout: float = 120.0) -> dict | str:
 
 
 def _size(n: int) -> str:
-    from treetool.render.labels import fmt_bytes
+    from treetool._lowering._labels import fmt_bytes
 
     return fmt_bytes(n)
 
@@ -147,7 +147,7 @@ def main() -> None:
         _treescope_child(args.treescope_child)
         return
 
-    from treetool.render.html import to_html
+    from treetool._display import to_html
 
     to_html(build(100))  # imports (rich, the renderers) are paid once, not by the first size
     sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000, 1_000_000]

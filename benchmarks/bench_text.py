@@ -5,7 +5,7 @@ identity (what the code cost before it had a sanitiser), and ours, then prints t
 (target <= 1.10 on plain names):
 
 - `ls` lines: writing `PATH\\tSHAPE\\tDTYPE` for every leaf of a 1e6-path listing;
-- labels: `render.labels.label` of every child of a 1e5-leaf dict (the TUI and the rich tree
+- labels: `_lowering._labels.label` of every child of a 1e5-leaf dict (the TUI and the rich tree
   label each row they show through it);
 - render: `TreeView` of a 1e5-leaf transformer-shaped tree at depth 3, as `inspect --no-tui`;
 - hostile names: `safe` on names that all hold escapes (the slow path), per name.
@@ -27,12 +27,12 @@ import _rows
 import numpy as np
 from rich.console import Console
 
+import treetool._lowering._labels as labels_mod
+import treetool._lowering._rows as render_text_mod
 import treetool._text as text_mod
-import treetool.render.labels as labels_mod
-import treetool.render.text as render_text_mod
 from treetool._text import safe
 from treetool._tree._model import view
-from treetool.render.text import TreeView
+from treetool._tree._rich import TreeView
 
 
 def _identity(s: str, *, newlines: bool = False) -> str:
@@ -153,7 +153,7 @@ def main() -> None:
 
     def render() -> None:
         c = Console(file=io.StringIO(), width=120, color_system=None)
-        c.print(TreeView(tree, depth=3, width=20))
+        c.print(TreeView(view(tree), depth=3, width=20))
 
     anchor, ours = _pair(render, render, repeat, patch=True)
     _row(f"TreeView depth 3, {layers * 16:,} leaves", anchor, ours)

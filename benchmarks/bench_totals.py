@@ -42,7 +42,10 @@ def best(fn: Callable[[], Any], repeat: int = 5) -> float:
 def html_header(tree: Any) -> Any:
     """The HTML header's totals: the one pass with the header's leaf limit (older checkouts:
     `html_tree.totals`)."""
-    from treetool.render import html_tree
+    try:
+        from treetool._tree import _html as html_tree
+    except ImportError:  # older checkouts
+        from treetool.render import html_tree  # type: ignore[no-redef]
 
     old = getattr(html_tree, "totals", None)
     if old is not None and old.__module__ == html_tree.__name__:

@@ -28,7 +28,7 @@ import numpy as np
 from rich.console import Console
 
 import treetool as tt
-from treetool.render.text import TreeView
+from treetool._tree._rich import TreeView
 
 
 def wide(n: int) -> dict:

@@ -2,7 +2,7 @@
 
 - `images/tui.svg`: the terminal UI on `treetool demo`'s model, driven by Textual's Pilot and
   saved by Textual's own `App.save_screenshot`;
-- `images/notebook.png`: the notebook view (`treetool.render.html.to_html`) of the same tree,
+- `images/notebook.png`: the notebook view (`tt.view(tree)._repr_html_()`) of the same tree,
   rendered by headless Chromium.
 
     python docs/make_screenshots.py [OUT_DIR]      # default: docs/images
@@ -60,13 +60,13 @@ def chromium() -> str | None:
 
 def notebook_screenshot(out: Path, browser: str) -> Path:
     """The notebook view of the demo model, as PNG, through headless Chromium."""
+    import treetool as tt
     from treetool._cli._demo import demo_tree
-    from treetool.render.html import to_html
 
     page = (
         "<!doctype html><html><head><meta charset='utf-8'>"
         "<style>body{font-family:system-ui,sans-serif;margin:16px;background:#fff}</style>"
-        f"</head><body>{to_html(demo_tree())}</body></html>"
+        f"</head><body>{tt.view(demo_tree())._repr_html_()}</body></html>"
     )
     target = out / "notebook.png"
     with tempfile.TemporaryDirectory(prefix="treetool-shot-") as tmp:

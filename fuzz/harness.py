@@ -86,12 +86,13 @@ _MODULES = (
     "treetool.io._torch._archive",
     "treetool.io._torch._legacy",
     "treetool.cli",
-    "treetool.render.text",
-    "treetool.render.html",
-    "treetool.render.html_tree",
-    "treetool.render.html_results",
-    "treetool.render.summary",
-    "treetool.render.leaf",
+    "treetool._tree._rich",
+    "treetool._display._html",
+    "treetool._tree._html",
+    "treetool._summary._html",
+    "treetool._sharding._html",
+    "treetool._summary._rich",
+    "treetool._tree._leaf_report",
     "treetool._summary._summary",
 )
 
@@ -349,7 +350,7 @@ def render_all(tree: Any, fmt: str) -> None:
 
     import treetool as tt
     from treetool._cli import _json as cli
-    from treetool.render.html import to_html
+    from treetool._display._html import to_html
 
     out = io.StringIO()
     console = Console(file=out, width=100, color_system=None, force_terminal=False, highlight=False)
@@ -385,7 +386,7 @@ def _get_leaves(tree: Any, console: Any) -> None:
 
     import treetool as tt
     from treetool import LoadError
-    from treetool.render.leaf import leaf_report
+    from treetool._tree._leaf_report import leaf_report
 
     try:
         first = list(itertools.islice(tt.leaves_with_paths(tree), _GET_LEAVES))

@@ -97,7 +97,7 @@ def imports() -> list[Import]:
 
 def top_level(module: str) -> str:
     """The top-level module or package a module belongs to: `treetool._diff._align` ->
-    `treetool._diff`, `treetool.render.html` -> `treetool.render`."""
+    `treetool._diff`, `treetool._display._html` -> `treetool._display`."""
     return ".".join(module.split(".")[:2])
 
 

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from treetool._diff._tree_diff import Change as Change
     from treetool._diff._tree_diff import TreeDiff as TreeDiff
     from treetool._diff._tree_diff import diff as diff
+    from treetool._display._render import render as render
+    from treetool._display._show import show as show
     from treetool._jaxpr._view import JaxprView as JaxprView
     from treetool._jaxpr._view import jaxpr as jaxpr
     from treetool._leaves._arrays import LazyArray as LazyArray
@@ -81,8 +83,6 @@ if TYPE_CHECKING:
     from treetool.io import load as load
     from treetool.io import materialize as materialize
     from treetool.io import save as save
-    from treetool.render import render as render
-    from treetool.show import show as show
 
 __version__ = "0.1.0"
 
@@ -144,8 +144,8 @@ _LAZY: dict[str, str] = {
     "Opaque": "treetool.io",
     "OpaqueFunction": "treetool._leaves._callables",
     # display
-    "show": "treetool.show",
-    "render": "treetool.render",
+    "show": "treetool._display._show",
+    "render": "treetool._display._render",
     # porting between frameworks
     "port": "treetool._port",
     # transformations

@@ -1,6 +1,6 @@
 """Number formatting shared by the core and every renderer: counts and byte sizes in words.
 
-This module sits below both the core modules and `render/` (it imports nothing of treetool),
+This module sits below both the core modules and the lowerings (it imports nothing of treetool),
 so a core result's `repr` and a renderer's label say `4.8 KB` the same way.
 """
 

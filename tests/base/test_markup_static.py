@@ -1,7 +1,8 @@
 """No widget or rich text in the TUI or the terminal renderers parses file text as markup.
 
-A static check over `tui/` and `treetool/render/` (the HTML lowering excepted: it escapes for
-HTML): every call that would parse a plain `str` as rich or Textual markup gets something that
+A static check over `tui/` and the terminal lowerings: each result's `_rich.py`, the kit
+`_lowering/`, the tree's leaf report and `_display/` (the HTML lowerings excepted: they escape
+for HTML): every call that would parse a plain `str` as rich or Textual markup gets something that
 is not markup. `notify(...)` always passes `markup=False`. `Static(...)`, `Label(...)`,
 `.update(...)`, `add_row(...)`, tree labels (`Tree(...)`, `.add(...)`, `.add_leaf(...)`,
 `.set_label(...)`) and `border_title`/`border_subtitle` get a constant, a `Text`/`Content`
@@ -21,9 +22,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+_PKG = ROOT / "treetool"
 FILES = sorted(
     [p for p in (ROOT / "tui").rglob("*.py")]
-    + [p for p in (ROOT / "treetool" / "render").glob("*.py") if not p.name.startswith("html")]
+    + list(_PKG.glob("*/_rich.py"))
+    + [_PKG / "_tree" / "_leaf_report.py"]
+    + [
+        p
+        for d in ("_lowering", "_display")
+        for p in (_PKG / d).glob("*.py")
+        if not p.name.startswith(("_html", "__init__"))
+    ]
 )
 
 #: functions in treetool that return rich Text / renderables built from sanitised text
@@ -49,6 +58,7 @@ RENDERABLE_FUNCTIONS = {
     "_header",
     "_title",
     "cell",
+    "_t",  # _port/_rich.py: Text(safe(str(x)))
 }
 #: functions that format numbers (digits, units, block characters: never a `[`)
 NUMBER_FUNCTIONS = {"fmt_count", "fmt_bytes", "bar", "sparkline", "_num", "_both", "_range"}
@@ -210,8 +220,16 @@ def _problems(path: Path) -> list[str]:
 
 def test_the_check_covers_the_tui_and_the_renderers():
     names = {p.name for p in FILES}
-    assert {"app.py", "tree_view.py", "details.py", "devices_tab.py", "summary.py"} <= names
-    assert "html_tree.py" not in names
+    assert {"app.py", "tree_view.py", "details.py", "devices_tab.py", "_rich.py"} <= names
+    assert {"_labels.py", "_rows.py", "_leaf_report.py", "_render.py"} <= names
+    assert {p.parent.name for p in FILES if p.name == "_rich.py"} >= {
+        "_diff",
+        "_jaxpr",
+        "_sharding",
+        "_summary",
+        "_tree",
+    }
+    assert not any(p.name.startswith("_html") for p in FILES)
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -389,7 +389,7 @@ def test_progress_reports_every_byte_of_one_side(monkeypatch):
 
 
 def test_rendering_a_removal_that_shifts_a_sequence_and_a_row_limit():
-    from treetool.render.diff import DiffView
+    from treetool._diff._rich import DiffView
 
     a = {"layers": [np.zeros(2), np.ones(3), np.full(4, 2.0)]}
     b = {"layers": [np.zeros(2), np.full(4, 3.0)]}

@@ -30,7 +30,7 @@ from rich.console import Console
 
 import treetool as tt
 from treetool import OpaqueFunction
-from treetool.render.diff import diff_text
+from treetool._diff._rich import diff_text
 
 MODULE = "fidelity_corpus_mod"
 

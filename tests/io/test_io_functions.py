@@ -119,7 +119,7 @@ def test_saving_loaded_keys_and_functions(tmp_path):
 
 
 def test_get_on_a_loaded_key_shows_its_key_data(tmp_path):
-    from treetool.render.leaf import leaf_report
+    from treetool._tree._leaf_report import leaf_report
 
     key = jax.random.split(jax.random.key(4), 3)
     t = load(tmp_path, {"k": key}, dumps=pickle.dumps)

@@ -20,8 +20,9 @@ from jax.sharding import PartitionSpec
 from rich.console import Console
 
 import treetool as tt
+from treetool._jaxpr._json import to_dict
+from treetool._jaxpr._rich import JaxprTree
 from treetool._jaxpr._view import Call, JaxprView
-from treetool.render.jaxpr import JaxprTree, to_dict
 
 
 def _text(renderable: Any, width: int = 100) -> str:
@@ -481,7 +482,7 @@ def test_render_width_folds_long_jaxprs():
 
 
 def test_tt_render_and_rich_protocol(loss_view):
-    from treetool.render.jaxpr import JaxprTree
+    from treetool._jaxpr._rich import JaxprTree
 
     shallow = tt.render(loss_view, depth=1)
     assert isinstance(shallow, JaxprTree) and shallow.depth == 1

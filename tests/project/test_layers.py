@@ -1,13 +1,14 @@
 """The layering holds: import-linter's contracts, no import cycle, no type test by name.
 
-The contracts live in pyproject.toml (`[tool.importlinter]`): front ends > render > core >
-io > model and leaf types > base, core and io never import render/ or the TUI, and the one
-allowed edge up is the seam `treetool._repr -> treetool.render` (a lazy import inside
-`_repr.lower`, through which result objects draw themselves).
+The contracts live in pyproject.toml (`[tool.importlinter]`): front ends (`_display`, the CLI,
+the TUI) > surgery, transforms, porting > results > io > tree > the lowering kit > leaves and
+paths > base, with no exception: each result owns its lowerings (`_diff/_rich.py`…) and imports
+them inside its own methods, and no module below the front ends imports one of them.
 
 import-linter (grimp) reads every `import` statement with `ast`, including those inside
-functions and methods: `test_the_linter_sees_lazy_imports_and_the_tui` checks it on the seam,
-which is such an import, so the contracts are not blind to lazy imports.
+functions and methods: `test_the_linter_sees_lazy_imports_and_the_tui` checks it on a result
+importing its own lowering, which is such an import, so the contracts are not blind to lazy
+imports.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ import sys
 
 from import_graph import ROOT, cycles, imports, modules, top_level
 
-SEAM = ("treetool._repr", "treetool.render")
-FRONT_ENDS = {"treetool.cli", "treetool._cli", "treetool.show", "treetool.tui"}
+FRONT_ENDS = {"treetool.cli", "treetool._cli", "treetool._display", "treetool.tui"}
 
 
 #: Cycles between top-level modules and packages that are allowed: none.
@@ -29,25 +29,6 @@ KNOWN_CYCLES: list[list[str]] = []
 KNOWN_MODULE_CYCLES: list[list[str]] = [
     ["treetool._cli._commands", "treetool._cli._port"],
     ["treetool._cli._files", "treetool._cli._targets"],
-    [
-        "treetool._jaxpr._view",
-        "treetool._repr",
-        "treetool._sharding._devices",
-        "treetool._sharding._leaf_placement",
-        "treetool._sharding._placement",
-        "treetool._tree._lookup",
-        "treetool._tree._model",
-        "treetool._tree._views",
-        "treetool._tree._walk",
-        "treetool.render",
-        "treetool.render._registry",
-        "treetool.render.devices",
-        "treetool.render.html",
-        "treetool.render.html_base",
-        "treetool.render.html_tree",
-        "treetool.render.labels",
-        "treetool.render.text",
-    ],
     ["treetool._port._plan", "treetool._port._rules", "treetool._port._write"],
     [
         "treetool.io",
@@ -94,29 +75,27 @@ def test_the_linter_sees_lazy_imports_and_the_tui():
     from lint_imports import _WithTui
 
     graph = _WithTui().build(["treetool"], cache_dir=None, exclude_type_checking_imports=True)
-    # the seam is an import inside a function: grimp sees it, and the contracts ignore it by name
-    assert graph.direct_import_exists(importer="treetool._repr", imported="treetool.render")
-    # treetool.tui is in the graph with its imports of the core and of render/
+    # a result importing its own lowering inside a method: grimp sees it
+    assert graph.direct_import_exists(
+        importer="treetool._diff._tree_diff", imported="treetool._diff._rich"
+    )
+    # treetool.tui is in the graph with its imports of the core and of the lowerings
     assert graph.direct_import_exists(
         importer="treetool.tui.widgets.details", imported="treetool._tree._model"
     )
     assert graph.direct_import_exists(
-        importer="treetool.tui.widgets.jaxpr_tab", imported="treetool.render.jaxpr"
+        importer="treetool.tui.widgets.jaxpr_tab", imported="treetool._jaxpr._rich"
     )
-    assert graph.direct_import_exists(importer="treetool.show", imported="treetool.tui")
+    assert graph.direct_import_exists(importer="treetool._display._show", imported="treetool.tui")
 
 
 def test_no_import_cycle_between_top_level_modules():
     """Nodes are the top-level modules of treetool: `treetool._diff._tree_diff`, `treetool.io` (the whole
-    package), `treetool.render`, `treetool.tui`, `treetool.cli` (with its `_cli_*` parts)… An edge is any import from one
-    into another (module level or inside a function; `if TYPE_CHECKING:` blocks left out, they
-    never run). The seam `treetool._repr -> treetool.render` is the one edge left out: a result
-    drawing itself reaches its renderer through it, late, and the renderer depends on the result
-    class; every other edge must point down the layers. `KNOWN_CYCLES` names the cycles merged
-    work still has, so that any new one fails here."""
-    edges = _top_edges()
-    assert SEAM in edges
-    assert cycles(edges - {SEAM}) == KNOWN_CYCLES
+    package), `treetool._display`, `treetool.tui`, `treetool.cli`… An edge is any import from
+    one into another (module level or inside a function; `if TYPE_CHECKING:` blocks left out,
+    they never run). Every edge must point down the layers, with no exception. `KNOWN_CYCLES`
+    names the cycles merged work still has, so that any new one fails here."""
+    assert cycles(_top_edges()) == KNOWN_CYCLES
 
 
 def test_no_import_cycle_between_modules():
@@ -127,28 +106,42 @@ def test_no_import_cycle_between_modules():
 
 
 def test_the_cycle_check_fails_on_an_added_cycle():
-    edges = _top_edges() - {SEAM}
+    edges = _top_edges()
     # an error module that imported diff (diff imports errors) would close a cycle
     found = cycles(edges | {("treetool._errors", "treetool._diff")})
     assert found != KNOWN_CYCLES
     assert any({"treetool._errors", "treetool._diff"} <= set(c) for c in found), found
-    # the seam itself closes one: that is why it is the single named exception
-    assert any("treetool._repr" in c and "treetool.render" in c for c in cycles(edges | {SEAM}))
+    # a lowering importing its result back (the old render seam's shape) closes one per module
+    modules_ = {(i.importer, i.imported) for i in imports()}
+    back = ("treetool._diff._rich", "treetool._diff._tree_diff")
+    assert back not in modules_
+    assert any(set(back) <= set(c) for c in cycles(modules_ | {back}))
 
 
-def test_the_seam_is_the_only_import_from_below_into_render():
+def test_no_import_from_below_into_the_front_ends():
+    """Nothing below the front ends imports `_display`, the CLI or the TUI, not even inside a
+    function (import-linter's layers say it by package; this names the offending line)."""
     ups = sorted(
-        (i.importer, i.line)
+        (i.importer, i.imported, i.line)
         for i in imports()
-        if top_level(i.imported) == "treetool.render"
-        and top_level(i.importer) not in FRONT_ENDS | {"treetool.render"}
+        if top_level(i.imported) in FRONT_ENDS and top_level(i.importer) not in FRONT_ENDS
     )
-    assert ups == [
-        (
-            "treetool._repr",
-            next(i.line for i in imports() if (i.importer, top_level(i.imported)) == SEAM),
-        )
-    ]
+    assert ups == []
+
+
+def test_each_lowering_is_imported_only_by_its_result_and_above():
+    """`_diff/_rich.py` and the like are imported by their own package (the result's methods)
+    and by the front ends; never by another result package, the tree or the kit."""
+    lowerings = {"_rich", "_html"}
+    found = sorted(
+        (i.importer, i.imported)
+        for i in imports()
+        if i.imported.rsplit(".", 1)[-1] in lowerings
+        and i.imported.count(".") == 2
+        and top_level(i.importer) not in FRONT_ENDS
+        and top_level(i.importer) != top_level(i.imported)
+    )
+    assert found == []
 
 
 #: `type(x).__name__ == "Name"` (or `!=`, `in`): a type test by name string

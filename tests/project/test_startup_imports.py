@@ -50,7 +50,7 @@ _NEVER_FOR_LS = {
     "treetool.io.pickle",
     "treetool._summary._summary",
     "treetool._diff._tree_diff",
-    "treetool.render",
+    "treetool._display",
     "rich",
     "numpy",
     "jax",

@@ -20,9 +20,10 @@ from rich.console import Console
 
 import treetool as tt
 from treetool._leaves._arrays import LazyArray
+from treetool._lowering._labels import devices_text
 from treetool._sharding._devices import Placement
 from treetool._sharding._layout import _build_layout, device_name
-from treetool.render.devices import DeviceBars, PlacementView, ShardingGrid, bar, devices_text
+from treetool._sharding._rich import DeviceBars, PlacementView, ShardingGrid, bar
 
 P = PartitionSpec
 

@@ -30,7 +30,7 @@ _WORKER = textwrap.dedent(
     )
     import treetool as tt
     from treetool._sharding._layout import device_name
-    from treetool.render.devices import PlacementView
+    from treetool._sharding._rich import PlacementView
     from rich.console import Console
     import io
 

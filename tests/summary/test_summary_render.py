@@ -1,4 +1,4 @@
-"""The summary table drawn directly (`render.summary._Grid`) is byte for byte the table rich
+"""The summary table drawn directly (`_summary._rich._Grid`) is byte for byte the table rich
 draws from the same cells, colours included, at every width; it falls back to rich's table
 when the console is too narrow for it."""
 
@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from rich.console import Console
 from rich.table import Table
 
+from treetool._summary._rich import _COLUMNS, _ERRORS, _Grid, summary_table
 from treetool._summary._summary import summary
 from treetool._text import safe
-from treetool.render.summary import _COLUMNS, _ERRORS, _Grid, summary_table
 
 COLUMNS, ERRORS = list(_COLUMNS), _ERRORS
 

@@ -15,7 +15,7 @@ import treetool as tt
 import treetool._tree._model as model
 from treetool._leaves._arrays import leaf_info
 from treetool._tree import _lookup
-from treetool.render.text import TreeView
+from treetool._tree._rich import TreeView
 
 
 @pytest.fixture

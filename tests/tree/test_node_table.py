@@ -28,8 +28,8 @@ import treetool as tt
 from treetool._paths._path import GetAttrKey, from_jax_key
 from treetool._tree._leaf_index import LeafIndex
 from treetool._tree._node_table import RULES, NodeKind, children, rule_for
+from treetool._tree._totals import totals
 from treetool._tree._views import _walk_nodes
-from treetool.render.html_tree import totals
 
 tu = jax.tree_util
 

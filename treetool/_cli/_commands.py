@@ -29,7 +29,7 @@ from treetool._text import safe
 def _console(stderr: bool = False) -> Any:
     from rich.console import Console
 
-    from treetool.render.plain import output_width
+    from treetool._lowering._plain import output_width
 
     stream = sys.stderr if stderr else sys.stdout
     # no markup and no :emoji: codes in plain strings either: file text is never parsed
@@ -77,10 +77,10 @@ def _result_object(obj: Any) -> Any:
         from treetool._jaxpr._view import JaxprView
 
         return JaxprView(obj)
-    from treetool.render._registry import lowering
+    from treetool._display._render import lowers_itself
 
-    if lowering(type(obj), "rich") is not None and hasattr(obj, "to_dict"):
-        return obj  # a result class a renderer registered (see render/_registry.py)
+    if lowers_itself(obj) and hasattr(obj, "to_dict"):
+        return obj  # a result class that draws itself (see _lowering/_drawn.py)
     return None
 
 
@@ -107,7 +107,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         if args.json:
             _print_json(result.to_dict())
         else:
-            from treetool.render import render
+            from treetool._display._render import render
 
             _console().print(render(result, depth=args.depth, width=args.width))
         return EXIT_OK
@@ -162,12 +162,13 @@ def _show(tree: Any, args: argparse.Namespace, title: str) -> None:
                 file_facts=facts or None,
             )
             return
-    from treetool.render.text import TreeView
+    from treetool._tree._model import view
+    from treetool._tree._rich import TreeView
 
     console = _console()
     matches = _select(tree, args.filter)
     if matches is None:
-        console.print(TreeView(tree, depth=args.depth, width=args.width))
+        console.print(TreeView(view(tree), depth=args.depth, width=args.width))
         return
     if not matches:
         raise CliError(f"{title}: nothing matches {args.filter!r}")
@@ -299,7 +300,7 @@ class _LsRows:
         node = Node(x)
         if node.is_leaf and node.error is not None:  # a broken node matched by a glob
             return f"\t!\t{safe('error: ' + node.error)}\n"
-        from treetool.render.labels import leaf_text
+        from treetool._lowering._labels import leaf_text
 
         return f"\t-\t{leaf_text(node)}\n"
 
@@ -324,7 +325,7 @@ def cmd_get(args: argparse.Namespace) -> int:
     node = Node(value)
     if node.is_leaf and node.error is not None:  # a node whose flatten raised
         raise CliError(f"{args.target}: {path}: cannot open this node: {node.error}")
-    from treetool.render.leaf import leaf_report
+    from treetool._tree._leaf_report import leaf_report
 
     report = leaf_report(path, value, stats=args.stats)
     if args.json:

@@ -24,8 +24,8 @@ from treetool._diff._align import align, signature, type_key
 from treetool._diff._compare import LeafComparer, no_address
 from treetool._diff._nodes import _SEQUENCES, _describe, _node_label, _static_change
 from treetool._errors import TreetoolError
+from treetool._lowering._drawn import RichDrawn
 from treetool._paths._path import Key, Path
-from treetool._repr import RichMixin, lower
 from treetool._tree._model import CUSTOM, LEAF, IsLeaf, aggregate, children, no_gc
 
 __all__ = ["KINDS", "Change", "TreeDiff", "diff"]
@@ -69,7 +69,9 @@ class Change:
     @property
     def summary(self) -> str:
         """What changed, in words: `f32[8,8] → f32[16,8]`, `3 of 64 elements differ …`."""
-        return str(lower(self, "text"))
+        from treetool._diff._rich import change_text
+
+        return change_text(self)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly dict: path, kind, before, after, detail."""
@@ -82,7 +84,7 @@ class Change:
         }
 
 
-class TreeDiff(RichMixin):
+class TreeDiff(RichDrawn):
     """Every difference between two trees; true when there is any.
 
     Rich-renderable (code-review style), and `to_dict()` gives JSON. Holds references to the
@@ -166,7 +168,17 @@ class TreeDiff(RichMixin):
         return f"TreeDiff({n} change{'s' if n != 1 else ''}: {kinds})"
 
     def __str__(self) -> str:
-        return str(lower(self, "text"))
+        return str(self.__treetool_lower__("text"))
+
+    def __treetool_lower__(self, medium: str, **options: Any) -> Any:
+        """Its own lowerings: `_diff/_rich.py` (rich, text) and `_diff/_html.py`."""
+        if medium == "html":
+            from treetool._diff._html import diff_html
+
+            return diff_html(self)
+        from treetool._diff._rich import DiffView, diff_text
+
+        return diff_text(self) if medium == "text" else DiffView(self)
 
 
 def diff(

@@ -1,7 +1,7 @@
 """A `JaxprView` as JSON-able data: `view.to_dict()` and `treetool ... --json`.
 
 The JSON export sits with the core (below the renderers, which re-export `to_dict` from
-`treetool.render.jaxpr`): a result object gives its data without importing a renderer.
+`treetool._jaxpr._rich`): a result object gives its data without importing a renderer.
 """
 
 from __future__ import annotations

@@ -44,15 +44,15 @@ from treetool._jaxpr._scope import Cost as Cost
 from treetool._jaxpr._scope import Equation as Equation
 from treetool._jaxpr._scope import short_location as short_location
 from treetool._jaxpr._uses import Lookups
+from treetool._lowering._drawn import RichDrawn
 from treetool._paths._path import Path, SequenceKey
-from treetool._repr import RichMixin, lower
 from treetool._tree._model import no_gc
 from treetool._typetests import is_drop_var
 
 __all__ = ["Call", "Cost", "Equation", "JaxprView", "Scope", "jaxpr", "short_location"]
 
 
-class JaxprView(RichMixin, Lookups):
+class JaxprView(RichDrawn, Lookups):
     """A jaxpr as a browsable tree, tied back to the pytrees that went in and came out.
 
     Build it with `treetool.jaxpr(fn, *args, **kwargs)` or `JaxprView(closed_jaxpr)`.
@@ -317,7 +317,28 @@ class JaxprView(RichMixin, Lookups):
         """A rich renderable: inputs, outputs, consts, the equation tree folded below `depth`
         levels of nesting and `width` equations per jaxpr, and the totals (with XLA's FLOPs
         and bytes when `cost`); `source` adds each equation's file:line."""
-        return lower(self, "rich", depth=depth, width=width, cost=cost, source=source)
+        return self.__treetool_lower__("rich", depth=depth, width=width, cost=cost, source=source)
+
+    def __treetool_lower__(
+        self, medium: str, *, depth: int = 3, cost: bool = True, source: bool = True, **options: Any
+    ) -> Any:
+        """Its own lowerings: `_jaxpr/_rich.py` (rich, text) and `_jaxpr/_html.py`.
+
+        `width` (equations per jaxpr; None: all) defaults to 200 in rich and text, 20 in HTML."""
+        if medium == "html":
+            from treetool._jaxpr._html import jaxpr_html
+
+            return jaxpr_html(self, depth=depth, width=options.get("width", 20))
+        from treetool._jaxpr._rich import JaxprTree
+
+        tree = JaxprTree(
+            self, depth=depth, width=options.get("width", 200), cost=cost, source=source
+        )
+        if medium == "text":
+            from treetool._lowering._plain import to_text
+
+            return to_text(tree)
+        return tree
 
     def to_dict(self, *, source: bool = True, cost: bool = False) -> dict[str, Any]:
         """The whole view as JSON-able data (see `treetool._jaxpr._json.to_dict`)."""

@@ -11,13 +11,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from treetool._leaves._arrays import short_dtype
 from treetool._typetests import is_single_device_sharding
 
-__all__ = ["Layout", "RecordedDevice", "device_name"]
+if TYPE_CHECKING:
+    from treetool._sharding._leaf_placement import LeafPlacement
+
+__all__ = ["Layout", "RecordedDevice", "device_name", "layout_label"]
 
 #: `LeafPlacement.kind` values
 SINGLE, NAMED, POSITIONAL = "single", "named", "positional"
@@ -40,6 +44,13 @@ def device_name(device: Any) -> str:
 
 def _device_order(device: Any) -> tuple[int, str, int]:
     return (getattr(device, "process_index", 0), device.platform, device.id)
+
+
+def layout_label(lp: LeafPlacement) -> str:
+    """`f32[8,16]` of a leaf placement (its kind, `host`, `file`…, without shape or dtype)."""
+    if lp.shape is None or lp.dtype is None:
+        return lp.kind
+    return f"{short_dtype(lp.dtype)}[{','.join(map(str, lp.shape))}]"
 
 
 # --- the layout of one (sharding, shape, dtype) --------------------------------------------

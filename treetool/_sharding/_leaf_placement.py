@@ -9,15 +9,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from treetool._leaves._arrays import short_dtype
 from treetool._paths._path import Path
-from treetool._repr import lower
 from treetool._sharding._layout import (  # the layout half of placement
     PLANNED,
     RECORDED,
     Layout,
     device_name,
 )
+from treetool._sharding._layout import layout_label as layout_label
 
 __all__ = ["AxisUsage", "DeviceUsage", "LeafPlacement", "PlacementWarning", "layout_label"]
 
@@ -175,7 +174,20 @@ class LeafPlacement:
         return out
 
     def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
-        yield lower(self, "rich")
+        yield self.__treetool_lower__("rich")
+
+    def __treetool_lower__(self, medium: str, **options: Any) -> Any:
+        """Its block grid (`_sharding/_rich.py`), in rich or as plain text; no HTML of its own
+        (NotImplemented: `to_html` draws it as a tree)."""
+        if medium == "html":
+            return NotImplemented
+        from treetool._sharding._rich import ShardingGrid
+
+        if medium == "text":
+            from treetool._lowering._plain import to_text
+
+            return to_text(ShardingGrid(self))
+        return ShardingGrid(self)
 
 
 @dataclass
@@ -226,10 +238,3 @@ class PlacementWarning:
 
     def __str__(self) -> str:
         return self.message
-
-
-def layout_label(lp: LeafPlacement) -> str:
-    """`f32[8,16]` of a leaf placement."""
-    if lp.shape is None or lp.dtype is None:
-        return lp.kind
-    return f"{short_dtype(lp.dtype)}[{','.join(map(str, lp.shape))}]"

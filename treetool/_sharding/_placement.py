@@ -1,6 +1,6 @@
 """`Placement`: where every leaf of a tree lives, per leaf, per device and per mesh axis.
 
-Made by `treetool._sharding._devices.placement(tree)`; drawn by `render/devices.py` (registered by class).
+Made by `treetool._sharding._devices.placement(tree)`; drawn by its own lowerings, `_sharding/_rich.py` and `_sharding/_html.py`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 from treetool._errors import PathError
 from treetool._format import fmt_bytes as _fmt_bytes
+from treetool._lowering._drawn import RichDrawn
 from treetool._paths._path import Path
-from treetool._repr import RichMixin, lower
 from treetool._sharding._layout import (  # the layout half of placement
     FILE,
     HOST,
@@ -36,7 +36,7 @@ __all__ = ["Placement"]
 # --- the placement of a tree -----------------------------------------------------------------
 
 
-class Placement(RichMixin):
+class Placement(RichDrawn):
     """Where the leaves of a tree live, per leaf, per device and per mesh axis.
 
     Attributes:
@@ -271,7 +271,7 @@ class Placement(RichMixin):
 
     def grid(self, path: str | Path) -> Any:
         """A rich renderable of one leaf's blocks: which device holds which block."""
-        return lower(self[path], "rich")
+        return self[path].__treetool_lower__("rich")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly dict: leaves, devices, axes, shardings, warnings.
@@ -313,6 +313,20 @@ class Placement(RichMixin):
                 for w in self.warnings
             ],
         }
+
+    def __treetool_lower__(self, medium: str, **options: Any) -> Any:
+        """Its own lowerings: `_sharding/_rich.py` (rich, text) and `_sharding/_html.py`."""
+        if medium == "html":
+            from treetool._sharding._html import placement_html
+
+            return placement_html(self)
+        from treetool._sharding._rich import PlacementView
+
+        if medium == "text":
+            from treetool._lowering._plain import to_text
+
+            return to_text(PlacementView(self))
+        return PlacementView(self)
 
     def __repr__(self) -> str:
         return (

@@ -13,7 +13,7 @@ from typing import Any
 
 from treetool._leaves._arrays import LazyArray, LeafInfo, leaf_info
 from treetool._leaves._dtypes import loaded_numpy
-from treetool._repr import RichMixin, lower
+from treetool._lowering._drawn import RichDrawn
 from treetool._tree._model import IsLeaf, Unopened, no_gc, view
 from treetool._tree._totals import Tally
 from treetool._tree._views import _walk
@@ -50,7 +50,7 @@ class SummaryRow:
 
 
 @dataclass
-class Summary(RichMixin):
+class Summary(RichDrawn):
     """Per-subtree totals at one depth, plus totals over the whole tree.
 
     `tied` lists arrays found at more than one path: `(paths, params)`; they are counted once
@@ -75,7 +75,23 @@ class Summary(RichMixin):
         }
 
     def __str__(self) -> str:
-        return str(lower(self, "text"))
+        return str(self.__treetool_lower__("text"))
+
+    def __treetool_lower__(self, medium: str, **options: Any) -> Any:
+        """Its own lowerings: `_summary/_rich.py` (rich, text) and `_summary/_html.py`."""
+        if medium == "html":
+            from treetool._summary._html import summary_html
+
+            return summary_html(self)
+        from rich.console import Group
+
+        from treetool._summary._rich import summary_table
+
+        if medium == "text":
+            from treetool._lowering._plain import to_text
+
+            return to_text(Group(*summary_table(self)))
+        return Group(*summary_table(self))
 
 
 def summary(tree: Any, depth: int = 1, is_leaf: IsLeaf = None) -> Summary:

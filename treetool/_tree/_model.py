@@ -15,8 +15,8 @@ from typing import Any
 
 from treetool._errors import PathError, TreetoolError
 from treetool._leaves._arrays import LeafInfo, leaf_info
+from treetool._lowering._drawn import Drawn
 from treetool._paths._path import Key, Path
-from treetool._repr import ReprMixin
 from treetool._text import safe
 from treetool._tree._node_table import (
     CUSTOM,
@@ -152,7 +152,7 @@ _ROOT = Path()
 # --- nodes --------------------------------------------------------------------------------
 
 
-class Node(ReprMixin):
+class Node(Drawn):
     """A lazily expanded view of one position in a pytree.
 
     Example:
@@ -208,6 +208,30 @@ class Node(ReprMixin):
 
     def __repr__(self) -> str:
         return safe(f"Node({str(self.path) or '<root>'}, {self.type_name})")  # a file's names
+
+    def __treetool_lower__(
+        self,
+        medium: str,
+        *,
+        depth: int = 3,
+        width: int = 20,
+        fold: bool = True,
+        stats: bool = True,
+        **_: Any,
+    ) -> Any:
+        """The tree below this node: `_tree/_rich.py` (rich, text) or `_tree/_html.py`."""
+        if medium == "html":
+            from treetool._tree._html import tree_html
+
+            return tree_html(self, depth=depth, width=width, stats=stats, fold=fold)
+        from treetool._tree._rich import TreeView
+
+        tree = TreeView(self, depth=depth, width=width, fold=fold)
+        if medium == "text":
+            from treetool._lowering._plain import to_text
+
+            return to_text(tree)
+        return tree
 
     @property
     def path(self) -> Path:

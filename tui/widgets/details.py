@@ -24,11 +24,11 @@ from treetool.tui.widgets.histogram import histogram_text
 
 from treetool._leaves._arrays import LazyArray, has_stats, stats
 from treetool._leaves._callables import OpaqueFunction
+from treetool._lowering._labels import Budget, dtype_style, fmt_bytes, fmt_count, label
 from treetool._text import safe, safe_text
 from treetool._tree._chain import expression
 from treetool._tree._model import Aggregates, Node
 from treetool._typetests import is_opaque
-from treetool.render.labels import Budget, dtype_style, fmt_bytes, fmt_count, label
 
 __all__ = ["DetailsPane", "compute_parts"]
 

@@ -21,11 +21,11 @@ from textual.worker import Worker, get_current_worker
 from treetool.tui._workers import report_failure
 from treetool.tui.messages import LeafChosen
 
+from treetool._lowering._labels import fmt_bytes
 from treetool._sharding._devices import LeafPlacement, Placement, layout_label, placement
 from treetool._sharding._layout import NAMED, device_name, spec_text
+from treetool._sharding._rich import PlacementView, ShardingGrid, bar
 from treetool._text import safe, safe_text
-from treetool.render.devices import PlacementView, ShardingGrid, bar
-from treetool.render.labels import fmt_bytes
 
 __all__ = ["ALL", "DevicesTab"]
 

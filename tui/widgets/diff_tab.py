@@ -172,8 +172,8 @@ class DiffTab(Vertical):
 
     @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
     def _compute(self) -> None:
+        from treetool._diff._rich import _header
         from treetool._diff._tree_diff import diff
-        from treetool.render.diff import _header
 
         try:
             d = diff(self.before, self.after)

@@ -25,11 +25,11 @@ from textual.widgets.tree import TreeNode
 from textual.worker import Worker, get_current_worker
 from treetool.tui._workers import report_failure
 
+from treetool._jaxpr._rich import counts_text, eqn_text, scope_text
 from treetool._jaxpr._view import Equation, JaxprView, Scope
+from treetool._lowering._labels import fmt_bytes, fmt_count
 from treetool._text import safe
 from treetool._typetests import is_drop_var
-from treetool.render.jaxpr import counts_text, eqn_text, scope_text
-from treetool.render.labels import fmt_bytes, fmt_count
 
 __all__ = ["JaxprTab"]
 

@@ -291,7 +291,7 @@ class LeavesTable(ScrollView, can_focus=True):
         return Strip(segs).adjust_cell_length(width, style)
 
     def _cell_style(self, col: str, i: int) -> Style:
-        from treetool.render.labels import dtype_style
+        from treetool._lowering._labels import dtype_style
 
         if col in ("type", "dtype") and self.index is not None:
             return Style.parse(dtype_style(self.index.dtypes[i]))

@@ -6,10 +6,10 @@ from rich.text import Text
 from textual.reactive import var
 from textual.widgets import Static
 
+from treetool._lowering._labels import dtype_style, fmt_bytes, fmt_count
 from treetool._reading._progressive import Progress
 from treetool._text import safe
 from treetool._tree._model import Aggregates
-from treetool.render.labels import dtype_style, fmt_bytes, fmt_count
 
 __all__ = ["TotalsBar", "progress_text", "totals_text"]
 

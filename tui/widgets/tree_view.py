@@ -23,11 +23,11 @@ from treetool.tui._workers import report_failure
 from treetool.tui.messages import NodeFocused
 from treetool.tui.widgets.row_tree import RowTree, TreeRow
 
+from treetool._lowering._labels import Budget, label, signature
+from treetool._lowering._rows import Row, fold_children, label_text
 from treetool._text import safe_text
 from treetool._tree._chain import node_chain
 from treetool._tree._model import Aggregates, Node
-from treetool.render.labels import Budget, label, signature
-from treetool.render.text import Row, fold_children, label_text
 
 __all__ = ["Entry", "PytreeTree"]
 

@@ -8,12 +8,13 @@ import select
 import subprocess
 import sys
 import time
+import types
 
 import numpy as np
 import pytest
 
 import treetool as tt
-from treetool.show import environment
+from treetool._display._show import environment
 
 TREE = {"w": np.zeros((2, 3), np.float32), "cfg": {"name": "mlp"}}
 
@@ -78,10 +79,12 @@ def test_summary_in_tui_mode_prints(capsys):
     assert "total" in capsys.readouterr().out
 
 
-def test_show_is_callable_after_importing_the_module():
-    import treetool.show as show_module
+def test_show_and_render_stay_functions_after_importing_their_modules():
+    import treetool._display._render as render_module
+    import treetool._display._show as show_module
 
-    assert callable(tt.show) and callable(show_module)
+    assert isinstance(tt.show, types.FunctionType) and tt.show is show_module.show
+    assert isinstance(tt.render, types.FunctionType) and tt.render is render_module.render
 
 
 def test_repr_mimebundle_has_a_text_fallback():
@@ -138,7 +141,7 @@ def _read_until(fd: int, marker: bytes, timeout: float) -> bytes:
 
 _IPYTHON = (
     "import numpy as np, treetool as tt\n"
-    "from treetool.show import environment\n"
+    "from treetool._display._show import environment\n"
     "print('ENV', environment())\n"
     "tt.show({'weights': np.zeros((2, 3), np.float32)})\n"
     "print('SHOW RETURNED')\n"

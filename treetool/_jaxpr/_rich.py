@@ -10,7 +10,7 @@ below the renderers, and re-exported here) is the same content as JSON-able data
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.text import Text
@@ -18,10 +18,11 @@ from rich.tree import Tree
 
 from treetool._jaxpr._json import to_dict as to_dict
 from treetool._jaxpr._json import value_text as _value_text
-from treetool._jaxpr._view import Equation, JaxprView, Scope
+from treetool._lowering._labels import dtype_style, fmt_bytes, fmt_count
 from treetool._text import safe
-from treetool.render._registry import register
-from treetool.render.labels import dtype_style, fmt_bytes, fmt_count
+
+if TYPE_CHECKING:  # the result module imports this one, never the other way round
+    from treetool._jaxpr._view import Equation, JaxprView, Scope
 
 __all__ = ["JaxprTree", "counts_text", "eqn_text", "scope_text", "to_dict"]
 
@@ -284,18 +285,3 @@ class JaxprTree:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield Group(*self.renderables())
-
-
-def _jaxpr_rich(
-    view: JaxprView,
-    *,
-    depth: int = 3,
-    width: int | None = 200,
-    cost: bool = True,
-    source: bool = True,
-    **_: Any,
-) -> JaxprTree:
-    return JaxprTree(view, depth=depth, width=width, cost=cost, source=source)
-
-
-register(JaxprView, rich=_jaxpr_rich)

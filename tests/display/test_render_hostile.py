@@ -15,9 +15,9 @@ import pytest
 from rich.console import Console
 
 import treetool as tt
+from treetool._lowering._labels import label
 from treetool._tree._model import view
-from treetool.render.labels import label
-from treetool.render.text import TreeView
+from treetool._tree._rich import TreeView
 
 A = {"[bold red]x": np.zeros(2, np.float32), "a\nb\tc": {"\u202eevil": 1, "[/]": "\x1b]0;t\x07"}}
 B = {"[bold red]x": np.zeros(3, np.float32), "a\nb\tc": {"\u202eevil": 2, "[/]": "\x1b]0;t\x07"}}
@@ -33,7 +33,7 @@ def _render(obj) -> str:
     ("obj", "expected"),
     [
         (
-            TreeView(A),
+            TreeView(tt.view(A)),
             """\
             dict[2]  2 params · 8 B
             ├── ['[bold red]x']  f32[2]  2 params · 8 B
@@ -80,7 +80,7 @@ def test_labels_escape_keys_types_and_reprs():
     lbl = label(view({"k\x1b": _Evil()}).children[0])
     assert lbl.key == "['k\\x1b']"
     assert lbl.type == "\\x1b[2J[link=https://evil.example]click…"  # cut at 40 characters
-    assert _render(TreeView({"k": _Evil()})).splitlines()[1] == (
+    assert _render(TreeView(tt.view({"k": _Evil()}))).splitlines()[1] == (
         "└── ['k']  \\x1b[2J[link=https://evil.example]click…"
     )
 
@@ -90,7 +90,7 @@ def test_opaque_class_and_attribute_names_from_a_pickle(tmp_path):
 
     write_pickle(tmp_path / "names.pkl", tmp_path / "clicked")
     obj = tt.load(tmp_path / "names.pkl")["a\nb\tc"]
-    assert _render(TreeView(obj)) == textwrap.dedent(
+    assert _render(TreeView(tt.view(obj))) == textwrap.dedent(
         """\
         a_b\\tc  6 params · 24 B  [not executed]
         ├── .a\\nb\\tc  f32[3]  3 params · 12 B

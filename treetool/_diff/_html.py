@@ -1,6 +1,6 @@
 """HTML of a `TreeDiff`, coloured like the terminal: `+` added, `-` removed, `~` changed.
 
-The rows are the rich view's (`render.diff.DiffView`): changes grouped under their common
+The rows are the rich view's (`_diff._rich.DiffView`): changes grouped under their common
 parents, chains of parents with one changed child folded into one row (`.layers[1]`), a dim
 `· N unchanged` row where a parent has untouched children, and a header that counts them.
 """
@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from treetool._diff._tree_diff import TreeDiff
-from treetool.render._registry import register
-from treetool.render.diff import DiffView, _Group, change_text, group_changes
-from treetool.render.html_base import PATH_LIMIT, clip, copy_button, esc, wrap
+from treetool._diff._rich import DiffView, _Group, change_text, group_changes
+from treetool._lowering._html_base import PATH_LIMIT, clip, copy_button, esc, wrap
 
 __all__ = ["diff_html"]
 
@@ -113,7 +111,7 @@ class _DiffHtml(DiffView):
 
 
 def diff_html(diff: Any, *, limit: int = LIMIT) -> str:
-    """The HTML fragment of a TreeDiff (see `treetool.render.html.to_html`).
+    """The HTML fragment of a TreeDiff (see `treetool._display.to_html`).
 
     Example:
         >>> import treetool as tt
@@ -122,10 +120,3 @@ def diff_html(diff: Any, *, limit: int = LIMIT) -> str:
         True
     """
     return wrap("diff", _DiffHtml(diff, limit=limit).html())
-
-
-def _diff_html(diff: TreeDiff, **_: Any) -> str:
-    return diff_html(diff)
-
-
-register(TreeDiff, html=_diff_html)

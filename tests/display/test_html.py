@@ -18,13 +18,13 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 import treetool as tt
+from treetool._diff._html import diff_html
+from treetool._display import to_html
 from treetool._leaves._arrays import LazyArray
+from treetool._lowering._html_base import DTYPE_CLASSES, dtype_class
+from treetool._lowering._labels import DTYPE_STYLES
+from treetool._tree import _html as html_tree
 from treetool.io._opaque import Opaque
-from treetool.render import html_tree
-from treetool.render.html import to_html
-from treetool.render.html_base import DTYPE_CLASSES, dtype_class
-from treetool.render.html_diff import diff_html
-from treetool.render.labels import DTYPE_STYLES
 
 _ROWS = {"summary", "div"}
 _ROW_CLASSES = {"tt-l", "tt-more"}

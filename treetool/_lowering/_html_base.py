@@ -10,13 +10,14 @@ import html
 from typing import Any
 
 from treetool._leaves._arrays import Stats, short_dtype
-from treetool.render.labels import NodeLabel, dtype_style, fmt_bytes, fmt_count
+from treetool._lowering._labels import NodeLabel, dtype_style, fmt_bytes, fmt_count
 
 __all__ = [
     "CSS",
     "PATH_LIMIT",
     "SCRIPT",
     "badge",
+    "bar_html",
     "clip",
     "copy_button",
     "dtype_class",
@@ -24,6 +25,7 @@ __all__ = [
     "histogram_svg",
     "label_html",
     "num",
+    "path_cell",
     "stats_html",
     "wrap",
 ]
@@ -92,6 +94,27 @@ def copy_button(path: str = "") -> str:
     if len(path) > PATH_LIMIT:
         return ""
     return '<button class="tt-cp" type="button" title="copy path" aria-label="copy path"></button>'
+
+
+def bar_html(value: int, top: int, *, small: bool = False) -> str:
+    """A bar filled `value / top` of its width (a summary's params, a device's bytes).
+
+    Example:
+        >>> bar_html(1, 4)
+        '<span class="tt-bar"><span style="width:25.0%"></span></span>'
+    """
+    pct = 0.0 if top <= 0 else max(min(100.0 * value / top, 100.0), 0.0)
+    cls = "tt-bar tt-sm" if small else "tt-bar"
+    return f'<span class="{cls}"><span style="width:{pct:.1f}%"></span></span>'
+
+
+def path_cell(path: str, cls: str = "") -> str:
+    """A table cell holding a path with its copy button (`(root)` for the empty path)."""
+    if not path:
+        return '<td class="tt-dim">(root)</td>'
+    p = esc(clip(path, PATH_LIMIT))
+    td = f'<td class="{cls}">' if cls else "<td>"
+    return f'{td}<span class="tt-k" title="{p}">{p}</span>{copy_button(path)}</td>'
 
 
 def num(x: float | None) -> str:

@@ -7,18 +7,21 @@ the same everywhere: key, node type or `f32[128,784]`, params, bytes, and flags.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from treetool._format import fmt_bytes as fmt_bytes
 from treetool._format import fmt_count as fmt_count
 from treetool._leaves._arrays import scalar_value, short_dtype
 from treetool._text import safe
-from treetool._tree._model import NAMEDTUPLE, Aggregates, Node
 from treetool._typetests import is_opaque, is_opaque_function
+
+if TYPE_CHECKING:  # the kit sits below the tree: it takes a Node and calls its methods
+    from treetool._tree._model import Aggregates, Node
 
 __all__ = [
     "Budget",
     "NodeLabel",
+    "devices_text",
     "fmt_bytes",
     "fmt_count",
     "key_text",
@@ -143,7 +146,7 @@ def inner_type(node: Node, agg: Aggregates | None = None) -> str:
     name = safe(node.type_name)
     if kind in ("dict", "list", "tuple"):
         return f"{name}[{n}]"
-    if kind == NAMEDTUPLE:
+    if kind == "namedtuple":  # NodeKind.NAMEDTUPLE, a str enum
         return name
     if kind == "none":
         return "None"
@@ -238,3 +241,34 @@ def signature(node: Node, limit: int = 512, budget: Budget | None = None) -> tup
     if budget is not None:
         budget.leaves -= seen
     return tuple(out)
+
+
+def devices_text(devices: tuple[Any, ...] | list[Any]) -> str:
+    """`cpu 0`, `cpu 0,4`, `cpu 0-7`: devices by platform with runs of ids folded.
+
+    Example:
+        >>> class D:
+        ...     def __init__(self, i): self.id, self.platform = i, "cpu"
+        >>> devices_text([D(0), D(1), D(2), D(3), D(6)])
+        'cpu 0-3,6'
+    """
+    by_platform: dict[str, list[int]] = {}
+    for d in devices:
+        by_platform.setdefault(d.platform, []).append(d.id)
+    parts = []
+    for plat, ids in by_platform.items():
+        ids = sorted(ids)
+        runs: list[str] = []
+        start = prev = ids[0]
+        for i in [*ids[1:], None]:
+            if i is not None and i == prev + 1:
+                prev = i
+                continue
+            if prev - start >= 2:
+                runs.append(f"{start}-{prev}")
+            else:
+                runs.extend(str(j) for j in range(start, prev + 1))
+            if i is not None:
+                start = prev = i
+        parts.append(f"{plat} {','.join(runs)}")
+    return " ".join(parts)

@@ -7,18 +7,21 @@ rows and columns), like `jax.debug.visualize_array_sharding` does for 2-D arrays
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from treetool._sharding._devices import LeafPlacement, Placement, layout_label
-from treetool._sharding._layout import device_name, mesh_text
+from treetool._lowering._labels import devices_text as devices_text
+from treetool._lowering._labels import fmt_bytes
+from treetool._sharding._layout import device_name, layout_label, mesh_text
 from treetool._text import safe
-from treetool.render._registry import register
-from treetool.render.labels import fmt_bytes
+
+if TYPE_CHECKING:  # the result module imports this one, never the other way round
+    from treetool._sharding._leaf_placement import LeafPlacement
+    from treetool._sharding._placement import Placement
 
 __all__ = ["DeviceBars", "PlacementView", "ShardingGrid", "ShardingTable", "devices_text"]
 
@@ -52,37 +55,6 @@ def bar(value: int, top: int, width: int) -> str:
     full, rest = divmod(eighths, 8)
     text = "█" * full + (_EIGHTHS[rest] if rest else "")
     return text.ljust(width)
-
-
-def devices_text(devices: tuple[Any, ...] | list[Any]) -> str:
-    """`cpu 0`, `cpu 0,4`, `cpu 0-7`: devices by platform with runs of ids folded.
-
-    Example:
-        >>> class D:
-        ...     def __init__(self, i): self.id, self.platform = i, "cpu"
-        >>> devices_text([D(0), D(1), D(2), D(3), D(6)])
-        'cpu 0-3,6'
-    """
-    by_platform: dict[str, list[int]] = {}
-    for d in devices:
-        by_platform.setdefault(d.platform, []).append(d.id)
-    parts = []
-    for plat, ids in by_platform.items():
-        ids = sorted(ids)
-        runs: list[str] = []
-        start = prev = ids[0]
-        for i in [*ids[1:], None]:
-            if i is not None and i == prev + 1:
-                prev = i
-                continue
-            if prev - start >= 2:
-                runs.append(f"{start}-{prev}")
-            else:
-                runs.extend(str(j) for j in range(start, prev + 1))
-            if i is not None:
-                start = prev = i
-        parts.append(f"{plat} {','.join(runs)}")
-    return " ".join(parts)
 
 
 class DeviceBars:
@@ -378,15 +350,3 @@ class PlacementView:
 def device_label(device: Any) -> str:
     """`cpu:0` (re-exported for the TUI)."""
     return device_name(device)
-
-
-def _placement_rich(p: Placement, **_: Any) -> PlacementView:
-    return PlacementView(p)
-
-
-def _leaf_placement_rich(lp: LeafPlacement, **_: Any) -> ShardingGrid:
-    return ShardingGrid(lp)
-
-
-register(Placement, rich=_placement_rich)
-register(LeafPlacement, rich=_leaf_placement_rich)

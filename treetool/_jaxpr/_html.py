@@ -8,13 +8,14 @@ jaxpr, the rest sit in a closed `… N more equations` fold, while the equation 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from treetool._jaxpr._view import Equation, JaxprView, Scope
-from treetool.render._registry import register
-from treetool.render.html_base import PATH_LIMIT, clip, dtype_class, esc, wrap
-from treetool.render.jaxpr import _paths_read, _value_text, counts_text
-from treetool.render.labels import fmt_bytes, fmt_count
+from treetool._jaxpr._rich import _paths_read, _value_text, counts_text
+from treetool._lowering._html_base import PATH_LIMIT, clip, dtype_class, esc, wrap
+from treetool._lowering._labels import fmt_bytes, fmt_count
+
+if TYPE_CHECKING:  # the result module imports this one, never the other way round
+    from treetool._jaxpr._view import Equation, JaxprView, Scope
 
 __all__ = ["jaxpr_html"]
 
@@ -203,7 +204,7 @@ class _JaxprHtml:
 
 
 def jaxpr_html(view: JaxprView, *, depth: int = 3, width: int = 20) -> str:
-    """The HTML fragment of a JaxprView (see `treetool.render.html.to_html`).
+    """The HTML fragment of a JaxprView (see `treetool._display.to_html`).
 
     Example:
         >>> import jax.numpy as jnp, treetool as tt
@@ -212,10 +213,3 @@ def jaxpr_html(view: JaxprView, *, depth: int = 3, width: int = 20) -> str:
         True
     """
     return wrap("jaxpr", _JaxprHtml(view, depth, width).html())
-
-
-def _jaxpr_html(view: JaxprView, *, depth: int = 3, width: int = 20, **_: Any) -> str:
-    return jaxpr_html(view, depth=depth, width=width)
-
-
-register(JaxprView, html=_jaxpr_html)

@@ -4,19 +4,19 @@ The rows to draw are chosen breadth first, so the levels that open first are com
 deeper ones are drawn: levels above `depth` are open, deeper ones are present but closed, until
 `ROWS` rows (or about `ROW_BYTES` of them) are drawn; past that, or `EXTRA_DEPTH` levels below
 `depth`, a node holds a `… N more` row instead of its children. Labels, folding of identical siblings and `… N more`
-are the rich view's (`text.fold_children`, `labels.label`), so both say the same thing.
+are the rich view's (`_lowering._rows.fold_children`, `_lowering._labels.label`), so both say the
+same thing. Imported by `Node` itself, the first time it is drawn as HTML; it never imports the
+model back (types only under TYPE_CHECKING).
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from treetool._leaves._arrays import Stats, is_key, stats
-from treetool._tree._model import Node, no_gc, view
-from treetool._tree._totals import Aggregates, totals
-from treetool.render.html_base import (
+from treetool._lowering._html_base import (
     PATH_LIMIT,
     copy_button,
     label_html,
@@ -24,8 +24,13 @@ from treetool.render.html_base import (
     totals_html,
     wrap,
 )
-from treetool.render.labels import Budget, NodeLabel, inner_type, key_text, label
-from treetool.render.text import Row, fold_children, row_label
+from treetool._lowering._labels import Budget, NodeLabel, devices_text, inner_type, key_text, label
+from treetool._lowering._rows import Row, fold_children, row_label
+from treetool._tree._node_table import no_gc
+from treetool._tree._totals import Aggregates, totals
+
+if TYPE_CHECKING:
+    from treetool._tree._model import Node
 
 __all__ = ["tree_html"]
 
@@ -81,8 +86,6 @@ def _where(t: Aggregates) -> str:
     if len(devices) == 1:
         parts.append(f"{devices[0].platform}:{devices[0].id}")
     elif devices:
-        from treetool.render.devices import devices_text
-
         parts.append(f"{len(devices)} devices: {devices_text(devices)}")
     if "host" in t.devices:
         parts.append("host")
@@ -225,16 +228,9 @@ def _root_label(node: Node, t: Aggregates) -> str:
 
 
 def tree_html(
-    obj: Any,
-    *,
-    depth: int = 3,
-    width: int = 20,
-    is_leaf: Any = None,
-    stats: bool = True,
-    fold: bool = True,
+    node: Node, *, depth: int = 3, width: int = 20, stats: bool = True, fold: bool = True
 ) -> str:
-    """The HTML fragment of a pytree or a Node (see `treetool.render.html.to_html`)."""
-    node = obj if isinstance(obj, Node) else view(obj, is_leaf=is_leaf)
+    """The HTML fragment of a Node (see `treetool._display.to_html`)."""
     with no_gc():
         try:
             node.is_leaf  # noqa: B018 - opens the root; an error is shown on its row

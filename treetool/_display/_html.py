@@ -1,19 +1,18 @@
 """HTML views for notebooks: one self-contained fragment per object, foldable without script.
 
 `to_html(obj)` draws a pytree (or a `Node`), a `TreeDiff`, a `Summary`, a `JaxprView` (or a
-raw jax `ClosedJaxpr`/`Jaxpr`) or a `Placement` (through the HTML lowering registered for its
-class, see `_registry`) as one `<div class="treetool">` holding its own
+raw jax `ClosedJaxpr`/`Jaxpr`) or a `Placement` (through the HTML lowering the result owns,
+`_diff/_html.py`, `_tree/_html.py`…) as one `<div class="treetool">` holding its own
 scoped `<style>`: nothing is fetched, and it reads the same in JupyterLab, classic Notebook
-and VS Code, light or dark. The words are the terminal's (`labels.label`, `fmt_bytes`, the
-diff's signs); every text taken from the tree is escaped.
+and VS Code, light or dark. The words are the terminal's (`_lowering._labels.label`, `fmt_bytes`,
+the diff's signs); every text taken from the tree is escaped.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from treetool._typetests import is_raw_jaxpr
-from treetool.render._registry import lowering
+from treetool._display._render import lower
 
 __all__ = ["to_html"]
 
@@ -46,13 +45,4 @@ def to_html(
         >>> "['&lt;b&gt;']" in page.replace("&#x27;", "'"), "<b>" in page
         (True, False)
     """
-    if is_raw_jaxpr(obj):
-        from treetool._jaxpr._view import JaxprView
-
-        obj = JaxprView(obj)
-    fn = lowering(type(obj), "html")
-    if fn is not None:
-        return str(fn(obj, depth=depth, width=width, is_leaf=is_leaf, stats=stats))
-    from treetool.render.html_tree import tree_html
-
-    return tree_html(obj, depth=depth, width=width, is_leaf=is_leaf, stats=stats)
+    return str(lower(obj, "html", depth=depth, width=width, is_leaf=is_leaf, stats=stats))

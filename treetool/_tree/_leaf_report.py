@@ -11,10 +11,10 @@ from rich.text import Text
 
 from treetool._leaves._arrays import LazyArray, has_stats, is_array, leaf_info, stats, values_list
 from treetool._leaves._prng import KeyArray
+from treetool._lowering._labels import fmt_bytes, fmt_count
 from treetool._paths._path import Path
 from treetool._text import safe, safe_text
 from treetool._typetests import is_shape_struct
-from treetool.render.labels import fmt_bytes, fmt_count
 
 __all__ = ["LeafReport", "leaf_report", "sparkline"]
 
@@ -201,7 +201,7 @@ def leaf_report(path: Path, value: Any, stats: bool = False) -> Any:
     node = Node(value, path)
     if node.is_leaf:
         return LeafReport(path, value, stats)
-    from treetool.render.text import TreeView
+    from treetool._tree._rich import TreeView
 
     return _Subtree(TreeView(node, depth=3), path, value)
 

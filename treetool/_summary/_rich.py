@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
-from rich.console import Console, ConsoleOptions, Group
+from rich.console import Console, ConsoleOptions
 from rich.segment import Segment
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from treetool._summary._summary import Summary
+from treetool._lowering._labels import fmt_bytes, fmt_count
 from treetool._text import safe
-from treetool.render._registry import register
-from treetool.render.labels import fmt_bytes, fmt_count
+
+if TYPE_CHECKING:  # the result module imports this one, never the other way round
+    pass
 
 __all__ = ["summary_table"]
 
@@ -134,10 +135,3 @@ def summary_table(s: Any) -> Iterator[Any]:
             f"{fmt_count(params)} params counted once in the total",
             style="yellow",
         )
-
-
-def _summary_rich(s: Summary, **_: Any) -> Group:
-    return Group(*summary_table(s))
-
-
-register(Summary, rich=_summary_rich)

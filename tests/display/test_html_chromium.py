@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 import treetool as tt
-from treetool.render.html import to_html
+from treetool._display import to_html
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")

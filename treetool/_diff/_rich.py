@@ -7,16 +7,17 @@ dim `· N unchanged` row, and chains of parents with nothing else in them fold i
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.text import Text
 from rich.tree import Tree
 
-from treetool._diff._tree_diff import Change, TreeDiff
 from treetool._text import safe
 from treetool._tree._model import LEAF, children
-from treetool.render._registry import register
+
+if TYPE_CHECKING:  # the result module imports this one, never the other way round
+    pass
 
 __all__ = ["DiffView", "change_text", "diff_text"]
 
@@ -289,22 +290,6 @@ def diff_text(diff: Any, width: int | None = None) -> str:
 
     `width` defaults to `output_width()`: `COLUMNS`, the terminal's, or no wrapping.
     """
-    from treetool.render.plain import to_text
+    from treetool._lowering._plain import to_text
 
     return to_text(DiffView(diff), width)
-
-
-def _diff_rich(diff: TreeDiff, **_: Any) -> DiffView:
-    return DiffView(diff)
-
-
-def _diff_text(diff: TreeDiff, **_: Any) -> str:
-    return diff_text(diff)
-
-
-def _change_text(change: Change, **_: Any) -> str:
-    return change_text(change)
-
-
-register(TreeDiff, rich=_diff_rich, text=_diff_text)
-register(Change, text=_change_text)

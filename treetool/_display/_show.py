@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-import types
 from typing import Any, Literal
 
 __all__ = ["environment", "show"]
@@ -91,15 +90,16 @@ def show(
 
 
 def _show_html(obj: Any, *, depth: int, width: int, is_leaf: Any) -> None:
-    from treetool._repr import plain_text
-    from treetool.render.html import to_html
+    from treetool._display._html import to_html
+    from treetool._display._render import lower
+    from treetool._lowering._drawn import plain_text
 
     html = to_html(obj, depth=depth, width=width, is_leaf=is_leaf)
     display = _ipython_display()
     if display is None:
         sys.stdout.write(html + "\n")
         return
-    text = plain_text(obj, depth=depth, width=width, is_leaf=is_leaf)
+    text = plain_text(lower(obj, "rich", depth=depth, width=width, is_leaf=is_leaf))
     display({"text/html": html, "text/plain": text}, raw=True)
 
 
@@ -115,8 +115,8 @@ def _show_tui(obj: Any, *, other: Any, title: str | None) -> None:
 def _show_text(obj: Any, *, depth: int, width: int, is_leaf: Any) -> None:
     from rich.console import Console
 
-    from treetool.render import render
-    from treetool.render.plain import output_width
+    from treetool._display._render import render
+    from treetool._lowering._plain import output_width
 
     # COLUMNS, the terminal's width, or no wrapping (a pipe, a log): never 80 columns mid-line
     Console(soft_wrap=False, markup=False, emoji=False, width=output_width()).print(
@@ -179,17 +179,3 @@ def _ipython_display() -> Any:
     from IPython.display import display
 
     return display
-
-
-class _CallableModule(types.ModuleType):
-    """`treetool.show` is both this module and the `show()` function.
-
-    Importing `treetool.show` makes Python bind the module to the name `show` on `treetool`,
-    which would hide the function; calling the module calls it.
-    """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
-        show(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
