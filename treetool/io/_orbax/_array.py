@@ -47,6 +47,7 @@ class OrbaxArray(LazyArray):
         # shape (a tuple of ints) and dtype were checked by the reader: no conversions here
         self.shape, self.dtype, self.file, self.offset = shape, dtype, f"{item}/{param}", 0
         self.fortran_order, self._opener, self._seekable, self.source = False, None, False, None
+        self.view_of = None  # a whole array, never a view of another's storage
         self._item = item
         self._driver = driver
         self._ocdbt = ocdbt
@@ -68,8 +69,8 @@ class OrbaxArray(LazyArray):
         a.shape, a._dt, a._dtname, a._itemsize, a._dtspec = (
             first.shape, first._dt, first._dtname, first._itemsize, first._dtspec,
         )  # fmt: skip
-        a.file, a.offset, a.fortran_order, a._opener, a._seekable, a.source = (
-            f"{first._item}/{param}", 0, False, None, False, None,
+        a.file, a.offset, a.fortran_order, a._opener, a._seekable, a.source, a.view_of = (
+            f"{first._item}/{param}", 0, False, None, False, None, None,
         )  # fmt: skip
         a._item, a._driver, a._ocdbt, a.param, a.sharding = (
             first._item, first._driver, first._ocdbt, param, sharding,
