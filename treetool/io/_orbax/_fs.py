@@ -28,7 +28,7 @@ import os
 from typing import Any
 
 from treetool._errors import LoadError
-from treetool.io._sources._source import is_url, source_for
+from treetool._source import is_url, source_for
 
 #: the largest metadata file read from object storage (a `_METADATA` of a million arrays
 #: is ~200 MB; a bigger one is refused before any byte of it is read)
