@@ -173,7 +173,7 @@ def read_ranges(ranges: list[tuple[str, int, int]]) -> list[bytes]:
         srcs: dict[str, Any] = {p: source_for(p) for p, _, _ in ranges}
         if len(ranges) == 1:
             return [_read_range(srcs, *ranges[0])]
-        from treetool.io._sources._remote import prefetcher
+        from treetool.io._sources._blocks import prefetcher
 
         return list(prefetcher().map(lambda r: _read_range(srcs, *r), ranges))
     out: list[bytes] = [b""] * len(ranges)
