@@ -85,7 +85,7 @@ class LazyArray:
         self._opener = opener
         self._seekable = seekable
         self.source = (
-            source  # a remote `treetool.io._sources._source.Source` (None: the local `file`)
+            source  # a `treetool._source.Source` (None: the local `file`, or a URL opened on first read)
         )
 
     # numpy-like metadata

@@ -124,7 +124,7 @@ class Format:
     """One checkpoint format: its name, how to recognise it, how to read it.
 
     Attributes:
-        name: the format's name (`Loaded.format`, `read(format=...)`, the CLI's `--format`).
+        name: the format's name (`Loaded.format`, `read(format=...)`).
         sniff: whether a file is of this format, from its content (`Probe`: the first bytes,
             the `Source`, whether it is a directory); never from the file name.
         read: `read(src, options) -> Loaded`, over the file's `Source`.
