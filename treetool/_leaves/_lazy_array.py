@@ -84,9 +84,7 @@ class LazyArray:
         self.fortran_order = bool(fortran_order)
         self._opener = opener
         self._seekable = seekable
-        self.source = (
-            source  # a `treetool._source.Source` (None: the local `file`, or a URL opened on first read)
-        )
+        self.source = source  # a `treetool._source.Source` (None: the local `file`, or a URL opened on first read)
 
     # numpy-like metadata
     @property
