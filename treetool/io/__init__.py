@@ -47,10 +47,12 @@ import importlib
 import os
 from typing import Any
 
+from treetool._errors import LoadError as LoadError  # `treetool.io.LoadError`, as before
 from treetool.io._detect import detect
 from treetool.io._formats import TABLE
 from treetool.io._loaded import Loaded
 from treetool.io._opaque import GlobalRef, Opaque
+from treetool.io._opaque import ensure_jax_registration as ensure_jax_registration  # the CLI's
 from treetool.io._read import load, read, split_step
 
 __all__ = [
