@@ -23,7 +23,6 @@ import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 from treetool._errors import LoadError
@@ -56,10 +55,19 @@ class Probe:
         self.path = path
         self.remote = is_url(path)
         self.src: Source = source_for(path)
+        # cached by hand: `functools.cached_property` holds one lock per property for every
+        # instance (Python < 3.12), so two reads at once (a diff's sides) would wait on it
+        self._is_dir: bool | None = None
+        self._head: bytes | None = None
 
-    @cached_property
+    @property
     def is_dir(self) -> bool:
         """A local directory, or a URL that names a prefix (no object of that name)."""
+        if self._is_dir is None:
+            self._is_dir = self._find_is_dir()
+        return self._is_dir
+
+    def _find_is_dir(self) -> bool:
         if not self.remote:
             return os.path.isdir(self.path)
         try:
@@ -72,16 +80,18 @@ class Probe:
             raise
         return False
 
-    @cached_property
+    @property
     def head(self) -> bytes:
         """The file's first bytes (fewer for a smaller file)."""
-        try:
-            head = self.src.read(0, min(HEAD_BYTES, self.src.size))
-        except OSError as e:
-            raise LoadError(f"{self.path}: {e.strerror or e}") from None
-        if not head:
-            raise LoadError(f"{self.path}: empty file")
-        return head
+        if self._head is None:
+            try:
+                head = self.src.read(0, min(HEAD_BYTES, self.src.size))
+            except OSError as e:
+                raise LoadError(f"{self.path}: {e.strerror or e}") from None
+            if not head:
+                raise LoadError(f"{self.path}: empty file")
+            self._head = head
+        return self._head
 
 
 def _has_entries(src: Source) -> bool:
