@@ -30,23 +30,6 @@ KNOWN_MODULE_CYCLES: list[list[str]] = [
     ["treetool._cli._commands", "treetool._cli._port"],
     ["treetool._cli._files", "treetool._cli._targets"],
     ["treetool._port._plan", "treetool._port._rules", "treetool._port._write"],
-    [
-        "treetool.io",
-        "treetool.io._save",
-        "treetool.io.msgpack",
-        "treetool.io.npz",
-        "treetool.io.orbax",
-        "treetool.io.pickle",
-        "treetool.io.safetensors",
-        "treetool.io.sharded",
-        "treetool.io.torch",
-    ],
-    [
-        "treetool.io._sources._http",
-        "treetool.io._sources._remote",
-        "treetool.io._sources._s3",
-        "treetool.io._sources._source",
-    ],
 ]
 
 

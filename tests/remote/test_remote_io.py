@@ -13,6 +13,7 @@ from storage_servers import BUCKET
 import treetool as tt
 from conftest import period_two_stops
 from treetool._leaves._arrays import LazyArray
+from treetool._source import source_for
 
 FORMATS = [
     "model.safetensors",
@@ -138,13 +139,13 @@ def test_repeating_jumps_are_read_ahead_in_parallel(
     """A walk that jumps by a repeating pattern (payloads of layers of one shape) finds its
     next blocks already read: the pattern is recognised after two periods, and no more
     than 8 blocks past the last jump are read for nothing."""
-    from treetool.io._sources import _source as _source
+    from treetool.io._sources import _blocks
 
-    monkeypatch.setattr(_source, "_SLOW_REQUEST", 0.0)  # as on a network: always read ahead
-    src = _source.source_for(f"{http.url}/big.pkl")
+    monkeypatch.setattr(_blocks, "_SLOW_REQUEST", 0.0)  # as on a network: always read ahead
+    src = source_for(f"{http.url}/big.pkl")
     size = src.size
     stops = period_two_stops(size)
-    reader = _source.BlockReader(src)
+    reader = _blocks.BlockReader(src)
     http.log.clear()
     got = [reader[p : p + 4] for p in stops]
     reader.close()

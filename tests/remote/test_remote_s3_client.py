@@ -167,20 +167,20 @@ def test_header_bigger_than_the_first_block_reads_no_payload(s3: Any, tmp_path: 
 def test_s3_walks_read_ahead_even_on_loopback(s3: Any, files: dict) -> None:
     """obstore's requests release the GIL: an S3 walk whose jumps repeat a pattern finds its
     next blocks read ahead however fast the server answers (HTTP waits for 4 ms requests)."""
-    from treetool.io._sources import _source as _source
+    from treetool.io._sources import _blocks
     from treetool.io._sources._s3 import S3Source
 
     src = S3Source(f"s3://{BUCKET}/run/big.pkl")
     size = src.size
     stops = period_two_stops(size)
-    reader = _source.BlockReader(src)
+    reader = _blocks.BlockReader(src)
     s3.log.clear()
     got = [reader[p : p + 4] for p in stops]
     reader.close()
     with open(os.path.join(files["root"], "big.pkl"), "rb") as fh:
         raw = fh.read()
     assert got == [raw[p : p + 4] for p in stops]
-    assert _source._SLOW_REQUEST > 0  # the default threshold stands; S3 sets its own
+    assert _blocks._SLOW_REQUEST > 0  # the default threshold stands; S3 sets its own
     assert reader.guessed == len(stops) - 5
     assert len(stops) <= s3.log.count <= len(stops) + 8
 

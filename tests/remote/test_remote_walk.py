@@ -28,7 +28,7 @@ def _ranges(log: Any) -> list[tuple[int, int]]:
 
 
 def test_pickle_walk_reads_each_block_once(s3: Any) -> None:
-    from treetool.io._sources._source import _AHEAD_JUMPS
+    from treetool.io._sources._blocks import _AHEAD_JUMPS
 
     tree = {f"layer_{i}": {"w": np.full(_FLOATS, i, np.float32), "step": i} for i in range(_ARRAYS)}
     raw = pickle.dumps(tree, protocol=4)
@@ -136,7 +136,7 @@ def test_irregular_walk_reads_each_block_once_and_wastes_few_guesses(
     first jump) and mostly miss; each landing is still read by one request, and the guesses
     read for nothing stay within their budget: at most `_AHEAD_JUMPS` + 3 per guess that
     landed (the S3 client reads ahead on loopback too)."""
-    from treetool.io._sources._source import _AHEAD_JUMPS
+    from treetool.io._sources._blocks import _AHEAD_JUMPS
 
     rng = np.random.default_rng(7)
     sizes = [int(n) for n in rng.choice(choices, size=count)]

@@ -167,7 +167,7 @@ def _both_at_once(a: str, b: str, like: Any) -> bool:
     """Whether the sides are read at once: both are files (not `module:attr`), at least one
     remote (a request's wait then overlaps the other side's); an `.eqx` side read into a
     skeleton, and two local files (no gain measured), are read one after the other."""
-    from treetool.io._sources._source import is_url
+    from treetool._source import is_url
 
     if not (is_url(a) or is_url(b)):
         return False
@@ -199,8 +199,8 @@ def _read_both(a: str, b: str, *, trust: bool, partial: bool) -> tuple[Any, Any]
     import treetool.io as io
     from treetool._cli._targets import finish_load
     from treetool._progress import ReadProgress
+    from treetool._source import session, stop_on
     from treetool._tree._model import no_gc
-    from treetool.io._sources._source import session, stop_on
 
     specs = (a, b)
     loaded: list[Any] = [None, None]

@@ -56,7 +56,7 @@ def load_target(
     records take the skeleton's paths; without one, a note on stderr says why the paths are
     positional.
     """
-    from treetool.io._sources._source import is_url
+    from treetool._source import is_url
 
     if is_url(spec) or os.path.exists(spec) or _files.is_run_step(spec):
         import treetool.io as io
@@ -191,7 +191,7 @@ def _trace_arg(text: str, *, trust: bool) -> Any:
             ) from None
         shape = tuple(int(d) for d in dims.replace(" ", "").split(",") if d)
         return jax.ShapeDtypeStruct(shape, dtype)
-    from treetool.io._sources._source import is_url
+    from treetool._source import is_url
 
     if is_url(text) or os.path.exists(text) or _is_module_spec(text):
         return load_target(text, trust=trust)[0]

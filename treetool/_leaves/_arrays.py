@@ -19,7 +19,6 @@ from treetool._leaves._facts import leaf_info as leaf_info
 from treetool._leaves._facts import may_be_raw_key as may_be_raw_key
 from treetool._leaves._lazy_array import LazyArray as LazyArray
 from treetool._leaves._lazy_array import _row_range as _row_range
-from treetool._leaves._lazy_array import set_url_source as set_url_source
 from treetool._leaves._stats import Stats as Stats
 from treetool._leaves._stats import _as_float as _as_float
 from treetool._leaves._stats import _chunks as _chunks

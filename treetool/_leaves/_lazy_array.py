@@ -2,7 +2,8 @@
 
 Readers make one per array payload (shape, dtype, file offset); `np.asarray(lazy)` reads it,
 `x[i]`/`x[a:b]` read rows, `iter_chunks` streams it. A URL-backed one reads through the
-source `treetool.io` installs (`set_url_source`): the readers sit above the leaf types.
+`Source` of its URL's scheme (`treetool._source`, below the leaf types: the remote source
+modules register their schemes there when first used), whether or not `treetool.io` was imported.
 A standard dtype given by name or `descr` (`"bfloat16"`, `"<f4"`) is kept as its name and
 itemsize: numpy is imported when `.dtype` or the data is first asked for, so listing a
 file's leaves (`dtype_name`, `itemsize`, `nbytes`) does not import it.
@@ -16,35 +17,16 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from treetool._errors import LoadError
 from treetool._leaves._dtypes import _as_dtype, loaded_numpy, name_bits, short_dtype, spec_facts
 from treetool._leaves._streams import ByteStream
+from treetool._source import is_url, source_for
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["LazyArray", "set_url_source"]
+__all__ = ["LazyArray"]
 
 _CHUNK_ELEMS = 1 << 20
-
-#: `source_for(url, reuse=True)` of `treetool.io`, installed by `set_url_source` when the
-#: readers are imported (they sit above the leaf types and make every URL-backed LazyArray)
-_URL_SOURCES: list[Callable[..., Any]] = []
-
-
-def set_url_source(source_for: Callable[..., Any]) -> None:
-    """Install how a URL-backed `LazyArray` opens its bytes (called by `treetool.io`)."""
-    _URL_SOURCES[:] = [source_for]
-
-
-def _url_source(url: str) -> Any:
-    if not _URL_SOURCES:
-        raise LoadError(
-            f"{url}: a remote array is read through treetool.io's sources; "
-            "import treetool.io (or load the file with tt.load) first"
-        )
-    return _URL_SOURCES[0](url, reuse=True)
-
 
 # --- lazily read arrays ---------------------------------------------------------------------
 
@@ -103,9 +85,7 @@ class LazyArray:
         self.fortran_order = bool(fortran_order)
         self._opener = opener
         self._seekable = seekable
-        self.source = (
-            source  # a remote `treetool.io._sources._source.Source` (None: the local `file`)
-        )
+        self.source = source  # a `treetool._source.Source` (None: the local `file`, or a URL opened on first read)
         #: `(buffer, byte offset)` when this is one of several views of one buffer of its file
         #: (torch tensors viewing one storage): `buffer` names it by identity, the offset is
         #: where this view's first element lies in it; totals count the bytes they cover once
@@ -179,11 +159,9 @@ class LazyArray:
             fh = self._opener()
             if not self._seekable:
                 return fh
-        elif self.source is not None or self.file.startswith(
-            ("s3://", "gs://", "gcs://", "http://", "https://")
-        ):
-            if self.source is None:  # a URL: read through its remote source
-                self.source = _url_source(self.file)
+        elif self.source is not None or is_url(self.file):
+            if self.source is None:  # a URL: read through the source of its scheme
+                self.source = source_for(self.file, reuse=True)
             fh = self.source.open()
             fh.limit = self.offset + self.nbytes  # no read-ahead past it
         else:

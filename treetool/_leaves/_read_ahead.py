@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from treetool._errors import LoadError
-from treetool._leaves._lazy_array import LazyArray, _url_source
+from treetool._leaves._lazy_array import LazyArray
+from treetool._source import source_for
 
 __all__ = ["READ_REQUEST", "READ_WINDOW", "READ_WORKERS", "ReadAhead", "is_remote"]
 
@@ -69,7 +70,7 @@ class ReadAhead:
         >>> from treetool._leaves._lazy_array import LazyArray
         >>> f = tempfile.NamedTemporaryFile(delete=False)
         >>> _ = f.write(np.arange(8, dtype=np.int32).tobytes()); f.close()
-        >>> from treetool.io._sources._source import LocalSource
+        >>> from treetool._source import LocalSource
         >>> x = LazyArray((8,), "int32", f.name, source=LocalSource(f.name))
         >>> with ReadAhead(request=16) as ra:
         ...     tickets = [ra.plan(x, 0, 4), ra.plan(x, 4, 4)]
@@ -103,7 +104,7 @@ class ReadAhead:
         itemsize = x.dtype.itemsize
         offset, n = x.offset + start * itemsize, count * itemsize
         if x.source is None:
-            x.source = _url_source(x.file)
+            x.source = source_for(x.file, reuse=True)
         src = x.source
         ticket = len(self._tickets)
         size = src.size

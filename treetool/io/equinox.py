@@ -8,16 +8,19 @@ are checked against the skeleton's.
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from treetool._errors import LoadError
 from treetool._leaves._arrays import is_array
-from treetool.io._sources._source import source_for
-from treetool.io.npz import read_npy_at
+from treetool._source import Source, source_for
+from treetool.io._formats import Format, Probe, ReadOptions
+from treetool.io._loaded import Loaded
+from treetool.io.npz import is_npy_sequence, read_npy_at
 
-__all__ = ["fill_like", "read", "read_records"]
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["FORMAT", "fill_like", "read_records"]
 
 
 def read_records(
@@ -49,6 +52,7 @@ def fill_like(path: str, like: Any, records: list[Any], *, check_shapes: bool = 
 
 def _fill(path: str, like: Any, records: list[Any], check_shapes: bool = True) -> Any:
     import jax
+    import numpy as np
 
     leaves, treedef = jax.tree_util.tree_flatten(like)
     out = []
@@ -91,6 +95,8 @@ def _fill(path: str, like: Any, records: list[Any], check_shapes: bool = True) -
 
 def _plain_dtype(leaf: Any) -> np.dtype | None:
     """The numpy dtype of a skeleton leaf; None for typed PRNG keys (stored as their data)."""
+    import numpy as np
+
     dtype = getattr(leaf, "dtype", None)
     try:
         return np.dtype(dtype)
@@ -105,19 +111,15 @@ def _leaf_path(like: Any, n: int) -> str:
     return jax.tree_util.keystr(paths[n][0]) if n < len(paths) else f"leaf {n}"
 
 
-def read(
-    path: str,
-    *,
-    trust: bool = False,
-    lazy: bool = True,
-    like: Any = None,
-    partial: bool = False,
-    format: str = "equinox",
-) -> Any:
-    """`treetool.io.read` for equinox leaf files."""
-    from treetool.io import Loaded
+def _sniff(probe: Probe) -> bool:
+    """More than one npy record, one after the other (a single one is an `.npy` file)."""
+    return is_npy_sequence(probe.path)
 
-    if partial and like is None:
+
+def _read(src: Source, opts: ReadOptions) -> Loaded:
+    """`treetool.io.read` for equinox leaf files."""
+    path, lazy, like, format = src.name, opts.lazy, opts.like, "equinox"
+    if opts.partial and like is None:
         records: list[Any] = []
         try:
             read_records(path, lazy, into=records)
@@ -128,3 +130,6 @@ def read(
     if like is None:
         return Loaded(records, format)
     return Loaded(_fill(path, like, records), format)
+
+
+FORMAT = Format("equinox", sniff=_sniff, read=_read)

@@ -16,6 +16,9 @@ from typing import IO, TYPE_CHECKING, Any
 from treetool._errors import LoadError
 from treetool._leaves._arrays import LazyArray
 from treetool._leaves._dtypes import ITEMSIZES, loaded_numpy
+from treetool._source import Source, source_for
+from treetool.io._formats import Format, Probe, ReadOptions
+from treetool.io._loaded import Loaded
 from treetool.io._pickle._numpy_rebuild import HostScalar, in_listing
 from treetool.io._safety._limits import (
     MAX_DIM,
@@ -25,12 +28,11 @@ from treetool.io._safety._limits import (
     check_dtype,
     check_shape,
 )
-from treetool.io._sources._source import source_for
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["looks_like_flax_msgpack", "read"]
+__all__ = ["FORMAT", "looks_like_flax_msgpack", "read_msgpack"]
 
 MAX_DEPTH = 1000
 _EXT_NDARRAY, _EXT_COMPLEX, _EXT_SCALAR = 1, 2, 3
@@ -399,19 +401,13 @@ def _new_dtype(name: str, r: _Reader, pos: int) -> np.dtype:
     return check_dtype(dt, f"{r.path}: array at byte {pos}")
 
 
-def read(
-    path: str,
-    *,
-    trust: bool = False,
-    lazy: bool = True,
-    like: Any = None,
-    partial: bool = False,
-    format: str = "msgpack",
-) -> Any:
-    """`treetool.io.read` for flax msgpack files."""
-    from treetool.io import Loaded
+def _sniff(probe: Probe) -> bool:
+    return looks_like_flax_msgpack(probe.head)
 
-    src = source_for(path)
+
+def read_msgpack(src: Source, lazy: bool = True) -> Any:
+    """The tree of a flax msgpack file (`flax.serialization.to_bytes`)."""
+    path = src.name
     if src.size == 0:
         raise LoadError(f"{path}: empty file")
     mm = src.buffer()
@@ -420,4 +416,12 @@ def read(
         tree, _ = r.value(0)
     finally:
         mm.close()
-    return Loaded(tree, format)
+    return tree
+
+
+def _read_file(src: Source, opts: ReadOptions) -> Loaded:
+    """`treetool.io.read` for flax msgpack files."""
+    return Loaded(read_msgpack(src, opts.lazy), "msgpack")
+
+
+FORMAT = Format("msgpack", sniff=_sniff, read=_read_file)

@@ -43,7 +43,10 @@ from treetool._errors import LoadError
 from treetool._leaves._arrays import LazyArray
 from treetool._leaves._dtypes import spec_facts
 from treetool._leaves._streams import ByteStream
+from treetool._source import Source, source_for
+from treetool.io._formats import Format, Probe, ReadOptions
 from treetool.io._keys import tree_from_keystrs
+from treetool.io._loaded import Loaded
 from treetool.io._safety._limits import (
     MAX_NDIM,
     ZIP_BYTES_PER_MEMBER,
@@ -52,12 +55,18 @@ from treetool.io._safety._limits import (
     check_shape,
     check_zip_directory,
 )
-from treetool.io._sources._source import Source, source_for
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["NpyHeader", "is_npy_sequence", "parse_npy_header", "read"]
+__all__ = [
+    "FORMAT",
+    "NPY_FORMAT",
+    "NpyHeader",
+    "is_npy_sequence",
+    "parse_npy_header",
+    "read_npy_at",
+]
 
 _MAGIC = b"\x93NUMPY"  # numpy.lib.format.MAGIC_PREFIX
 _MAGIC_LEN = len(_MAGIC) + 2  # and the major and minor version bytes
@@ -285,21 +294,12 @@ def is_npy_sequence(path: str) -> bool:
     return src.read(end, 6) == _MAGIC
 
 
-def read(
-    path: str,
-    *,
-    trust: bool = False,
-    lazy: bool = True,
-    like: Any = None,
-    partial: bool = False,
-    format: str = "npz",
-) -> Any:
+def _read_file(src: Source, opts: ReadOptions) -> Loaded:
     """`treetool.io.read` for `.npy` and `.npz` files."""
-    from treetool.io import Loaded
-
-    src = source_for(path)
+    path, trust, lazy, partial = src.name, opts.trust, opts.lazy, opts.partial
     head = src.read(0, min(6, src.size))
     if head == _MAGIC:
+        format = "npy"
         with src.open() as fh:
             hdr = parse_npy_header(fh, path)
             if hdr.hasobject:
@@ -313,7 +313,20 @@ def read(
                 return Loaded(tree, format, blocked)
         arr, _ = read_npy_at(path, 0, lazy)
         return Loaded(arr, format)
-    return _read_npz(path, trust=trust, lazy=lazy, partial=partial, format=format)
+    return _read_npz(path, trust=trust, lazy=lazy, partial=partial, format="npz")
+
+
+def _sniff_npy(probe: Probe) -> bool:
+    return probe.head.startswith(_MAGIC)
+
+
+def _sniff_npz(probe: Probe) -> bool:
+    """A zip (a torch zip, also one, was claimed before: its table row comes first)."""
+    return probe.head[:4] in (b"PK\x03\x04", b"PK\x05\x06")
+
+
+NPY_FORMAT = Format("npy", sniff=_sniff_npy, read=_read_file)
+FORMAT = Format("npz", sniff=_sniff_npz, read=_read_file)
 
 
 def _zip_directory(src: Source, size: int) -> tuple[int, int] | None:
@@ -336,7 +349,7 @@ def _zip_directory(src: Source, size: int) -> tuple[int, int] | None:
     return count, cd_size
 
 
-def _read_npz(path: str, *, trust: bool, lazy: bool, partial: bool, format: str) -> Any:
+def _read_npz(path: str, *, trust: bool, lazy: bool, partial: bool, format: str) -> Loaded:
     src = source_for(path)
     with src.open() as zfh:
         return _read_zip(src, zfh, trust=trust, lazy=lazy, partial=partial, format=format)
@@ -344,9 +357,7 @@ def _read_npz(path: str, *, trust: bool, lazy: bool, partial: bool, format: str)
 
 def _read_zip(
     src: Source, zfh: IO[bytes], *, trust: bool, lazy: bool, partial: bool, format: str
-) -> Any:
-    from treetool.io import Loaded
-
+) -> Loaded:
     path = src.name
     size = src.size
     claimed = _zip_directory(src, size)

@@ -27,6 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from treetool._errors import LoadError
 from treetool._leaves._dtypes import ITEMSIZES, spec_facts
+from treetool._source import Source, is_url
+from treetool.io._formats import Format, Probe, ReadOptions
+from treetool.io._loaded import Loaded
 from treetool.io._opaque import GlobalRef
 from treetool.io._orbax._array import OrbaxArray, _tensorstore, _ts_error
 from treetool.io._orbax._data import allow_fill, check_component, inside
@@ -43,12 +46,11 @@ from treetool.io._orbax._fs import (
 from treetool.io._orbax._ocdbt import _ocdbt_read_metadata, _OcdbtWalk, decoded_metadata
 from treetool.io._orbax._tree import _Builder
 from treetool.io._safety._limits import MAX_DEPTH, check_dtype, check_json_text, check_shape
-from treetool.io._sources._source import is_url
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-__all__ = ["OrbaxArray", "allow_fill", "is_orbax_dir", "read", "run_steps"]
+__all__ = ["FORMAT", "OrbaxArray", "allow_fill", "is_orbax_dir", "run_steps"]
 
 _ARRAY_TYPES = frozenset({"jax.Array", "np.ndarray", "scalar"})
 
@@ -142,23 +144,17 @@ def is_orbax_dir(path: str) -> bool:
     return any(_is_item(join(path, s)) or _items(join(path, s)) for s in _steps(path))
 
 
-def read(
-    path: str,
-    *,
-    trust: bool = False,
-    lazy: bool = True,
-    like: Any = None,
-    partial: bool = False,
-    format: str = "orbax",
-    step: int | None = None,
-) -> Any:
+def _sniff(probe: Probe) -> bool:
+    return is_orbax_dir(probe.path)
+
+
+def _read(src: Source, opts: ReadOptions) -> Loaded:
     """`treetool.io.read` for orbax checkpoint directories.
 
-    A CheckpointManager run reads its latest step, or `step`; `Loaded.step` and
+    A CheckpointManager run reads its latest step, or `opts.step`; `Loaded.step` and
     `Loaded.steps` say which step was read and which there are.
     """
-    from treetool.io import Loaded
-
+    path, lazy, step, format = src.name, opts.lazy, opts.step, "orbax"
     if not isdir(path):
         raise LoadError(f"{path}: an orbax checkpoint is a directory")
     steps = run_steps(path)
@@ -183,6 +179,14 @@ def read(
         for name in _other_dirs(path, items):  # shown as what they are, never dropped
             tree[name] = GlobalRef("orbax", f"unreadable item {name}", tag="orbax")
     return Loaded(tree, format, step=chosen, steps=steps or None)
+
+
+FORMAT = Format(
+    "orbax",
+    sniff=_sniff,
+    read=_read,
+    expects="_METADATA, _CHECKPOINT_METADATA or step directories",
+)
 
 
 def _step_dir(path: str, step: int) -> str:

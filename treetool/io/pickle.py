@@ -38,6 +38,9 @@ import pickle as _stdlib_pickle
 from typing import Any
 
 from treetool._errors import LoadError, UnsafeError
+from treetool._source import Source, source_for
+from treetool.io._formats import Format, Probe, ReadOptions
+from treetool.io._loaded import Loaded
 from treetool.io._partial import PartialWatch
 from treetool.io._pickle import _numpy_rebuild as nr
 from treetool.io._pickle._functions import collapse_functions, needs_collapse
@@ -46,9 +49,16 @@ from treetool.io._pickle._ops import MAX_DEPTH, WalkResult, walk_check
 from treetool.io._pickle._salvage import _salvage, _what_fits
 from treetool.io._pickle._state import LAZY_MIN_BYTES
 from treetool.io._safety._budget import Budget, BudgetError
-from treetool.io._sources._source import source_for
 
-__all__ = ["LAZY_MIN_BYTES", "MAX_DEPTH", "ParseResult", "WalkResult", "read_pickle", "walk_check"]
+__all__ = [
+    "FORMAT",
+    "LAZY_MIN_BYTES",
+    "MAX_DEPTH",
+    "ParseResult",
+    "WalkResult",
+    "read_pickle",
+    "walk_check",
+]
 
 
 class ParseResult:
@@ -159,18 +169,32 @@ def _walk(
         return _salvage(machine), msg, machine.object_arrays
 
 
-def read(
-    path: str,
-    *,
-    trust: bool = False,
-    lazy: bool = True,
-    like: Any = None,
-    partial: bool = False,
-    format: str = "pickle",
-    watch: PartialWatch | None = None,
-) -> Any:
-    """`treetool.io.read` for pickle files: a `Loaded` with the blocked class paths."""
-    from treetool.io import Loaded
+def _opcodes() -> frozenset[str]:
+    import pickletools
 
-    r = read_pickle(path, trust=trust, lazy=lazy, partial=partial, watch=watch)
-    return Loaded(r.tree, format, r.blocked, r.error)
+    return frozenset(op.code for op in pickletools.opcodes)
+
+
+def _sniff(probe: Probe) -> bool:
+    """PROTO 2-5, then an opcode (a truncated pickle still reads as one)."""
+    head = probe.head
+    return head[0] == 0x80 and len(head) > 2 and 2 <= head[1] <= 5 and chr(head[2]) in _opcodes()
+
+
+def _guess(probe: Probe) -> bool:
+    """Protocols 0 and 1 have no header: an opcode first and STOP last."""
+    if probe.head[:1].decode("latin1") not in _opcodes():
+        return False
+    src = probe.src
+    return src.read(src.size - 1, 1) == b"."
+
+
+def _read(src: Source, opts: ReadOptions) -> Loaded:
+    """`treetool.io.read` for pickle files: a `Loaded` with the blocked class paths."""
+    r = read_pickle(
+        src.name, trust=opts.trust, lazy=opts.lazy, partial=opts.partial, watch=opts.watch
+    )
+    return Loaded(r.tree, "pickle", r.blocked, r.error)
+
+
+FORMAT = Format("pickle", sniff=_sniff, read=_read, guess=_guess)

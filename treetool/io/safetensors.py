@@ -16,11 +16,13 @@ from typing import Any
 from treetool._errors import LoadError, SaveError
 from treetool._leaves._arrays import LazyArray
 from treetool._leaves._dtypes import ITEMSIZES
+from treetool._source import Source, source_for
+from treetool.io._formats import Format, Probe, ReadOptions
 from treetool.io._keys import tree_from_keystrs
+from treetool.io._loaded import Loaded
 from treetool.io._safety._limits import check_json_text, check_shape
-from treetool.io._sources._source import Source, source_for
 
-__all__ = ["DTYPES", "PATHS_KEY", "looks_like_safetensors", "read", "write"]
+__all__ = ["DTYPES", "FORMAT", "PATHS_KEY", "looks_like_safetensors", "read_flat", "write"]
 
 _MAX_HEADER = 100 << 20
 
@@ -63,23 +65,17 @@ def looks_like_safetensors(path: str, head: bytes) -> bool:
     return tail.endswith(b"}")
 
 
-def read(
-    path: str,
-    *,
-    trust: bool = False,
-    lazy: bool = True,
-    like: Any = None,
-    partial: bool = False,
-    format: str = "safetensors",
-) -> Any:
-    """`treetool.io.read` for safetensors files."""
-    from treetool.io import Loaded
+def _sniff(probe: Probe) -> bool:
+    return looks_like_safetensors(probe.path, probe.head)
 
-    flat, meta = _read(source_for(path), lazy)
+
+def _read_file(src: Source, opts: ReadOptions) -> Loaded:
+    """`treetool.io.read` for safetensors files."""
+    flat, meta = _read(src, opts.lazy)
     paths = _saved_paths(meta, flat) if meta else None
     if paths is not None:  # written by tt.save: the dotted names back to the tree's paths
         flat = {paths[name]: leaf for name, leaf in flat.items()}
-    return Loaded(tree_from_keystrs(flat), format, metadata=meta)
+    return Loaded(tree_from_keystrs(flat), "safetensors", metadata=meta)
 
 
 def read_flat(src: Source, lazy: bool = True) -> dict[str, Any]:
@@ -222,3 +218,6 @@ def write(flat: dict[str, Any], path: str, metadata: dict[str, str] | None = Non
         fh.write(text)
         for arr in arrays:
             fh.write(arr.tobytes())
+
+
+FORMAT = Format("safetensors", sniff=_sniff, read=_read_file)

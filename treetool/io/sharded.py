@@ -27,11 +27,14 @@ import json
 from typing import Any
 
 from treetool._errors import LoadError
+from treetool._source import Source
+from treetool.io._detect import detect
+from treetool.io._formats import Format, Probe, ReadOptions
 from treetool.io._keys import tree_from_keystrs
+from treetool.io._loaded import Loaded
 from treetool.io._safety._limits import check_json_text
-from treetool.io._sources._source import Source, source_for
 
-__all__ = ["check_remote_target", "looks_like_index", "read", "read_index"]
+__all__ = ["FORMAT", "looks_like_index", "read_index"]
 
 _MAX_INDEX = 64 << 20
 #: the deepest JSON an index may hold (its weight_map is at depth 2; metadata a little deeper)
@@ -46,34 +49,6 @@ def looks_like_index(head: bytes) -> bool:
     """A JSON object that starts like a sharded-checkpoint index (`metadata`, `weight_map`)."""
     text = head.lstrip()
     return text[:1] == b"{" and (b'"weight_map"' in text or b'"metadata"' in text)
-
-
-def check_remote_target(url: str) -> str | None:
-    """ "orbax" when a URL names an orbax checkpoint prefix, None when it names an object;
-    one-line `LoadError` otherwise."""
-    src = source_for(url)
-    try:
-        _ = src.size
-    except LoadError as e:
-        prefix = "a prefix (directory)" in str(e)
-        if prefix or ("no such object" in str(e) and _has_entries(src)):  # a prefix
-            from treetool.io.orbax import is_orbax_dir
-
-            if is_orbax_dir(url):
-                return "orbax"
-            raise LoadError(
-                f"{url}: a prefix (directory) that is not an orbax checkpoint (no _METADATA, "
-                "_CHECKPOINT_METADATA or step directories)"
-            ) from None
-        raise
-    return None
-
-
-def _has_entries(src: Source) -> bool:
-    """Whether objects lie under the prefix `src`: its flat listing, which the orbax reader
-    then reuses (one listing for both), where the client has one."""
-    walk = getattr(src, "walk", None)
-    return bool(walk()) if walk is not None else bool(src.list())
 
 
 def read_index(src: Source) -> dict[str, str]:
@@ -148,17 +123,15 @@ def _check_inside(index: Source, shard: Source, name: str) -> None:
 
 def _shard_leaves(src: Source, lazy: bool) -> tuple[str, dict[str, Any]]:
     """(kind, `{name: leaf}`) of one shard, by its content."""
-    from treetool.io import detect
-
     fmt = detect(src.name)
     if fmt == "safetensors":
         from treetool.io.safetensors import read_flat
 
         return fmt, read_flat(src, lazy)
     if fmt == "msgpack":
-        from treetool.io.msgpack import read as read_msgpack
+        from treetool.io.msgpack import read_msgpack
 
-        tree = read_msgpack(src.name, lazy=lazy).tree
+        tree = read_msgpack(src, lazy)
         flat: dict[str, Any] = {}
         _flatten(tree, "", flat)
         return fmt, flat
@@ -177,19 +150,13 @@ def _flatten(tree: Any, prefix: str, out: dict[str, Any]) -> None:
         out[prefix] = tree
 
 
-def read(
-    path: str,
-    *,
-    trust: bool = False,
-    lazy: bool = True,
-    like: Any = None,
-    partial: bool = False,
-    format: str = "sharded",
-) -> Any:
-    """`treetool.io.read` for sharded indexes: one tree, leaves pointing into their shards."""
-    from treetool.io import Loaded
+def _sniff(probe: Probe) -> bool:
+    return looks_like_index(probe.head)
 
-    src = source_for(path)
+
+def _read(src: Source, opts: ReadOptions) -> Loaded:
+    """`treetool.io.read` for sharded indexes: one tree, leaves pointing into their shards."""
+    path, lazy, format = src.name, opts.lazy, "sharded"
     weight_map = read_index(src)
     shards = sorted(set(weight_map.values()))
     if src.remote and hasattr(src, "list_parent"):
@@ -210,6 +177,9 @@ def read(
     if kinds == {"msgpack"}:
         return Loaded(_nest(flat, path), format)
     return Loaded(tree_from_keystrs(flat), format)
+
+
+FORMAT = Format("sharded", sniff=_sniff, read=_read)
 
 
 def _read_shard(index: Source, shard: str, lazy: bool) -> tuple[str, dict[str, Any]]:

@@ -37,8 +37,10 @@ from typing import TYPE_CHECKING, Any
 from treetool._errors import LoadError
 from treetool._leaves._lazy_array import LazyArray
 from treetool._paths._path import DictKey, Key, Path, SequenceKey
+from treetool._source import Source, source_for
+from treetool.io._formats import Format, Probe, ReadOptions
+from treetool.io._loaded import Loaded
 from treetool.io._opaque import Opaque, opaque_children
-from treetool.io._sources._source import Source, source_for
 from treetool.io._torch._head import first_pkl
 from treetool.io._torch._sniff import PREFIX, is_torch_zip
 from treetool.io._torch._zip import read_zip_dir
@@ -46,7 +48,7 @@ from treetool.io._torch._zip import read_zip_dir
 if TYPE_CHECKING:
     from treetool.io._torch._archive import TorchRead
 
-__all__ = ["looks_like_torch", "read", "read_flat", "torch_kind"]
+__all__ = ["FORMAT", "looks_like_torch", "read_flat", "torch_kind"]
 
 _TAR_MEMBERS = (b"sys_info", b"pickle", b"tensors", b"storages")
 
@@ -117,18 +119,21 @@ def _read_torch(path: str, lazy: bool, shard: bool = False) -> TorchRead:
     raise LoadError(f"{path}: not a torch checkpoint (neither a zip with data.pkl nor legacy)")
 
 
-def read(
-    path: str,
-    *,
-    trust: bool = False,
-    lazy: bool = True,
-    like: Any = None,
-    partial: bool = False,
-    format: str = "torch",
-) -> Any:
-    """`treetool.io.read` for torch files: a `Loaded` whose `facts["torch"]` says what it is."""
-    from treetool.io import Loaded, materialize
+def _sniff(probe: Probe) -> bool:
+    """A zip with `<root>/data.pkl`, or the legacy format's first bytes."""
+    return torch_kind(probe.src, probe.head) in ("zip", "legacy")
 
+
+def _guess(probe: Probe) -> bool:
+    """The old tar format (no magic at its start): named in one line by the reader."""
+    return _is_torch_tar(probe.src)
+
+
+def _read(src: Source, opts: ReadOptions) -> Loaded:
+    """`treetool.io.read` for torch files: a `Loaded` whose `facts["torch"]` says what it is."""
+    from treetool.io._save import _materialize
+
+    path, trust, lazy, format = src.name, opts.trust, opts.lazy, "torch"
     if trust:
         raise LoadError(
             f"{path}: trust=True does not apply to torch files: treetool reads them without "
@@ -143,8 +148,11 @@ def read(
         facts["tied"] = tied
     if r.state_metadata:
         facts["state_dict_metadata"] = r.state_metadata[0]
-    tree = r.tree if lazy else materialize(r.tree)
+    tree = r.tree if lazy else _materialize(r.tree, path, refuse_opaque=False)
     return Loaded(tree, format, r.blocked, facts={"torch": facts})
+
+
+FORMAT = Format("torch", sniff=_sniff, read=_read, guess=_guess)
 
 
 def read_flat(src: Source, lazy: bool) -> dict[str, Any]:

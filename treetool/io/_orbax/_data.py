@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterator
 
 from treetool._errors import LoadError
-from treetool.io._sources._source import is_url
+from treetool._source import is_url
 
 __all__ = [
     "FILL_READ_MIN",

@@ -28,7 +28,7 @@ import os
 from typing import Any
 
 from treetool._errors import LoadError
-from treetool.io._sources._source import is_url, source_for
+from treetool._source import is_url, source_for
 
 #: the largest metadata file read from object storage (a `_METADATA` of a million arrays
 #: is ~200 MB; a bigger one is refused before any byte of it is read)
@@ -173,7 +173,7 @@ def read_ranges(ranges: list[tuple[str, int, int]]) -> list[bytes]:
         srcs: dict[str, Any] = {p: source_for(p) for p, _, _ in ranges}
         if len(ranges) == 1:
             return [_read_range(srcs, *ranges[0])]
-        from treetool.io._sources._remote import prefetcher
+        from treetool.io._sources._blocks import prefetcher
 
         return list(prefetcher().map(lambda r: _read_range(srcs, *r), ranges))
     out: list[bytes] = [b""] * len(ranges)

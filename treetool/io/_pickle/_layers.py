@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from treetool.io._sources._source import check_stop
+from treetool._source import check_stop
 
 __all__ = ["run_layers"]
 

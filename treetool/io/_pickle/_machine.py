@@ -34,13 +34,13 @@ from collections.abc import Callable
 from typing import Any
 
 from treetool._leaves._dtypes import loaded_numpy
+from treetool._source import check_stop, stop_event
 from treetool.io._pickle import _numpy_rebuild as nr
 from treetool.io._pickle._families import _Families
 from treetool.io._pickle._layers import run_layers
 from treetool.io._pickle._ops import SHAREABLE, _appends, _setitems
 from treetool.io._pickle._salvage import offer_snapshot
 from treetool.io._pickle._state import _SIMPLE_KEYS, _STATE_C, _STATE_F, _UNDEF, _Fail, _Special
-from treetool.io._sources._source import check_stop, stop_event
 
 __all__ = ["_Fail", "_Machine"]
 

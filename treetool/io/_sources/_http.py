@@ -23,16 +23,16 @@ import time
 from typing import Any
 
 from treetool._errors import LoadError
+from treetool._source import Source, register_scheme, source_for
 from treetool._text import safe
+from treetool.io._sources._blocks import GUESS_WORKERS
 from treetool.io._sources._remote import (
     _FIRST,
-    GUESS_WORKERS,
     SizedByFirstGet,
     _first_line,
     _timeout,
     _Transient,
 )
-from treetool.io._sources._source import Source, source_for
 
 __all__ = ["HttpSource"]
 
@@ -310,3 +310,7 @@ class HttpSource(SizedByFirstGet):
         except LoadError:
             return False
         return True
+
+
+register_scheme("http", HttpSource)
+register_scheme("https", HttpSource)

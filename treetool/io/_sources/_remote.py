@@ -23,24 +23,22 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any, TypeVar, cast
 
 from treetool._errors import LoadError
-from treetool.io._sources._source import BlockReader, Source, check_stop, source_for
+from treetool._source import Source, check_stop, on_session, register_scheme, source_for
+from treetool.io._sources._blocks import BlockReader
 
-__all__ = ["FsspecSource", "RemoteSource", "SizedByFirstGet", "remote_source"]
+__all__ = ["FsspecSource", "RemoteSource", "SizedByFirstGet"]
 
 _T = TypeVar("_T")
+_R = TypeVar("_R")
 _CHUNK = 8 << 20
 _FIRST = 64 << 10  # the first read of a file: headers (safetensors, npy, msgpack) fit in it
 _WORKERS = 8
 _pool: ThreadPoolExecutor | None = None
-_ahead: ThreadPoolExecutor | None = None
-_guess: ThreadPoolExecutor | None = None
-#: threads reading a walk's predicted blocks (16 KiB each: many in flight cost little memory)
-GUESS_WORKERS = 128
 _pool_lock = threading.Lock()
 _fs_cache: dict[Any, Any] = {}  # protocol or (s3, bucket, settings...) -> client
 
@@ -76,25 +74,6 @@ def _executor() -> ThreadPoolExecutor:
         if _pool is None:
             _pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="treetool-remote")
         return _pool
-
-
-def prefetcher() -> ThreadPoolExecutor:
-    """The pool that reads ahead for streamed reads (its tasks may use `_executor`)."""
-    global _ahead
-    with _pool_lock:
-        if _ahead is None:
-            _ahead = ThreadPoolExecutor(8, thread_name_prefix="treetool-readahead")
-        return _ahead
-
-
-def guesser() -> ThreadPoolExecutor:
-    """The pool that reads the blocks a walk's jumps are predicted to land in (small reads;
-    its tasks submit nothing)."""
-    global _guess
-    with _pool_lock:
-        if _guess is None:
-            _guess = ThreadPoolExecutor(GUESS_WORKERS, thread_name_prefix="treetool-guess")
-        return _guess
 
 
 _progress: Callable[[int], None] | None = None
@@ -146,19 +125,6 @@ def keep_walk(url: str, found: dict[str, int]) -> None:
 
 #: the most objects one listing may hold (a hostile bucket cannot make it unbounded)
 MAX_LISTED = 1_000_000
-
-
-def remote_source(url: str) -> Source:
-    """The `Source` of a URL: `s3://`, `gs://` (or `gcs://`), `http://`, `https://`."""
-    if url.startswith(("http://", "https://")):
-        from treetool.io._sources._http import HttpSource
-
-        return HttpSource(url)
-    if url.startswith("s3://"):
-        from treetool.io._sources._s3 import S3Source
-
-        return S3Source(url)
-    return FsspecSource(url)
 
 
 class _Transient(Exception):
@@ -268,6 +234,12 @@ class RemoteSource(Source):
 
     def open(self) -> IO[bytes]:
         return cast(IO[bytes], BlockReader(self))  # a RawIOBase, typed as a file
+
+    def map_requests(self, fn: Callable[[_T], _R], items: Iterable[_T]) -> list[_R]:
+        todo = list(items)
+        if len(todo) <= 1:
+            return [fn(x) for x in todo]
+        return list(_executor().map(fn, todo))  # in parallel on the read pool
 
 
 class SizedByFirstGet(RemoteSource):
@@ -500,3 +472,8 @@ def _classify(url: str, e: Exception) -> Exception:
     ):
         return _Transient(text or name)
     return LoadError(f"{url}: {name}: {text}" if text else f"{url}: {name}")
+
+
+on_session(forget_listings)  # listings cached by the clients are fresh for each read
+register_scheme("gs", FsspecSource)
+register_scheme("gcs", FsspecSource)

@@ -26,6 +26,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from treetool._errors import LoadError
+from treetool._source import Source, register_scheme, source_for
 from treetool.io._sources._remote import (
     _FIRST,
     MAX_LISTED,
@@ -36,7 +37,6 @@ from treetool.io._sources._remote import (
     _walks,
     keep_walk,
 )
-from treetool.io._sources._source import Source, source_for
 
 __all__ = ["S3Source"]
 
@@ -363,3 +363,6 @@ def _classify(url: str, e: Exception) -> Exception:
     if "credential" in text.lower():
         return LoadError(f"{url}: credentials: {first}")
     return LoadError(f"{url}: {first}")
+
+
+register_scheme("s3", S3Source)

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from treetool._errors import LoadError
+from treetool._source import Source
 from treetool.io._safety._budget import Budget
-from treetool.io._sources._source import Source
 from treetool.io._torch._head import Deferred, DeferredRecord
 from treetool.io._torch._rebuild import STORAGE_DTYPES, TensorMaker, TorchStorage
 from treetool.io._torch._record_io import RecordSource, inflating_opener

@@ -17,7 +17,7 @@ import zlib
 from typing import Any
 
 from treetool._errors import LoadError
-from treetool.io._sources._source import Source
+from treetool._source import Source
 from treetool.io._torch._zip import ZipDir, read_zip_dir
 
 __all__ = ["Deferred", "DeferredRecord", "first_pkl"]

@@ -14,8 +14,8 @@ import struct
 from typing import Any
 
 from treetool._errors import LoadError
+from treetool._source import Source
 from treetool.io._safety._budget import Budget
-from treetool.io._sources._source import Source
 from treetool.io._torch._archive import TorchRead, storage_nbytes, storage_type_name
 from treetool.io._torch._rebuild import TensorMaker, TorchStorage
 from treetool.io._torch._sniff import MAGIC

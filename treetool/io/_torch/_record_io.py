@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from treetool._errors import LoadError
-from treetool.io._sources._source import Source
+from treetool._source import Source
 from treetool.io._torch._zip import Record, local_data_offset
 
 __all__ = ["RecordSource", "inflating_opener"]

@@ -20,8 +20,8 @@ import zlib
 from dataclasses import dataclass
 
 from treetool._errors import LoadError
+from treetool._source import Source
 from treetool.io._safety._limits import check_zip_directory
-from treetool.io._sources._source import Source
 
 __all__ = [
     "Record",
@@ -97,7 +97,7 @@ def read_zip_dir(src: Source, *, tail: bytes | None = None) -> ZipDir:
         >>> p = os.path.join(tempfile.mkdtemp(), "a.zip")
         >>> with zipfile.ZipFile(p, "w") as z:
         ...     z.writestr("m/data.pkl", b"x")
-        >>> from treetool.io._sources._source import source_for
+        >>> from treetool._source import source_for
         >>> d = read_zip_dir(source_for(p))
         >>> list(d.records), d.read(d.records["m/data.pkl"], 10)
         (['m/data.pkl'], b'x')

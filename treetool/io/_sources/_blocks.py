@@ -1,282 +1,47 @@
-"""Where a checkpoint's bytes live: one small `Source` abstraction for local and remote files.
+"""`BlockReader`: a seekable, read-ahead file over a remote `Source`'s ranged reads.
 
-Readers ask a `Source` for its size, ranged reads, a seekable file object, a sibling (`join`)
-and a listing; they never call `open()` or `os.path` themselves, so each format is written once
-for local files and for `s3://`, `gs://` and `http(s)://` objects. Remote clients are imported
-only when a URL is read (`treetool.io._sources._remote`).
-
-Example:
-    >>> import os, tempfile
-    >>> p = os.path.join(tempfile.mkdtemp(), "x.bin")
-    >>> with open(p, "wb") as fh:
-    ...     _ = fh.write(b"0123456789")
-    >>> src = source_for(p)
-    >>> src.size, src.read(2, 3), src.join("y.bin").name == os.path.join(os.path.dirname(p), "y.bin")
-    (10, b'234', True)
+Remote sources (`treetool.io._sources._remote`) open their bytes as one: small reads come from
+cached blocks, big ones are streamed ahead, and a walk's repeating jumps are read ahead in
+parallel on this module's pools (`prefetcher`, `guesser`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import io
 import itertools
-import os
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from typing import IO, Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
-from treetool._errors import LoadError
+from treetool._source import Source
 
-__all__ = ["LocalSource", "Source", "is_url", "session", "source_for"]
+__all__ = ["BlockReader", "guesser", "prefetcher"]
 
-_SCHEMES = ("s3://", "gs://", "gcs://", "http://", "https://")
-#: `read_many` reads ranges at most this far apart as one request (the gap is dropped) ...
-_MANY_GAP = 64 << 10
-#: ... up to this size
-_MANY_MAX = 8 << 20
-
-
-def is_url(target: str) -> bool:
-    """Whether `target` names a remote object (`s3://`, `gs://`, `http(s)://`)."""
-    return isinstance(target, str) and target.startswith(_SCHEMES)
+#: threads reading a walk's predicted blocks (16 KiB each: many in flight cost little memory)
+GUESS_WORKERS = 128
+_ahead: ThreadPoolExecutor | None = None
+_guess: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
 
 
-class Source:
-    """Bytes of one file, local or remote: size, ranged reads, a file object, siblings.
-
-    Attributes:
-        name: how the file is shown (the local path or the URL).
-        remote: whether reads cross the network (readers then avoid memory maps).
-    """
-
-    name: str
-    remote: bool = False
-
-    @property
-    def size(self) -> int:
-        """The file's size in bytes (`LoadError` when it does not exist)."""
-        raise NotImplementedError
-
-    def read(self, offset: int, n: int) -> bytes:
-        """Exactly `n` bytes at `offset` (`LoadError` naming the range when fewer exist)."""
-        raise NotImplementedError
-
-    def open(self) -> IO[bytes]:
-        """A seekable binary file object over the bytes (remote ones read ahead in blocks)."""
-        raise NotImplementedError
-
-    def read_many(self, ranges: list[tuple[int, int]]) -> list[bytes]:
-        """Exactly the bytes of each `(offset, n)` range, in order (`LoadError` as `read`).
-
-        Ranges a few KiB apart are read as one request (at most 8 MiB, or one range's size),
-        the gaps dropped; remotely, the requests run in parallel on the read pool. A client
-        with a native multi-range call may override this.
-
-        Example:
-            >>> import os, tempfile
-            >>> p = os.path.join(tempfile.mkdtemp(), "x.bin")
-            >>> with open(p, "wb") as fh:
-            ...     _ = fh.write(b"0123456789")
-            >>> source_for(p).read_many([(0, 2), (5, 3), (9, 1)])
-            [b'01', b'567', b'9']
-        """
-        merged: list[tuple[int, int, list[int]]] = []  # (start, end, indices of the ranges)
-        for i, (off, n) in enumerate(ranges):
-            if merged:
-                start, end, members = merged[-1]
-                if end <= off <= end + _MANY_GAP and off + n - start <= max(_MANY_MAX, n):
-                    merged[-1] = (start, max(end, off + n), [*members, i])
-                    continue
-            merged.append((off, off + n, [i]))
-        if len(merged) > 1 and self.remote:
-            from treetool.io._sources._remote import _executor
-
-            blobs = list(_executor().map(lambda m: self.read(m[0], m[1] - m[0]), merged))
-        else:
-            blobs = [self.read(start, end - start) for start, end, _ in merged]
-        out: list[bytes] = [b""] * len(ranges)
-        for (start, _, members), blob in zip(merged, blobs):
-            if len(members) == 1:
-                out[members[0]] = blob
-                continue
-            view = memoryview(blob)
-            for i in members:
-                off, n = ranges[i]
-                out[i] = bytes(view[off - start : off - start + n])
-        return out
-
-    def join(self, name: str) -> Source:
-        """The file `name` next to (or under, for a directory) this one."""
-        raise NotImplementedError
-
-    def list(self) -> list[str]:
-        """Names of the entries under this directory or prefix (empty when there are none)."""
-        raise NotImplementedError
-
-    def is_dir(self) -> bool:
-        """Whether this names a directory (a prefix with entries, remotely)."""
-        raise NotImplementedError
-
-    def exists(self) -> bool:
-        """Whether a file or directory of that name exists."""
-        raise NotImplementedError
-
-    def buffer(self) -> Any:
-        """The bytes as an indexable buffer (`buf[i]`, `buf[a:b]`, `len(buf)`): a memory map
-        locally, a block-cached reader remotely. The caller closes it."""
-        return self.open()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name!r})"
+def prefetcher() -> ThreadPoolExecutor:
+    """The pool that reads ahead for streamed reads (its tasks may use the remote chunk pool)."""
+    global _ahead
+    with _pool_lock:
+        if _ahead is None:
+            _ahead = ThreadPoolExecutor(8, thread_name_prefix="treetool-readahead")
+        return _ahead
 
 
-class LocalSource(Source):
-    """A file on the local disk."""
-
-    def __init__(self, path: str) -> None:
-        self.name = path
-
-    @property
-    def size(self) -> int:
-        try:
-            return os.path.getsize(self.name)
-        except FileNotFoundError:
-            raise LoadError(f"{self.name}: no such file or directory") from None
-        except OSError as e:
-            raise LoadError(f"{self.name}: {e.strerror or e}") from None
-
-    def read(self, offset: int, n: int) -> bytes:
-        check_stop(self.name)
-        with open(self.name, "rb") as fh:
-            fh.seek(offset)
-            data = fh.read(n)
-        if len(data) != n:
-            raise LoadError(
-                f"{self.name}: truncated: expected {n} bytes at offset {offset}, found {len(data)}"
-            )
-        return data
-
-    def open(self) -> IO[bytes]:
-        check_stop(self.name)
-        return open(self.name, "rb")
-
-    def join(self, name: str) -> Source:
-        base = self.name if os.path.isdir(self.name) else os.path.dirname(self.name)
-        return LocalSource(os.path.join(base, name))
-
-    def list(self) -> list[str]:
-        try:
-            return sorted(os.listdir(self.name))
-        except OSError:
-            return []
-
-    def is_dir(self) -> bool:
-        return os.path.isdir(self.name)
-
-    def exists(self) -> bool:
-        return os.path.exists(self.name)
-
-    def buffer(self) -> Any:
-        import mmap
-
-        check_stop(self.name)
-        with open(self.name, "rb") as fh:
-            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-
-
-def source_for(target: str | os.PathLike | Source, *, reuse: bool = False) -> Source:
-    """The `Source` of a local path or a URL (`s3://`, `gs://`, `http(s)://`).
-
-    Remote sources are shared for the same URL while a read is in progress (so that detection
-    and reading cost one set of requests), and clients are imported only here. `reuse=True`
-    (a lazy leaf reading its bytes later) also takes one of the last sources made for that URL,
-    whose size and first block are known.
-    """
-    if isinstance(target, Source):
-        return target
-    target = os.fspath(target)
-    if is_url(target):
-        shared = _session.get()
-        if shared is not None and target in shared:
-            return shared[target]
-        if reuse and target in _recent:
-            return _recent[target]
-        from treetool.io._sources._remote import remote_source
-
-        src = remote_source(target)
-        if shared is not None:
-            shared[target] = src
-        with _recent_lock:  # two reads at once (a diff's sides) make sources from two threads
-            _recent[target] = src
-            while len(_recent) > 64:
-                del _recent[next(iter(_recent))]
-        return src
-    return LocalSource(target)
-
-
-_recent: dict[str, Source] = {}  # the last remote sources made, oldest first
-_recent_lock = threading.Lock()
-
-
-_session: contextvars.ContextVar[dict[str, Source] | None] = contextvars.ContextVar(
-    "treetool_sources", default=None
-)
-
-
-_stop: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
-    "treetool_stop", default=None
-)
-
-
-@contextlib.contextmanager
-def stop_on(event: threading.Event) -> Iterator[None]:
-    """Reads made in this context (this thread) fail with one `LoadError` line once `event`
-    is set: a read running beside another that failed, or that was interrupted, stops at its
-    next request (remote), its next open or ranged read of a local file, or its pickle walk's
-    next batch of items (`stop_event`), instead of reading on for nothing.
-
-    Example:
-        >>> import threading
-        >>> with stop_on(threading.Event()):
-        ...     pass
-    """
-    token = _stop.set(event)
-    try:
-        yield
-    finally:
-        _stop.reset(token)
-
-
-def stop_event() -> threading.Event | None:
-    """This context's stop event (`stop_on`), or None: a long walk over a memory map takes
-    it once and checks `is_set()` now and then (`check_stop` raises the line)."""
-    return _stop.get()
-
-
-def check_stop(name: str) -> None:
-    """Raise the one line of a stopped read if this context's stop event is set."""
-    event = _stop.get()
-    if event is not None and event.is_set():
-        raise LoadError(f"{name}: read stopped (the other side of the diff failed)")
-
-
-@contextlib.contextmanager
-def session() -> Iterator[None]:
-    """Share remote sources (their size and first block) by URL until the block ends."""
-    if _session.get() is not None:
-        yield
-        return
-    token = _session.set({})
-    remote = sys.modules.get("treetool.io._sources._remote")
-    if remote is not None:
-        remote.forget_listings()  # listings cached by the clients are fresh for each read
-    try:
-        yield
-    finally:
-        _session.reset(token)
+def guesser() -> ThreadPoolExecutor:
+    """The pool that reads the blocks a walk's jumps are predicted to land in (small reads;
+    its tasks submit nothing)."""
+    global _guess
+    with _pool_lock:
+        if _guess is None:
+            _guess = ThreadPoolExecutor(GUESS_WORKERS, thread_name_prefix="treetool-guess")
+        return _guess
 
 
 #: blocks read ahead in parallel once the jumps of a walk repeat a pattern (and the most
@@ -286,7 +51,7 @@ _AHEAD_JUMPS = 8
 #: per guessed block it already used, 8 at first: the blocks read for nothing stay below 3
 #: per block used + 8, see `BlockReader.issued`), so that the 129 requests of a pickle of 128
 #: arrays wait for 4 round trips one after the other, not 10 (each block is 16 KiB: 2 MiB in
-#: flight at most, on as many threads: `_remote.GUESS_WORKERS`)
+#: flight at most, on as many threads: `GUESS_WORKERS`)
 _AHEAD_WALK = 128
 #: a walk's first jump past a payload this big (from a reader that read from the start) is
 #: guessed to repeat at once: the next `_AHEAD_JUMPS` landings are read ahead, each a skip
@@ -469,8 +234,6 @@ class BlockReader(io.RawIOBase):
         stream = self.limit < self._size or start == self._big_end
         self._big_end = start + n
         if self._src.remote and stream:
-            from treetool.io._sources._remote import prefetcher
-
             depth = max(1, min(_AHEAD_JUMPS, _AHEAD_BYTES // max(n, 1)))
             nxt = queue[-1][0] + queue[-1][1] if queue else start + n
             while len(queue) < depth and nxt < self.limit:
@@ -566,8 +329,6 @@ class BlockReader(io.RawIOBase):
                 return
         if any(d <= 0 for d in steps[-period:]):
             return
-        from treetool.io._sources._remote import guesser
-
         # further ahead as guesses land, and as far as the pattern held (a pattern seen over
         # a few steps of an irregular file is read ahead 8 blocks per step it held)
         depth = min(_AHEAD_WALK, max(_AHEAD_JUMPS, 4 * self.guessed), _AHEAD_JUMPS * agree)
@@ -611,6 +372,7 @@ class BlockReader(io.RawIOBase):
             >>> p = os.path.join(tempfile.mkdtemp(), "x.bin")
             >>> with open(p, "wb") as fh:
             ...     _ = fh.write(bytes(100_000))
+            >>> from treetool._source import source_for
             >>> r = BlockReader(source_for(p))
             >>> r._free_span(50_000), r._free_span(70_000)
             ((49488, 65872), (69488, 85872))

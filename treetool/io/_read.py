@@ -1,0 +1,168 @@
+"""The shared plumbing of `read` and `load`: options checked once, the format detected or
+looked up in the table, its `Format.read` run, and whatever a damaged file makes the libraries
+below raise turned into one `LoadError` line.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from treetool._errors import LoadError
+from treetool._source import is_url, session, source_for
+from treetool.io._detect import detect
+from treetool.io._formats import ReadOptions, format_for
+from treetool.io._loaded import Loaded
+from treetool.io._opaque import ensure_jax_registration
+from treetool.io._partial import PartialWatch
+
+__all__ = ["load", "read", "split_step"]
+
+
+#: what a damaged file makes the libraries below the readers raise (zlib, zipfile, struct,
+#: numpy, ast, tensorstore); `read` turns each into one `LoadError` line
+_MALFORMED = (
+    OSError,
+    ValueError,
+    KeyError,
+    TypeError,
+    IndexError,
+    ArithmeticError,
+    SyntaxError,
+    EOFError,
+    NotImplementedError,
+    RuntimeError,
+    UnicodeError,
+    LookupError,
+    AttributeError,
+)
+
+
+def split_step(path: str) -> tuple[str, int | None]:
+    """`run@1200` -> `("run", 1200)` when `run@1200` itself does not exist; else `(path, None)`.
+
+    Example:
+        >>> split_step("/no/such/run@1200")
+        ('/no/such/run', 1200)
+    """
+    base, at, step = path.rpartition("@")
+    if not at or not step.isdigit() or not base or os.path.exists(path):
+        return path, None
+    return base, int(step)
+
+
+def read(
+    path: str | os.PathLike,
+    *,
+    trust: bool = False,
+    lazy: bool = True,
+    format: str | None = None,
+    like: Any = None,
+    partial: bool = False,
+    watch: PartialWatch | None = None,
+) -> Loaded:
+    """Load a checkpoint and report what was not executed; `load` returns just the tree.
+
+    Args:
+        path: a file, or an orbax checkpoint directory; `run@1200` reads step 1200 of an
+            orbax CheckpointManager run (the latest step without it).
+        trust: run the file's code (pickle only: the plain `pickle.load`).
+        lazy: keep array payloads in the file as `LazyArray` leaves.
+        format: skip detection (one of `FORMATS`).
+        like: a skeleton tree (equinox `tree_serialise_leaves` files load into it).
+        partial: on a damaged file, return the tree read up to the error (see `Loaded.error`)
+            instead of raising, where the format allows it.
+        watch: a `treetool.io._partial.PartialWatch`: while this read runs in a worker
+            thread, it hands out snapshots of the tree read so far (pickle only; the other
+            formats read fast and ignore it).
+
+    Example:
+        >>> import pickle, tempfile, os
+        >>> p = os.path.join(tempfile.mkdtemp(), "evil.pkl")
+        >>> with open(p, "wb") as fh:
+        ...     _ = fh.write(b"\\x80\\x04cos\\nsystem\\n\\x8c\\x04echo\\x85R.")
+        >>> r = read(p)
+        >>> r.tree, r.blocked
+        (Opaque('os.system', fields=['[0]']), ['os.system'])
+    """
+    path = os.fspath(path)
+    with session():
+        return _read(
+            path, trust=trust, lazy=lazy, format=format, like=like, partial=partial, watch=watch
+        )
+
+
+def _read(
+    path: str,
+    *,
+    trust: bool,
+    lazy: bool,
+    format: str | None,
+    like: Any,
+    partial: bool,
+    watch: PartialWatch | None = None,
+) -> Loaded:
+    ensure_jax_registration()
+    path, step = split_step(path)
+    if step is not None and format not in (None, "orbax"):
+        raise LoadError(
+            f"{path}@{step}: @STEP picks a step of an orbax run, not of a {format} file"
+        )
+    fmt = format if format is not None else detect(path)
+    if step is not None and fmt != "orbax":
+        raise LoadError(f"{path}@{step}: @STEP picks a step of an orbax run; this is a {fmt} file")
+    reader = format_for(fmt, path)
+    if not is_url(path) and not os.path.exists(path):
+        raise LoadError(f"{path}: no such file or directory")
+    from treetool._tree._model import no_gc
+
+    options = ReadOptions(
+        trust=trust, lazy=lazy, like=like, partial=partial, step=step, watch=watch
+    )
+    try:
+        with no_gc():  # readers make many small objects: collection passes cost ~40%
+            out = reader.read(source_for(path), options)
+    except LoadError:
+        raise
+    except MemoryError:
+        raise LoadError(f"{path}: out of memory while reading the {fmt} file") from None
+    except RecursionError:
+        raise LoadError(f"{path}: the {fmt} file is nested too deeply to read") from None
+    except _MALFORMED as e:
+        # a reader's check that missed a case still ends as one line, never a traceback
+        msg = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise LoadError(f"{path}: not a valid {fmt} file: {msg}") from None
+    out.format = fmt
+    return out
+
+
+def load(
+    path: str | os.PathLike,
+    *,
+    trust: bool = False,
+    lazy: bool = True,
+    format: str | None = None,
+    like: Any = None,
+) -> Any:
+    """Load a checkpoint as a pytree, safely: nothing in the file is executed unless `trust=True`.
+
+    Array payloads stay in the file as `LazyArray` leaves (`np.asarray(leaf)` reads one);
+    objects of classes that were not run are `Opaque` nodes with the same key paths as the live
+    objects. `read` also tells which classes were not run.
+
+    A `LazyArray` reads itself where numpy, `jnp.asarray` (so flax layers) or an operator
+    (`w @ x`, `w + b`) needs its data: `model.apply(tt.load(p), x)` runs, and so does an
+    equinox model loaded with `like=`. `jax.jit` arguments, `lax` primitives and other `jnp`
+    functions accept only real arrays: load with `lazy=False` (numpy arrays, read now) or call
+    `materialize(tree)`.
+
+    Example:
+        >>> import numpy as np, pickle, tempfile, os, treetool as tt
+        >>> p = os.path.join(tempfile.mkdtemp(), "ckpt.pkl")
+        >>> with open(p, "wb") as fh:
+        ...     pickle.dump({"params": {"w": np.ones((3, 4), np.float32)}, "step": 10}, fh)
+        >>> tree = tt.load(p)
+        >>> [(str(path), leaf) for path, leaf in tt.leaves_with_paths(tree)]
+        [("['params']['w']", array(...)), ("['step']", 10)]
+    """
+    return read(path, trust=trust, lazy=lazy, format=format, like=like).tree
