@@ -27,8 +27,6 @@ KNOWN_CYCLES: list[list[str]] = []
 
 #: Cycles between single modules (imports inside functions count) still to be opened.
 KNOWN_MODULE_CYCLES: list[list[str]] = [
-    ["treetool._cli._commands", "treetool._cli._port"],
-    ["treetool._cli._files", "treetool._cli._targets"],
     [
         "treetool._jaxpr._view",
         "treetool._repr",
@@ -48,7 +46,6 @@ KNOWN_MODULE_CYCLES: list[list[str]] = [
         "treetool.render.labels",
         "treetool.render.text",
     ],
-    ["treetool._port._plan", "treetool._port._rules", "treetool._port._write"],
     [
         "treetool.io",
         "treetool.io._save",

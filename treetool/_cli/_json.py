@@ -5,8 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from treetool._cli import _files as _files
-from treetool._cli import _targets as _targets
+from treetool._cli._target import keep
 from treetool._leaves._dtypes import loaded_numpy
 
 if TYPE_CHECKING:
@@ -17,8 +16,11 @@ class _Records(list):
     """Leaf records already encoded as JSON text, one per leaf (see `_print_json`)."""
 
 
-def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
-    """The `inspect --json` / `ls --json` object; one pass over the leaves without a filter."""
+def _json_listing(
+    tree: Any, fmt: str, pattern: str | None, *, file_facts: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The `inspect --json` / `ls --json` object; one pass over the leaves without a filter.
+    `file_facts`: what the file says about itself (`Target.facts`), after the format."""
     from treetool._leaves._arrays import LazyArray, leaf_info
     from treetool._leaves._callables import callable_identity
     from treetool._tree._model import Unopened, no_gc
@@ -103,7 +105,7 @@ def _json_listing(tree: Any, fmt: str, pattern: str | None) -> dict[str, Any]:
         counts = {"leaves": agg.leaves, "params": agg.params, "bytes": agg.nbytes}
         if agg.errors:
             counts["errors"] = agg.errors
-    return {"format": fmt, **_files.file_facts(tree), "totals": counts, "leaves": records}
+    return {"format": fmt, **(file_facts or {}), "totals": counts, "leaves": records}
 
 
 def _lazy_tail(tails: dict, key: tuple, x: Any) -> tuple[str, LeafInfo]:
@@ -133,8 +135,7 @@ def _print_json(data: Any) -> None:
     """Indented JSON; a leaf listing is written one compact record per line."""
     import json
 
-    if _targets._KEEP is not None:
-        _targets._KEEP.append(data)
+    keep(data)
 
     from treetool._text import redact_urls  # URLs' user info and query values hidden, as everywhere
 
