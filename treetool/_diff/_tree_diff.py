@@ -25,6 +25,7 @@ from treetool._diff._compare import LeafComparer, no_address
 from treetool._diff._nodes import _SEQUENCES, _describe, _node_label, _static_change
 from treetool._errors import TreetoolError
 from treetool._paths._path import Key, Path
+from treetool._public import set_module
 from treetool._repr import RichMixin, lower
 from treetool._tree._model import CUSTOM, LEAF, IsLeaf, aggregate, children, no_gc
 
@@ -38,6 +39,7 @@ _SORTED_DICTS = (dict, defaultdict)
 _MOVE_CHECKS = 1000
 
 
+@set_module("treetool")
 @dataclass(frozen=True)
 class Change:
     """One difference between two trees, at one path.
@@ -82,6 +84,7 @@ class Change:
         }
 
 
+@set_module("treetool")
 class TreeDiff(RichMixin):
     """Every difference between two trees; true when there is any.
 
@@ -169,6 +172,7 @@ class TreeDiff(RichMixin):
         return str(lower(self, "text"))
 
 
+@set_module("treetool")
 def diff(
     a: Any,
     b: Any,

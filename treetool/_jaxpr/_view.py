@@ -45,6 +45,7 @@ from treetool._jaxpr._scope import Equation as Equation
 from treetool._jaxpr._scope import short_location as short_location
 from treetool._jaxpr._uses import Lookups
 from treetool._paths._path import Path, SequenceKey
+from treetool._public import set_module
 from treetool._repr import RichMixin, lower
 from treetool._tree._model import no_gc
 from treetool._typetests import is_drop_var
@@ -52,6 +53,7 @@ from treetool._typetests import is_drop_var
 __all__ = ["Call", "Cost", "Equation", "JaxprView", "Scope", "jaxpr", "short_location"]
 
 
+@set_module("treetool")
 class JaxprView(RichMixin, Lookups):
     """A jaxpr as a browsable tree, tied back to the pytrees that went in and came out.
 
@@ -348,6 +350,7 @@ def _is_array(x: Any) -> bool:
     return isinstance(x, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct))
 
 
+@set_module("treetool")
 def jaxpr(fn: Callable[..., Any] | Any, *args: Any, **kwargs: Any) -> JaxprView:
     """Trace `fn(*args, **kwargs)` into a `JaxprView`; a ClosedJaxpr or Jaxpr is wrapped as is.
 

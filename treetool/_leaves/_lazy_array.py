@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from treetool._errors import LoadError
 from treetool._leaves._dtypes import _as_dtype, loaded_numpy, name_bits, short_dtype, spec_facts
 from treetool._leaves._streams import ByteStream
+from treetool._public import set_module
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,6 +50,7 @@ def _url_source(url: str) -> Any:
 # --- lazily read arrays ---------------------------------------------------------------------
 
 
+@set_module("treetool")
 class LazyArray:
     """An array whose data stays in a file until asked for.
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from treetool._leaves._arrays import short_dtype
 from treetool._paths._path import Path
+from treetool._public import set_module
 from treetool._repr import lower
 from treetool._sharding._layout import (  # the layout half of placement
     PLANNED,
@@ -25,6 +26,7 @@ __all__ = ["AxisUsage", "DeviceUsage", "LeafPlacement", "PlacementWarning", "lay
 # --- per-leaf and per-device facts -----------------------------------------------------------
 
 
+@set_module("treetool.sharding")
 @dataclass(eq=False, slots=True)
 class LeafPlacement:
     """Where one leaf lives: its devices, sharding, shard shape and bytes per device.
@@ -178,6 +180,7 @@ class LeafPlacement:
         yield lower(self, "rich")
 
 
+@set_module("treetool.sharding")
 @dataclass
 class DeviceUsage:
     """What one device holds: bytes (replicas counted where they live) and leaf count.

@@ -13,6 +13,7 @@ from typing import Any
 
 from treetool._leaves._arrays import LazyArray, LeafInfo, leaf_info
 from treetool._leaves._dtypes import loaded_numpy
+from treetool._public import set_module
 from treetool._repr import RichMixin, lower
 from treetool._tree._model import IsLeaf, Unopened, no_gc, view
 from treetool._tree._totals import Tally
@@ -49,6 +50,7 @@ class SummaryRow:
         return d
 
 
+@set_module("treetool")
 @dataclass
 class Summary(RichMixin):
     """Per-subtree totals at one depth, plus totals over the whole tree.
@@ -78,6 +80,7 @@ class Summary(RichMixin):
         return str(lower(self, "text"))
 
 
+@set_module("treetool")
 def summary(tree: Any, depth: int = 1, is_leaf: IsLeaf = None) -> Summary:
     """Parameters, bytes and dtypes of every subtree at `depth`, with totals.
 

@@ -16,6 +16,7 @@ from typing import Any
 from treetool._errors import PathError, TreetoolError
 from treetool._leaves._arrays import LeafInfo, leaf_info
 from treetool._paths._path import Key, Path
+from treetool._public import set_module
 from treetool._repr import ReprMixin
 from treetool._text import safe
 from treetool._tree._node_table import (
@@ -63,11 +64,12 @@ __all__ = [
 IsLeaf = Callable[[Any], bool] | None
 
 
+@set_module("treetool")
 class NodeError(TreetoolError):
     """A node whose flatten raised, met by a view that cannot show it in place.
 
     The views that show a tree (`render`, HTML, `summary`, the TUI, `diff`) show such a node
-    as an error entry at its path; the flat views (`leaves_with_paths`, `flatten`,
+    as an error entry at its path; the flat views (`leaves_with_path`, `flatten`,
     `to_flat_dict`), which cannot leave a leaf out, raise this instead, naming the path.
 
     Example:
@@ -152,6 +154,7 @@ _ROOT = Path()
 # --- nodes --------------------------------------------------------------------------------
 
 
+@set_module("treetool")
 class Node(ReprMixin):
     """A lazily expanded view of one position in a pytree.
 
@@ -336,6 +339,7 @@ class Node(ReprMixin):
                 stack.extend(reversed(n.children))
 
 
+@set_module("treetool")
 def view(tree: Any, is_leaf: IsLeaf = None) -> Node:
     """The lazy Node model of a pytree, in O(1).
 

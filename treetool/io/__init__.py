@@ -373,7 +373,7 @@ def load(
         >>> with open(p, "wb") as fh:
         ...     pickle.dump({"params": {"w": np.ones((3, 4), np.float32)}, "step": 10}, fh)
         >>> tree = tt.load(p)
-        >>> [(str(path), leaf) for path, leaf in tt.leaves_with_paths(tree)]
+        >>> [(str(path), leaf) for path, leaf in tt.leaves_with_path(tree)]
         [("['params']['w']", array(...)), ("['step']", 10)]
     """
     return read(path, trust=trust, lazy=lazy, format=format, like=like).tree
