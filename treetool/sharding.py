@@ -2,12 +2,10 @@
 
 `import treetool.sharding as tts` (the four names are also at `tt.*`):
 
-================  ===========================================================================
-`placement`       the `Placement` of a tree: per leaf, per device and per mesh axis
-`Placement`       the result: `p[path]`, `p.per_device`, `p.per_axis`, `p.host_bytes`, warnings
-`LeafPlacement`   one leaf: its kind (host, single, named, ...), shard shape, replication, axes
-`DeviceUsage`     one device: the bytes and the leaves it holds
-================  ===========================================================================
+- `placement`: the `Placement` of a tree: per leaf, per device and per mesh axis;
+- `Placement`: the result: `p[path]`, `p.per_device`, `p.host_bytes`, its warnings;
+- `LeafPlacement`: one leaf: its kind (host, single, named, ...), shard shape, replication;
+- `DeviceUsage`: one device: the bytes and the leaves it holds.
 
 Example:
     >>> import jax, numpy as np

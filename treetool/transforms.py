@@ -2,12 +2,10 @@
 
 `import treetool.transforms as ttx` (the four names are also at `tt.*`):
 
-==============  =============================================================================
-`batch_axes`    the `in_axes` tree for `jax.vmap`: which leaves carry the batch, and why
-`auto_vmap`     `jax.vmap` with those axes found on each call
-`autojit`       `jax.jit` of any function of pytrees: arrays traced, every other leaf static
-`split_keys`    one independent PRNG key per array leaf, in the tree's structure
-==============  =============================================================================
+- `batch_axes`: the `in_axes` tree for `jax.vmap`: which leaves carry the batch, and why;
+- `auto_vmap`: `jax.vmap` with those axes found on each call;
+- `autojit`: `jax.jit` of any function of pytrees: arrays traced, every other leaf static;
+- `split_keys`: one independent PRNG key per array leaf, in the tree's structure.
 
 Example:
     >>> import jax, numpy as np
