@@ -37,7 +37,7 @@ def set_module(module: str) -> Callable[[T], T]:
         if home is not None and home.__name__ != module:
             tests: dict[str, Any] = home.__dict__.setdefault("__test__", {})
             tests[getattr(obj, "__qualname__", repr(obj))] = obj
-        obj.__module__ = module  # type: ignore[attr-defined]
+        obj.__module__ = module
         return obj
 
     return decorate
