@@ -49,9 +49,9 @@ def lazy_names(
     """`__getattr__` and `__dir__` (PEP 562) for a public module whose names are imported on
     first use: `table` maps each name to the module that holds it.
 
-    A name is looked up in its module on every use and never bound in the public module: doctest
-    collects a module's objects whose `__module__` names it, and would run their examples a
-    second time, in the wrong namespace (they run in their defining module, see `set_module`).
+    A name is never bound in the public module (doctest collects a module's objects whose
+    `__module__` names it, and would run their examples a second time, in the wrong namespace:
+    they run in their defining module, see `set_module`); it is kept in a table of its own.
 
     Example:
         >>> getattr_, dir_ = lazy_names("mod", {"dumps": "json"})
@@ -63,11 +63,18 @@ def lazy_names(
     """
     import importlib
 
+    found: dict[str, Any] = {}
+
     def __getattr__(name: str) -> Any:
+        try:
+            return found[name]
+        except KeyError:
+            pass
         home = table.get(name)
         if home is None:
-            raise AttributeError(f"module {module!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(home), name)
+            raise AttributeError(f"module {module!r} has no attribute {name!r}") from None
+        value = found[name] = getattr(importlib.import_module(home), name)
+        return value
 
     def __dir__() -> list[str]:
         return sorted(set(vars(sys.modules[module]) if module in sys.modules else ()) | set(table))
