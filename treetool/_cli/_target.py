@@ -8,7 +8,6 @@ did not run were already named on stderr) travels with the tree in its `Target`.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["EXIT_DIFFERENT", "EXIT_ERROR", "EXIT_OK", "CliError", "Target", "console", "keep"]
@@ -20,7 +19,6 @@ class CliError(Exception):
     """A user-facing error: printed as one line, exit code 2."""
 
 
-@dataclass
 class Target:
     """What a command read: the tree, its format, and what the read found besides the tree.
 
@@ -32,17 +30,39 @@ class Target:
         note: the TUI's header line for the classes the read did not execute, or None.
         reported: whether the read already named those classes on stderr.
 
+    A plain class, not a dataclass: `treetool --help` imports this module, and `dataclasses`
+    imports `inspect` (tests/project/test_startup_imports.py).
+
     Example:
         >>> t = Target({"w": 1}, "python")
         >>> t.format, t.facts, t.note, t.reported
         ('python', {}, None, False)
+        >>> t
+        Target(format='python', facts={}, note=None, reported=False)
     """
 
-    tree: Any
-    format: str
-    facts: dict[str, Any] = field(default_factory=dict)
-    note: str | None = None
-    reported: bool = False
+    __slots__ = ("facts", "format", "note", "reported", "tree")
+
+    def __init__(
+        self,
+        tree: Any,
+        format: str,
+        *,
+        facts: dict[str, Any] | None = None,
+        note: str | None = None,
+        reported: bool = False,
+    ) -> None:
+        self.tree = tree
+        self.format = format
+        self.facts: dict[str, Any] = facts if facts is not None else {}
+        self.note = note
+        self.reported = reported
+
+    def __repr__(self) -> str:
+        return (
+            f"Target(format={self.format!r}, facts={self.facts!r}, note={self.note!r}, "
+            f"reported={self.reported!r})"
+        )
 
 
 #: set by `cli.run`: what a command loaded stays alive until the process ends (see `run`)
