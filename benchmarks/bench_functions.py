@@ -63,7 +63,7 @@ def main() -> None:
                 cloudpickle.dump(live, fh, protocol=5)
             safe = best(lambda p=path: tt.load(p))
             trusted = best(lambda p=path: pickle.load(open(p, "rb")))  # noqa: SIM115
-            n = len(tt.leaves_with_paths(tt.load(path)))
+            n = len(tt.leaves_with_path(tt.load(path)))
             want = len(jax.tree_util.tree_leaves(live))
             assert n == want, (n, want)
             print(

@@ -244,7 +244,7 @@ url, how = sys.argv[1], sys.argv[2]
 if how == "treetool":
     import treetool.io
     t0 = time.perf_counter()
-    n = len(list(__import__("treetool").leaves_with_paths(treetool.io.read(url).tree)))
+    n = len(list(__import__("treetool").leaves_with_path(treetool.io.read(url).tree)))
 else:
     import orbax.checkpoint as ocp
     from etils import epath

@@ -1,4 +1,4 @@
-"""treetool.leaves_with_paths + str(path) of every leaf vs jax's flatten_with_path + keystr.
+"""treetool.leaves_with_path + str(path) of every leaf vs jax's flatten_with_path + keystr.
 
 One run prints one table: for each tree (dicts: wide, deep, transformer-shaped; an equinox
 model; an optax adam state of a transformer-shaped dict) and size (1e4, 1e5, 1e6 leaves), the
@@ -112,7 +112,7 @@ def paired(f, g, repeat: int) -> tuple[float, float]:
 
 
 def ours(tree) -> None:
-    for p, _ in tt.leaves_with_paths(tree):
+    for p, _ in tt.leaves_with_path(tree):
         str(p)
 
 

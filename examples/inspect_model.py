@@ -20,7 +20,7 @@ opt_state = optax.adamw(1e-3).init(eqx.filter(model, eqx.is_array))
 rich.print(tt.render({"model": model, "opt_state": opt_state}, depth=3))
 
 # 2. Every leaf's path is jax's keystr, and pastes back into get().
-for path, leaf in tt.leaves_with_paths(model)[:4]:
+for path, leaf in tt.leaves_with_path(model)[:4]:
     print(f"{path!s:<20} {tt.leaf_info(leaf).label}")
 print(tt.get(model, "layers[2].weight").shape, tt.get(opt_state, "[0].mu.layers.0.bias").shape)
 
@@ -42,7 +42,7 @@ class Adapter:
 
 
 adapter = Adapter(jnp.zeros((16, 4)), jnp.zeros((4, 16)))
-print([str(p) for p, _ in tt.leaves_with_paths(adapter)], jax.jit(lambda a: a.rank * 1.0)(adapter))
+print([str(p) for p, _ in tt.leaves_with_path(adapter)], jax.jit(lambda a: a.rank * 1.0)(adapter))
 
 # 6. A mistyped path says where it stops and what was meant.
 try:

@@ -103,7 +103,7 @@ def equinox_mlp() -> None:
     n_train = sum(x.size for x in jax.tree_util.tree_leaves(trainable))
     n_all = sum(x.size for x in jax.tree_util.tree_leaves(eqx.filter(headless, eqx.is_array)))
     print(f"\n## freeze all but the adapters\ntrainable {n_train} of {n_all} parameters:")
-    print("\n".join(f"  {p}" for p, _ in tt.leaves_with_paths(trainable)))
+    print("\n".join(f"  {p}" for p, _ in tt.leaves_with_path(trainable)))
     assert eqx.tree_equal(tt.combine(trainable, frozen), headless)
 
 
@@ -148,8 +148,8 @@ def flax_params() -> None:
     # 5. Freeze everything but the adapters.
     trainable, frozen = tt.partition(encoder, "**.lora_*")
     print("\n## freeze all but the adapters")
-    print("trainable:", [str(p) for p, _ in tt.leaves_with_paths(trainable)])
-    print("frozen:   ", [str(p) for p, _ in tt.leaves_with_paths(frozen)])
+    print("trainable:", [str(p) for p, _ in tt.leaves_with_path(trainable)])
+    print("frozen:   ", [str(p) for p, _ in tt.leaves_with_path(frozen)])
 
 
 if __name__ == "__main__":

@@ -63,5 +63,5 @@ for reason in info.reasons:
 
 print("\n## split_keys")
 keys = tt.split_keys(jax.random.key(42), model)
-for path, k in tt.leaves_with_paths(keys):
+for path, k in tt.leaves_with_path(keys):
     print(f"{path!s:<22} {tt.leaf_info(k).label}")

@@ -389,7 +389,7 @@ def _get_leaves(tree: Any, console: Any) -> None:
     from treetool._tree._leaf_report import leaf_report
 
     try:
-        first = list(itertools.islice(tt.leaves_with_paths(tree), _GET_LEAVES))
+        first = list(itertools.islice(tt.leaves_with_path(tree), _GET_LEAVES))
     except tt.NodeError:
         return
     for path, value in first:

@@ -6,14 +6,19 @@ nor textual; each name below is loaded from its module the first time it is used
 Example:
     >>> import treetool as tt
     >>> tree = {"w": [1.0, 2.0], "b": None}
-    >>> [str(p) for p, _ in tt.leaves_with_paths(tree)]
+    >>> [str(p) for p, _ in tt.leaves_with_path(tree)]
     ["['w'][0]", "['w'][1]"]
+
+Beside the tree product at `tt.*`, three public namespaces: `treetool.io` (files: `read`,
+`detect`, the formats), `treetool.sharding` (`placement` and its results) and
+`treetool.transforms` (`batch_axes`, `auto_vmap`, `autojit`, `split_keys`); their names are
+also at `tt.*`, and each object's `__module__` is its namespace's (`tt.placement.__module__ ==
+"treetool.sharding"`).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from treetool._errors import LoadError as LoadError
 from treetool._errors import PathError as PathError
@@ -23,10 +28,11 @@ from treetool._errors import StatsError as StatsError
 from treetool._errors import StructureMismatch as StructureMismatch
 from treetool._errors import TreetoolError as TreetoolError
 from treetool._errors import UnsafeError as UnsafeError
+from treetool._public import lazy_names
 
 if TYPE_CHECKING:
-    # The names `__getattr__` loads on first use, imported for type checkers and editors only
-    # (so that `tt.load` has its real signature); tests/project/test_typecheck.py keeps them in sync.
+    # Generated from `_LAZY` (below) by `python tests/project/test_typecheck.py`: the
+    # names loaded on first use, imported for type checkers and editors only.
     from treetool._diff._explain import explain as explain
     from treetool._diff._explain import explain_mismatch as explain_mismatch
     from treetool._diff._tree_diff import Change as Change
@@ -46,10 +52,6 @@ if TYPE_CHECKING:
     from treetool._leaves._prng import KeyArray as KeyArray
     from treetool._paths._path import Path as Path
     from treetool._port import port as port
-    from treetool._sharding._devices import DeviceUsage as DeviceUsage
-    from treetool._sharding._devices import LeafPlacement as LeafPlacement
-    from treetool._sharding._devices import Placement as Placement
-    from treetool._sharding._devices import placement as placement
     from treetool._summary._summary import Summary as Summary
     from treetool._summary._summary import summary as summary
     from treetool._surgery._select import Selection as Selection
@@ -60,10 +62,6 @@ if TYPE_CHECKING:
     from treetool._surgery._select import rename as rename
     from treetool._surgery._select import select as select
     from treetool._surgery._select import tree_at as tree_at
-    from treetool._transforms._axes import auto_vmap as auto_vmap
-    from treetool._transforms._axes import autojit as autojit
-    from treetool._transforms._axes import batch_axes as batch_axes
-    from treetool._transforms._axes import split_keys as split_keys
     from treetool._tree._model import Node as Node
     from treetool._tree._model import NodeError as NodeError
     from treetool._tree._model import view as view
@@ -75,6 +73,7 @@ if TYPE_CHECKING:
     from treetool._tree._views import flatten as flatten
     from treetool._tree._views import from_flat_dict as from_flat_dict
     from treetool._tree._views import get as get
+    from treetool._tree._views import leaves_with_path as leaves_with_path
     from treetool._tree._views import leaves_with_paths as leaves_with_paths
     from treetool._tree._views import nonfinite as nonfinite
     from treetool._tree._views import to_flat_dict as to_flat_dict
@@ -83,14 +82,24 @@ if TYPE_CHECKING:
     from treetool.io import load as load
     from treetool.io import materialize as materialize
     from treetool.io import save as save
+    from treetool.sharding import DeviceUsage as DeviceUsage
+    from treetool.sharding import LeafPlacement as LeafPlacement
+    from treetool.sharding import Placement as Placement
+    from treetool.sharding import placement as placement
+    from treetool.transforms import auto_vmap as auto_vmap
+    from treetool.transforms import autojit as autojit
+    from treetool.transforms import batch_axes as batch_axes
+    from treetool.transforms import split_keys as split_keys
 
 __version__ = "0.1.0"
 
-# name -> module that defines it; resolved on first use (PEP 562).
+#: name -> the module it is imported from, on first use (PEP 562); the one table of these names:
+#: the `if TYPE_CHECKING:` block above is generated from it (tests/project/test_typecheck.py)
 _LAZY: dict[str, str] = {
     # paths, views
     "Path": "treetool._paths._path",
-    "leaves_with_paths": "treetool._tree._views",
+    "leaves_with_path": "treetool._tree._views",
+    "leaves_with_paths": "treetool._tree._views",  # deprecated alias of leaves_with_path
     "flatten": "treetool._tree._views",
     "unflatten": "treetool._tree._views",
     "to_flat_dict": "treetool._tree._views",
@@ -131,10 +140,10 @@ _LAZY: dict[str, str] = {
     "LazyArray": "treetool._leaves._arrays",
     "is_key": "treetool._leaves._arrays",
     "KeyArray": "treetool._leaves._prng",
-    "placement": "treetool._sharding._devices",
-    "Placement": "treetool._sharding._devices",
-    "LeafPlacement": "treetool._sharding._devices",
-    "DeviceUsage": "treetool._sharding._devices",
+    "placement": "treetool.sharding",
+    "Placement": "treetool.sharding",
+    "LeafPlacement": "treetool.sharding",
+    "DeviceUsage": "treetool.sharding",
     "jaxpr": "treetool._jaxpr._view",
     "JaxprView": "treetool._jaxpr._view",
     # files
@@ -149,10 +158,10 @@ _LAZY: dict[str, str] = {
     # porting between frameworks
     "port": "treetool._port",
     # transformations
-    "batch_axes": "treetool._transforms._axes",
-    "auto_vmap": "treetool._transforms._axes",
-    "autojit": "treetool._transforms._axes",
-    "split_keys": "treetool._transforms._axes",
+    "batch_axes": "treetool.transforms",
+    "auto_vmap": "treetool.transforms",
+    "autojit": "treetool.transforms",
+    "split_keys": "treetool.transforms",
 }
 
 __all__ = [
@@ -169,15 +178,4 @@ __all__ = [
 
 
 if not TYPE_CHECKING:  # hidden from type checkers, so that `tt.misspelt` is an error there
-
-    def __getattr__(name: str) -> Any:
-        module = _LAZY.get(name)
-        if module is None:
-            raise AttributeError(f"module 'treetool' has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
-        globals()[name] = value
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    __getattr__, __dir__ = lazy_names(__name__, _LAZY)

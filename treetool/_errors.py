@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from treetool._public import set_module
 from treetool._text import safe
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
 ]
 
 
+@set_module("treetool")
 class TreetoolError(Exception):
     """Base class of every error treetool raises on purpose.
 
@@ -33,6 +35,7 @@ class TreetoolError(Exception):
         return safe(super().__str__(), newlines=True)
 
 
+@set_module("treetool")
 class PathError(TreetoolError, KeyError):
     """A path that does not exist in a tree, or a path string that does not parse (also a
     child key a node does not have, a device name a placement does not hold, a callable
@@ -46,6 +49,7 @@ class PathError(TreetoolError, KeyError):
         return safe(str(self.args[0])) if self.args else ""  # one line, whatever the keys hold
 
 
+@set_module("treetool")
 class LoadError(TreetoolError):
     """A file that cannot be read: missing, truncated, corrupt, or of an unknown format.
 
@@ -57,6 +61,7 @@ class LoadError(TreetoolError):
         return safe(Exception.__str__(self))
 
 
+@set_module("treetool")
 class SaveError(TreetoolError):
     """A tree that `tt.save` cannot write as asked: an opaque node or function loaded without
     running its code, a typed PRNG key or a non-array leaf in safetensors/npz, a dtype the
@@ -78,18 +83,22 @@ class SaveError(TreetoolError):
         return safe(Exception.__str__(self))
 
 
+@set_module("treetool")
 class UnsafeError(LoadError):
     """A file asks for something that treetool refuses to do without `trust=True`."""
 
 
+@set_module("treetool")
 class StructureMismatch(TreetoolError, ValueError):
     """Two trees whose structures do not line up where they must."""
 
 
+@set_module("treetool")
 class SelectionError(TreetoolError, ValueError):
     """An edit that cannot be applied to the selected nodes."""
 
 
+@set_module("treetool")
 class StatsError(TreetoolError, TypeError, RuntimeError):
     """`tt.stats` of something with no numbers to sum: a PRNG key array, a string or object
     array, a non-array, or a jax array whose buffer was deleted or donated.

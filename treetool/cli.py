@@ -12,13 +12,8 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from treetool._cli import _targets as _targets
-from treetool._cli._targets import (
-    EXIT_ERROR,
-    EXIT_OK,
-    CliError,
-    load_target,
-)
+from treetool._cli._target import EXIT_ERROR, EXIT_OK, CliError, keep_until_exit
+from treetool._cli._targets import load_target
 from treetool._text import safe
 
 __all__ = ["load_target", "main"]
@@ -331,7 +326,7 @@ def run() -> None:
     arrays); the process is ending anyway. The output is flushed first; when jax or textual
     were imported, the normal exit runs, with their exit handlers.
     """
-    _targets._KEEP = []
+    keep_until_exit()
     _cwd_last()
     code = main()
     try:

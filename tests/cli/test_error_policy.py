@@ -71,7 +71,7 @@ def test_summary_counts_and_lists_errors():
 
 def test_flat_views_raise_a_treetool_error_naming_the_path():
     t = tree()
-    for fn in (tt.leaves_with_paths, tt.to_flat_dict, tt.flatten):
+    for fn in (tt.leaves_with_path, tt.to_flat_dict, tt.flatten):
         with pytest.raises(tt.NodeError) as e:
             fn(t)
         assert isinstance(e.value, tt.TreetoolError)

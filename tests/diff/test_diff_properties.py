@@ -63,7 +63,7 @@ def _edit(x: np.ndarray, how: str) -> tuple[np.ndarray, str]:
 @settings(max_examples=40)
 @given(trees, st.data())
 def test_editing_leaves_with_tree_at_names_exactly_the_edited_paths(t, data):
-    pairs = tt.leaves_with_paths(t)
+    pairs = tt.leaves_with_path(t)
     if not pairs:
         return
     chosen = data.draw(st.sets(st.integers(0, len(pairs) - 1), min_size=1), label="leaves")

@@ -197,7 +197,7 @@ def test_legitimate_sharing_loads(tmp_path):
     f.write_bytes(pickle.dumps(tree, protocol=4))
     out = tt.load(f)
     assert out["encoder"] is out["decoder"]
-    assert len(tt.leaves_with_paths(out)) == 2 * 52
+    assert len(tt.leaves_with_path(out)) == 2 * 52
 
 
 # --- 3. an object array of 200,000 references to one 4 KB payload -----------------------------
@@ -396,7 +396,7 @@ def test_a_class_path_does_not_import_a_test_module(tmp_path):
     script = (
         "import os, sys, treetool as tt\n"
         f"tree = tt.load({str(f)!r})\n"
-        "print(repr(tree['x']), tt.leaves_with_paths(tree))\n"
+        "print(repr(tree['x']), tt.leaves_with_path(tree))\n"
         "print('optax._src.sharding_test' in sys.modules, os.environ.get('XLA_FLAGS'))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}

@@ -273,7 +273,7 @@ def test_eqx_functions_are_one_leaf_named_by_qualname(corpus, mod_dir):
     assert (act.label, act.kind) == ("jax._src.nn.functions.relu", "custom_jvp")
     assert (final.label, final.kind) == ("<lambda> in equinox.nn._mlp", "function")
     assert final.code is not None  # the file holds the lambda's code: its digest is kept
-    assert len(tt.leaves_with_paths(tree)) == len(jax.tree_util.tree_leaves(live)) == 22
+    assert len(tt.leaves_with_path(tree)) == len(jax.tree_util.tree_leaves(live)) == 22
     fns = [r for r in json.loads(ls.stdout)["leaves"] if r["type"] == "OpaqueFunction"]
     assert [r["path"] for r in fns] == ["['model'].activation", "['model'].final_activation"]
 
@@ -350,7 +350,7 @@ def test_typed_keys_load_as_keys_of_their_impl(corpus, mod_dir):
             assert np.array_equal(k.key_data(), jax.random.key_data(want))
             assert bool((k.to_jax() == want).all())
     # one leaf per key array, like jax
-    assert len(tt.leaves_with_paths(tree)) == len(jax.tree_util.tree_leaves(live)) == 9
+    assert len(tt.leaves_with_path(tree)) == len(jax.tree_util.tree_leaves(live)) == 9
     totals = tt.summary(tree).to_dict()["totals"]
     assert totals["params"] == 0
     assert totals["bytes"] == sum(x.nbytes for x in jax.tree_util.tree_leaves(live))

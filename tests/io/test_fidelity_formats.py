@@ -353,13 +353,13 @@ def test_flax_apply_on_params_loaded_from_each_format(tmp_path, flax_model):
         eager = tt.load(path, lazy=False)
         assert np.allclose(np.asarray(model.apply(eager, x)), want), fmt
         lazy = tt.load(path)
-        before = [(str(p), id(v), type(v)) for p, v in tt.leaves_with_paths(lazy)]
+        before = [(str(p), id(v), type(v)) for p, v in tt.leaves_with_path(lazy)]
         # flax converts params with jnp.asarray: lazy leaves read themselves
         assert np.allclose(np.asarray(model.apply(lazy, x)), want), fmt
         # jax.jit needs arrays: materialize gives them
         assert np.allclose(np.asarray(jax.jit(model.apply)(tt.materialize(lazy), x)), want), fmt
         # materialize leaves the lazily loaded tree as it was
-        assert [(str(p), id(v), type(v)) for p, v in tt.leaves_with_paths(lazy)] == before
+        assert [(str(p), id(v), type(v)) for p, v in tt.leaves_with_path(lazy)] == before
 
 
 def test_equinox_model_runs_on_leaves_loaded_from_each_format(tmp_path):

@@ -61,8 +61,8 @@ def test_functions_anywhere_become_one_leaf_each(tmp_path):
     assert (t["vjp"].kind, t["vjp"].label) == ("custom_vjp", f"{__name__}.clip_grad")
     assert (t["code"].kind, t["code"].module) == ("code", None)
     assert t["code"].qualname.endswith("<locals>.local")
-    paths = [str(p) for p, _ in tt.leaves_with_paths(t)]
-    assert paths == [str(p) for p, _ in tt.leaves_with_paths(tree)]
+    paths = [str(p) for p, _ in tt.leaves_with_path(t)]
+    assert paths == [str(p) for p, _ in tt.leaves_with_path(tree)]
     assert paths == [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(t)]
     # compared with the live tree: the same functions (by name and code), the same arrays
     assert not tt.diff(t, tree).changes

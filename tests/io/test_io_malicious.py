@@ -341,4 +341,4 @@ def test_pickle_protocol_roundtrip_of_corpus_names(tmp_path):
     f.write_bytes(pickle.dumps({"fn": os.path.join}))
     r = tio.read(f)
     assert r.blocked == ["posixpath.join"]
-    assert [str(p) for p, _ in tt.leaves_with_paths(r.tree)] == ["['fn']"]
+    assert [str(p) for p, _ in tt.leaves_with_path(r.tree)] == ["['fn']"]

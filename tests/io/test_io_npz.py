@@ -47,7 +47,7 @@ def test_npz_saved_by_treetool_is_nested(tmp_path):
         {"params": {"dense": {"kernel": np.ones((2, 2))}}, "layers": [np.zeros(1), np.ones(1)]}, f
     )
     tree = tio.load(f)
-    assert [str(p) for p, _ in tt.leaves_with_paths(tree)] == [
+    assert [str(p) for p, _ in tt.leaves_with_path(tree)] == [
         "['layers'][0]",
         "['layers'][1]",
         "['params']['dense']['kernel']",

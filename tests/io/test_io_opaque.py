@@ -18,7 +18,7 @@ from treetool.io import GlobalRef, Opaque
 def test_generic_layout_uses_state_names_then_args_and_items():
     o = Opaque("mylib.Thing", args=(1, 2), state={"w": np.ones(2), "b": None})
     o.dictitems["extra"] = 3.0
-    assert [str(p) for p, _ in tt.leaves_with_paths(o)] == [".w", "[0]", "[1]", "['extra']"]
+    assert [str(p) for p, _ in tt.leaves_with_path(o)] == [".w", "[0]", "[1]", "['extra']"]
     node = tt.view({"t": o}).children[0]
     assert node.type_name == "Thing" and node.node_kind == "custom"
 
@@ -34,7 +34,7 @@ def test_jax_agrees_with_treetool_model():
     ]
     assert (
         jax_paths
-        == [str(p) for p, _ in tt.leaves_with_paths({"b": o})]
+        == [str(p) for p, _ in tt.leaves_with_path({"b": o})]
         == ["['b'].w", "['b'].inner[0]"]
     )
     leaves, treedef = jax.tree_util.tree_flatten(o)
@@ -55,12 +55,12 @@ def test_known_dataclass_static_fields_are_not_children():
             "use_bias": False,
         },
     )
-    assert [str(p) for p, _ in tt.leaves_with_paths(o)] == [".weight"]
+    assert [str(p) for p, _ in tt.leaves_with_path(o)] == [".weight"]
 
 
 def test_global_ref_is_a_leaf():
     g = GlobalRef("os", "system")
-    assert tt.leaves_with_paths({"f": g}) == [(tt.Path.parse("['f']"), g)]
+    assert tt.leaves_with_path({"f": g}) == [(tt.Path.parse("['f']"), g)]
     assert g.class_name == "system" and g.class_path == "os.system"
 
 
@@ -169,7 +169,7 @@ def test_opaque_paths_agree_with_jax(tree):
     import jax
 
     want = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
-    assert [str(p) for p, _ in tt.leaves_with_paths(tree)] == want
+    assert [str(p) for p, _ in tt.leaves_with_path(tree)] == want
     leaves, treedef = jax.tree_util.tree_flatten(tree)
     again = jax.tree_util.tree_unflatten(treedef, leaves)
     assert jax.tree_util.tree_structure(again) == treedef

@@ -99,7 +99,7 @@ def test_leaves_and_paths_match_jax_keystr(tmp_path):
     import jax
 
     f = _write(tmp_path, TREE)
-    got = [(str(p), getattr(x, "shape", None)) for p, x in tt.leaves_with_paths(tio.load(f))]
+    got = [(str(p), getattr(x, "shape", None)) for p, x in tt.leaves_with_path(tio.load(f))]
     want = [
         (jax.tree_util.keystr(p), getattr(x, "shape", None))
         for p, x in jax.tree_util.tree_flatten_with_path(TREE)[0]
@@ -301,12 +301,12 @@ def test_structure_read_does_not_import_jax(tmp_path):
         "import sys, treetool as tt\n"
         f"t = tt.load({str(f)!r})\n"
         "assert 'jax' not in sys.modules, 'jax imported'\n"
-        "print(len(tt.leaves_with_paths(t)))\n"
+        "print(len(tt.leaves_with_path(t)))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
-    assert out.stdout.strip() == str(len(tt.leaves_with_paths(TREE)))
+    assert out.stdout.strip() == str(len(tt.leaves_with_path(TREE)))
 
 
 def test_load_error_is_one_line(tmp_path):

@@ -69,7 +69,7 @@ def test_same_paths_shapes_dtypes_as_live(tmp_path, models, name):
     r = _roundtrip(tmp_path, live)
     assert _facts(r.tree) == _facts(live)
     # treetool's own model agrees with jax on the loaded tree
-    assert [str(p) for p, _ in tt.leaves_with_paths(r.tree)] == [k for k, _, _ in _facts(live)]
+    assert [str(p) for p, _ in tt.leaves_with_path(r.tree)] == [k for k, _, _ in _facts(live)]
 
 
 def test_equinox_module_is_opaque_with_fields(tmp_path, models):
@@ -129,7 +129,7 @@ def test_cloudpickle_dynamic_class(tmp_path):
         tmp_path, {"m": Local(jnp.ones(2), 3), "f": lambda x: x + 1}, dump=cloudpickle.dump
     )
     assert r.tree["m"].class_path == "<dynamic>.Local"
-    assert [str(p) for p, _ in tt.leaves_with_paths(r.tree["m"])] == [".w", ".n"]
+    assert [str(p) for p, _ in tt.leaves_with_path(r.tree["m"])] == [".w", ".n"]
     assert "cloudpickle.cloudpickle._make_function" in r.blocked
 
 

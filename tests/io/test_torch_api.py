@@ -87,11 +87,10 @@ def test_trust_does_not_apply(pt: str) -> None:
 def test_tui_details_rows(pt: str) -> None:
     from treetool.tui.widgets.details import _file_rows, _tied_row
 
-    from treetool._cli._files import file_facts, remember
+    from treetool._cli._files import file_facts
 
     r = tio.read(pt)
-    remember(r)
-    facts = file_facts(r.tree)
+    facts = file_facts(r)
     rows = _file_rows(facts)
     assert rows[0] == ("torch", "torch checkpoint (zip format)")
     assert ("", "weights_only: torch.load(weights_only=True) would accept this file") in rows

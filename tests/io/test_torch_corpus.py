@@ -30,7 +30,7 @@ for name, path in json.loads(sys.argv[1]).items():
         out[name] = {"error": str(e)}
         continue
     leaves = []
-    for p, x in tt.leaves_with_paths(r.tree):
+    for p, x in tt.leaves_with_path(r.tree):
         if isinstance(x, tt.LazyArray):
             a = np.ascontiguousarray(np.asarray(x))
             leaves.append([str(p), list(x.shape), x.dtype_name, a.tobytes().hex(), type(x).__name__])

@@ -13,7 +13,7 @@ from treetool.tui import TreetoolApp
 from treetool.tui.widgets import DetailsPane
 
 import treetool.io as tio
-from treetool._cli._files import file_facts, remember
+from treetool._cli._files import file_facts
 
 pytestmark = pytest.mark.slow
 
@@ -48,8 +48,7 @@ def test_root_and_leaf_details(tmp_path: os.PathLike) -> None:
     p = str(tmp_path / "x.pt")
     torch.save({"emb": w, "head": w, "evil": Evil()}, p)
     r = tio.read(p)
-    remember(r)
-    facts = file_facts(r.tree)
+    facts = file_facts(r)
     root = _details(r.tree, facts, None)
     assert "torch checkpoint (zip format)" in root
     assert (

@@ -385,7 +385,7 @@ def test_input_paths_are_the_leaf_paths_of_the_call(shapes):
         return [jnp.sum(leaf) * scale for leaf in jax.tree_util.tree_leaves(t)]
 
     v = tt.jaxpr(f, tree, scale=jnp.float32(2))
-    expected = [(p, leaf) for p, leaf in tt.leaves_with_paths(Call((tree,), {"scale": 0}))]
+    expected = [(p, leaf) for p, leaf in tt.leaves_with_path(Call((tree,), {"scale": 0}))]
     assert [str(p) for p, _ in v.inputs] == [str(p) for p, _ in expected]
     assert [x.aval.shape for _, x in v.inputs[:-1]] == [leaf.shape for _, leaf in expected[:-1]]
     assert [str(p) for p, _ in v.outputs] == [f".out[{i}]" for i in range(len(v.outputs))]

@@ -22,7 +22,7 @@ TOL = 1e-4
 
 
 def _snapshot(tree: object) -> list[tuple[str, np.ndarray]]:
-    return [(str(p), np.array(x)) for p, x in tt.leaves_with_paths(tree) if hasattr(x, "shape")]
+    return [(str(p), np.array(x)) for p, x in tt.leaves_with_path(tree) if hasattr(x, "shape")]
 
 
 def _unchanged(before: list[tuple[str, np.ndarray]], tree: object) -> bool:

@@ -232,8 +232,8 @@ def test_write_by_extension_reads_back_to_the_filled_values(tmp_path: object, ex
             back = serialization.msgpack_restore(fh.read())
     else:
         back = tt.load(path)
-    flat = {str(p): np.asarray(x) for p, x in tt.leaves_with_paths(back)}
-    want = {str(p): np.asarray(x) for p, x in tt.leaves_with_paths(plan.apply(lazy=False))}
+    flat = {str(p): np.asarray(x) for p, x in tt.leaves_with_path(back)}
+    want = {str(p): np.asarray(x) for p, x in tt.leaves_with_path(plan.apply(lazy=False))}
     assert flat.keys() == want.keys()
     assert all(np.array_equal(flat[k], want[k]) for k in want)
     assert np.array_equal(

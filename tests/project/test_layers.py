@@ -26,11 +26,7 @@ FRONT_ENDS = {"treetool.cli", "treetool._cli", "treetool._display", "treetool.tu
 KNOWN_CYCLES: list[list[str]] = []
 
 #: Cycles between single modules (imports inside functions count) still to be opened.
-KNOWN_MODULE_CYCLES: list[list[str]] = [
-    ["treetool._cli._commands", "treetool._cli._port"],
-    ["treetool._cli._files", "treetool._cli._targets"],
-    ["treetool._port._plan", "treetool._port._rules", "treetool._port._write"],
-]
+KNOWN_MODULE_CYCLES: list[list[str]] = []
 
 
 def _top_edges() -> set[tuple[str, str]]:

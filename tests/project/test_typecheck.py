@@ -23,8 +23,6 @@ from pathlib import Path
 
 import pytest
 
-import treetool
-
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".mypy_cache"
 
@@ -116,33 +114,103 @@ def test_the_source_view_covers_every_module():
     assert "treetool/tui/app.py" in seen and "treetool/_paths/_path.py" in seen
 
 
-def _type_checking_imports() -> dict[str, str]:
-    """name -> module of the `if TYPE_CHECKING:` imports in treetool/__init__.py."""
-    tree = ast.parse((ROOT / "treetool" / "__init__.py").read_text())
-    found: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
-            for imp in node.body:
-                assert isinstance(imp, ast.ImportFrom), ast.unparse(imp)
-                for alias in imp.names:
-                    assert alias.asname == alias.name, f"re-export {alias.name} as itself"
-                    assert imp.level == 0 and imp.module, ast.unparse(imp)
-                    assert imp.module.startswith("treetool."), ast.unparse(imp)
-                    found[alias.name] = imp.module
-    return found
+#: the public modules whose names are loaded on first use, each from its own `_LAZY` table
+LAZY_MODULES = ("treetool", "treetool.sharding", "treetool.transforms")
+
+_MARK = "#TCBLOCK"
 
 
-def test_type_checking_imports_match_the_lazy_table():
-    static = _type_checking_imports()
-    assert set(static) == set(treetool._LAZY)
+def _file(module: str) -> Path:
+    rel = module.replace(".", "/")
+    return ROOT / (f"{rel}/__init__.py" if module == "treetool" else f"{rel}.py")
+
+
+def type_checking_block(table: dict[str, str]) -> str:
+    """The `if TYPE_CHECKING:` block of a lazy table: each name imported from its module, in
+    the order `ruff check` (isort) keeps: by module, then constants, classes, functions."""
+
+    def kind(name: str) -> int:
+        return 0 if name.isupper() else 1 if name[0].isupper() else 2
+
+    lines = [
+        "if TYPE_CHECKING:",
+        "    # Generated from `_LAZY` (below) by `python tests/project/test_typecheck.py`: the",
+        "    # names loaded on first use, imported for type checkers and editors only.",
+    ]
+    for name, module in sorted(table.items(), key=lambda kv: (kv[1], kind(kv[0]), kv[0])):
+        lines.append(f"    from {module} import {name} as {name}")
+    return "\n".join(lines) + "\n"
+
+
+def _blocks(text: str) -> list[tuple[int, int]]:
+    """Where the module's top-level `if TYPE_CHECKING:` blocks are (first and last line)."""
+    return [
+        (node.lineno, node.end_lineno or node.lineno)
+        for node in ast.parse(text).body
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+    ]
+
+
+def _written(module: str) -> tuple[str, str]:
+    """(the block in the file, the block generated from the module's `_LAZY` table)."""
+    text = _file(module).read_text()
+    [(first, last)] = _blocks(text)
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[first - 1 : last]), type_checking_block(
+        importlib.import_module(module)._LAZY
+    )
+
+
+def write_type_checking_blocks() -> None:
+    """Rewrite each lazy module's `if TYPE_CHECKING:` block from its table (or fill the
+    `#TCBLOCK` mark where there is none yet)."""
+    for module in LAZY_MODULES:
+        f = _file(module)
+        text = f.read_text()
+        block = type_checking_block(importlib.import_module(module)._LAZY)
+        if _MARK in text:
+            text = text.replace(_MARK + "\n", block)
+        else:
+            [(first, last)] = _blocks(text)
+            lines = text.splitlines(keepends=True)
+            text = "".join([*lines[: first - 1], block, *lines[last:]])
+        f.write_text(text)
+
+
+@pytest.mark.parametrize("module", LAZY_MODULES)
+def test_type_checking_block_is_generated_from_the_lazy_table(module):
+    # one source of truth: the table; the block the type checker reads is made from it
+    written, generated = _written(module)
+    assert written == generated, f"run: python tests/project/test_typecheck.py\n{generated}"
+
+
+@pytest.mark.parametrize("module", LAZY_MODULES)
+def test_lazy_names_are_the_objects_of_their_modules(module):
+    public = importlib.import_module(module)
+    table = public._LAZY
+    assert set(table) <= set(public.__all__)
     # the rest of `__all__` is imported eagerly: bound in the module itself, not loaded lazily
-    eager = set(treetool.__all__) - set(static)
-    assert eager and all(name in vars(treetool) for name in eager), eager
-    assert all(issubclass(vars(treetool)[n], Exception) or n == "Path" for n in eager), eager
-    # each name the type checker sees is the very object `tt.name` gives at run time
-    for name, module in static.items():
-        real, public = getattr(importlib.import_module(module), name), getattr(treetool, name)
-        assert public is real, name
+    eager = set(public.__all__) - set(table)
+    assert all(name in vars(public) for name in eager), eager
+    if module == "treetool":
+        assert eager and all(issubclass(vars(public)[n], Exception) for n in eager), eager
+    for name, home in table.items():
+        real, got = getattr(importlib.import_module(home), name), getattr(public, name)
+        assert got is real, name
+        # looked up on each use, never bound: doctest would collect it in the public
+        # module too, and run its examples there, in the wrong namespace
+        assert name not in vars(public), name
+
+
+def test_the_block_is_sorted_as_ruff_keeps_it_and_changes_with_the_table():
+    table = {"b": "treetool.x", "A": "treetool.x", "c": "treetool._y"}
+    block = type_checking_block(table)
+    assert block.splitlines()[3:] == [
+        "    from treetool._y import c as c",
+        "    from treetool.x import A as A",
+        "    from treetool.x import b as b",
+    ]
+    assert type_checking_block({**table, "d": "treetool.x"}) != block
 
 
 USER_SCRIPT = """\
@@ -195,3 +263,7 @@ def test_lazy_names_still_load_lazily(name):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
+
+
+if __name__ == "__main__":
+    write_type_checking_blocks()

@@ -163,7 +163,7 @@ def test_diff_fetches_each_payload_byte_once(pickles: Any, small_requests: None)
         spans = _spans(server.log, "/" + name)
         payloads = sorted(
             (x.offset, x.offset + x.nbytes)
-            for _, x in tt.leaves_with_paths(tree)
+            for _, x in tt.leaves_with_path(tree)
             if isinstance(x, LazyArray)
         )
         assert len(payloads) == 12

@@ -41,7 +41,7 @@ def store(request: pytest.FixtureRequest) -> tuple[str, Any]:
 
 def _facts(tree: Any) -> list[tuple[str, tuple, str]]:
     out = []
-    for path, leaf in tt.leaves_with_paths(tree):
+    for path, leaf in tt.leaves_with_path(tree):
         arr = leaf if hasattr(leaf, "shape") else np.asarray(leaf)
         out.append((str(path), tuple(arr.shape), str(arr.dtype)))
     return out
@@ -54,14 +54,14 @@ def test_remote_tree_matches_local(store: tuple[str, Any], files: dict, name: st
     remote = tt.load(f"{base}/{name}")
     assert _facts(remote) == _facts(local)
     assert _facts(remote)  # not an empty tree
-    lazy = [leaf for _, leaf in tt.leaves_with_paths(remote) if isinstance(leaf, LazyArray)]
+    lazy = [leaf for _, leaf in tt.leaves_with_path(remote) if isinstance(leaf, LazyArray)]
     assert lazy, "payloads stay remote"
     assert all(leaf.file.startswith(base) for leaf in lazy)
     # values and stats of every leaf agree with the local read
-    for (_, a), (_, b) in zip(tt.leaves_with_paths(local), tt.leaves_with_paths(remote)):
+    for (_, a), (_, b) in zip(tt.leaves_with_path(local), tt.leaves_with_path(remote)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     big_local = max(
-        (x for _, x in tt.leaves_with_paths(local) if hasattr(x, "size")), key=lambda x: x.size
+        (x for _, x in tt.leaves_with_path(local) if hasattr(x, "size")), key=lambda x: x.size
     )
     big_remote = max(lazy, key=lambda x: x.size)
     s_local, s_remote = tt.stats(big_local), tt.stats(big_remote)

@@ -30,7 +30,7 @@ def run(request: pytest.FixtureRequest) -> tuple[str, Any]:
 
 
 def _facts(tree: Any) -> list[tuple[str, tuple, str]]:
-    return [(str(p), tuple(leaf.shape), str(leaf.dtype)) for p, leaf in tt.leaves_with_paths(tree)]
+    return [(str(p), tuple(leaf.shape), str(leaf.dtype)) for p, leaf in tt.leaves_with_path(tree)]
 
 
 def test_remote_run_lists_its_steps_and_reads_the_latest(
@@ -48,7 +48,7 @@ def test_remote_run_lists_its_steps_and_reads_the_latest(
         "['params']['w']",
         "['step']",
     ]
-    leaves = [leaf for _, leaf in tt.leaves_with_paths(loaded.tree)]
+    leaves = [leaf for _, leaf in tt.leaves_with_path(loaded.tree)]
     assert all(isinstance(leaf, OrbaxArray) for leaf in leaves), "arrays stay remote"
     assert all(leaf.file.startswith(f"{url}/2/default/") for leaf in leaves)
     # reading the structure read metadata only: no data file of the OCDBT database
@@ -162,7 +162,7 @@ def test_remote_structure_is_read_without_tensorstore(
     code = (
         "import sys, treetool as tt, treetool.io\n"
         "t = treetool.io.read(sys.argv[1]).tree\n"
-        "print([(str(p), tuple(x.shape), str(x.dtype)) for p, x in tt.leaves_with_paths(t)])\n"
+        "print([(str(p), tuple(x.shape), str(x.dtype)) for p, x in tt.leaves_with_path(t)])\n"
         "print('tensorstore' in sys.modules)\n"
         "print(float(tt.stats(t['params']['w']).max), 'tensorstore' in sys.modules)\n"
     )
@@ -251,7 +251,7 @@ def test_treetool_reads_the_orbax_written_s3_run_as_the_local_one(
     )
     want = orbax_tree(step)
     for (path, leaf), (_, mine) in zip(
-        tt.leaves_with_paths(loaded.tree), tt.leaves_with_paths(local.tree), strict=True
+        tt.leaves_with_path(loaded.tree), tt.leaves_with_path(local.tree), strict=True
     ):
         assert leaf.file.startswith(f"{s3_orbax}/{step}/default/"), path
         np.testing.assert_array_equal(np.asarray(leaf), np.asarray(mine), err_msg=str(path))

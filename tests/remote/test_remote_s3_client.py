@@ -156,7 +156,7 @@ def test_header_bigger_than_the_first_block_reads_no_payload(s3: Any, tmp_path: 
     s3.client().put_object(Bucket=BUCKET, Key="wide/model.safetensors", Body=raw)
     s3.log.clear()
     tree = tt.load(f"s3://{BUCKET}/wide/model.safetensors")
-    assert len(tt.leaves_with_paths(tree)) == 2000
+    assert len(tt.leaves_with_path(tree)) == 2000
     assert [(r.method, r.range) for r in s3.log.requests] == [
         ("GET", "bytes=0-65535"),
         ("GET", f"bytes={header - 4096}-{header - 1}"),

@@ -39,7 +39,7 @@ def test_pickle_walk_reads_each_block_once(s3: Any) -> None:
         ends.append(at + _FLOATS * 4)
     s3.log.clear()
     loaded = tt.load(f"s3://{BUCKET}/walk/ckpt.pkl")
-    got = tt.leaves_with_paths(loaded)
+    got = tt.leaves_with_path(loaded)
     arrays = [(str(p), leaf.shape, str(leaf.dtype)) for p, leaf in got if hasattr(leaf, "shape")]
     assert sorted(arrays) == sorted(
         (f"['layer_{i}']['w']", (_FLOATS,), "float32") for i in range(_ARRAYS)
@@ -103,7 +103,7 @@ def test_walk_at_50ms_waits_for_few_round_trips(tmp_path: Any) -> None:
     server = HttpServer(str(tmp_path), latency=0.05)
     try:
         tree = tt.load(f"{server.url}/ckpt.pkl")
-        arrays = [leaf.shape for _, leaf in tt.leaves_with_paths(tree) if hasattr(leaf, "shape")]
+        arrays = [leaf.shape for _, leaf in tt.leaves_with_path(tree) if hasattr(leaf, "shape")]
         assert arrays == [(floats,)] * 48
         chain = _chain(server.log)
         ranges = _ranges(server.log)
@@ -144,7 +144,7 @@ def test_irregular_walk_reads_each_block_once_and_wastes_few_guesses(
     s3.client().put_object(Bucket=BUCKET, Key="walk/irregular.pkl", Body=raw)
     s3.log.clear()
     tree = tt.load(f"s3://{BUCKET}/walk/irregular.pkl")
-    got = {str(p): leaf.shape for p, leaf in tt.leaves_with_paths(tree) if hasattr(leaf, "shape")}
+    got = {str(p): leaf.shape for p, leaf in tt.leaves_with_path(tree) if hasattr(leaf, "shape")}
     assert got == {f"['{'k' * (1 + i // 20)}{i}']['w']": (n,) for i, n in enumerate(sizes)}
     ranges = _ranges(s3.log)
     landings = [e for e in ends if e >= 65536]

@@ -337,7 +337,7 @@ def test_path_errors():
 def test_every_leaf_of_the_corpus_by_path(name):
     tree = corpus()[name]
     before = Snapshot(tree)
-    leaves = tt.leaves_with_paths(tree)
+    leaves = tt.leaves_with_path(tree)
     for path, _ in leaves[:6] + leaves[-6:]:
         marker = object()
         out = tt.tree_at(str(path), tree, marker)

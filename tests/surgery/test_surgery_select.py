@@ -267,7 +267,7 @@ def test_select_all_leaves_round_trip(name):
     tree = corpus()[name]
     before = Snapshot(tree)
     sel = tt.select(tree, lambda x: tt.view(x).is_leaf)
-    assert [str(p) for p in sel.paths] == [str(p) for p, _ in tt.leaves_with_paths(tree)]
+    assert [str(p) for p in sel.paths] == [str(p) for p, _ in tt.leaves_with_path(tree)]
     same = sel.apply(lambda x: x, check=True)
     assert _same(same, tree)
     assert not tt.diff(tree, same)
@@ -328,7 +328,7 @@ def test_property_get_after_tree_at(tree, data):
 @settings(max_examples=40)
 @given(tree=_trees(), data=st.data())
 def test_property_diff_names_exactly_the_edited_paths(tree, data):
-    leaves = [p for p, _ in tt.leaves_with_paths(tree)]
+    leaves = [p for p, _ in tt.leaves_with_path(tree)]
     if not leaves:
         return
     picked = data.draw(st.lists(st.sampled_from(leaves), min_size=1, max_size=4, unique=True))

@@ -38,7 +38,7 @@ _trees = st.recursive(
 @settings(max_examples=40)
 @given(_trees)
 def test_index_matches_leaves_with_paths_and_node_chain_finds_every_leaf(tree):
-    expected = tt.leaves_with_paths(tree)
+    expected = tt.leaves_with_path(tree)
     idx = LeafIndex.build(tree)
     assert idx.paths == [str(p) for p, _ in expected]
     assert all(a is b for a, b in zip(idx.leaves, [x for _, x in expected]))

@@ -118,7 +118,7 @@ def deep():
 def test_ten_thousand_levels(deep):
     with pytest.raises((RecursionError, SystemError)):  # jax's own flatten gives up
         jax.tree_util.tree_flatten_with_path(deep)
-    [(path, leaf)] = tt.leaves_with_paths(deep)
+    [(path, leaf)] = tt.leaves_with_path(deep)
     assert len(path) == DEPTH and str(path).startswith("[0]['d'][0]['d']")
     assert tt.get(deep, str(path)) is leaf
     assert tt.get(deep, path) is leaf

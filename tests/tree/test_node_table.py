@@ -134,7 +134,7 @@ def test_every_consumer_opens_nodes_as_jax_does(tree, data):
     ids = [id(x) for x in leaves]
 
     # the flat views: paths (text and keys), leaves by identity, treedef
-    got = tt.leaves_with_paths(tree)
+    got = tt.leaves_with_path(tree)
     assert [str(p) for p, _ in got] == texts
     assert [list(p.keys) for p, _ in got] == [[from_jax_key(k) for k in p] for p, _ in expected]
     assert [id(x) for _, x in got] == ids
@@ -178,7 +178,7 @@ def test_a_registered_namedtuple_opens_by_its_own_rule_everywhere():
     tree = {"n": Custom(w, "aux", v)}
     paths = ["['n'][<flat index 0>]", "['n'][<flat index 1>]"]
     assert [tu.keystr(p) for p, _ in tu.tree_flatten_with_path(tree)[0]] == paths
-    assert [str(p) for p, _ in tt.leaves_with_paths(tree)] == paths
+    assert [str(p) for p, _ in tt.leaves_with_path(tree)] == paths
     assert list(tt.to_flat_dict(tree)) == paths
     assert tt.get(tree, paths[0]) is w and tt.get(tree, paths[1]) is v
     node = tt.view(tree).child("n")
@@ -188,7 +188,7 @@ def test_a_registered_namedtuple_opens_by_its_own_rule_everywhere():
     assert rule_for(Plain(1, 2)).kind is NodeKind.NAMEDTUPLE
     # a plain namedtuple keeps its `.field` paths (jax's own)
     plain = tu.tree_flatten_with_path(Plain(w, v))[0]
-    assert [str(p) for p, _ in tt.leaves_with_paths(Plain(w, v))] == [".a", ".b"]
+    assert [str(p) for p, _ in tt.leaves_with_path(Plain(w, v))] == [".a", ".b"]
     assert [tu.keystr(p) for p, _ in plain] == [".a", ".b"]
 
 
@@ -199,7 +199,7 @@ def test_unsortable_dict_keys_raise_as_in_jax(tree):
     with pytest.raises(ValueError, match="sorting pytree dictionary keys"):
         tu.tree_flatten_with_path(tree)
     where = "" if 1 in tree else "['x']"
-    for fn in (tt.leaves_with_paths, tt.to_flat_dict, tt.flatten):
+    for fn in (tt.leaves_with_path, tt.to_flat_dict, tt.flatten):
         with pytest.raises(tt.NodeError) as e:
             fn(tree)
         assert e.value.path == where
@@ -244,7 +244,7 @@ def test_tuple_of_a_tuple_node_replaces_the_node_as_equinox_does():
 
 def test_one_rule_per_type_shared_by_every_consumer():
     lin = Lin(np.ones(2), np.zeros(2))
-    tt.leaves_with_paths(lin)
+    tt.leaves_with_path(lin)
     rule = RULES[Lin]
     assert rule.kind is NodeKind.CUSTOM
     tt.view({"m": lin}).child("m").children

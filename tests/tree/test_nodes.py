@@ -25,7 +25,7 @@ class Block:
 def test_pytree_node_paths_static_and_jit():
     b = Block(jnp.ones((2, 3)), jnp.zeros(3), activation="gelu")
     assert dataclasses.is_dataclass(b)
-    assert [str(p) for p, _ in tt.leaves_with_paths(b)] == [".weight", ".bias"]
+    assert [str(p) for p, _ in tt.leaves_with_path(b)] == [".weight", ".bias"]
     assert [jtu.keystr(p) for p, _ in jtu.tree_flatten_with_path(b)[0]] == [".weight", ".bias"]
     leaves, treedef = tt.flatten(b)
     assert len(leaves) == 2
@@ -50,7 +50,7 @@ def test_register_node_for_a_class_you_do_not_own():
     tt.register_node(Pair, ["a", "b"], ["tag"])
     tt.register_node(Pair, ["a", "b"], ["tag"])  # a notebook cell run twice
     p = Pair(np.ones(2), [1.0], "x")
-    assert [str(q) for q, _ in tt.leaves_with_paths(p)] == [".a", ".b[0]"]
+    assert [str(q) for q, _ in tt.leaves_with_path(p)] == [".a", ".b[0]"]
     doubled = jtu.tree_map(lambda x: x * 2, p)
     assert isinstance(doubled, Pair) and doubled.tag == "x" and doubled.b == [2.0]
     assert p.b == [1.0]  # input untouched
@@ -75,7 +75,7 @@ def test_redefining_a_class_like_a_notebook_rerun():
 
     first, second = define(), define()
     assert first is not second
-    assert [str(p) for p, _ in tt.leaves_with_paths(second(1.0))] == [".x"]
+    assert [str(p) for p, _ in tt.leaves_with_path(second(1.0))] == [".x"]
     names = [i.cls for i in tt.registered_nodes() if i.cls.__qualname__.endswith("Cell")]
     assert names == [second]  # the stale definition is replaced
 

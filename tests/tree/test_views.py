@@ -35,7 +35,7 @@ def _dotted(path: tt.Path) -> str:
 @pytest.mark.parametrize("name", NAMES)
 def test_paths_equal_jax_keystr_and_get_returns_the_leaf(name):
     tree = corpus()[name]
-    ours = tt.leaves_with_paths(tree)
+    ours = tt.leaves_with_path(tree)
     theirs = jtu.tree_flatten_with_path(tree)[0]
     assert [str(p) for p, _ in ours] == [jtu.keystr(p) for p, _ in theirs]
     assert [p.keys for p, _ in ours] == [tt.Path.from_jax(p).keys for p, _ in theirs]
@@ -62,7 +62,7 @@ def test_flatten_unflatten_and_flat_dict_round_trip(name):
 
 def test_known_paths_of_real_models():
     c = corpus()
-    assert [str(p) for p, _ in tt.leaves_with_paths(c["linen"])] == [
+    assert [str(p) for p, _ in tt.leaves_with_path(c["linen"])] == [
         "['params']['Dense_0']['bias']",
         "['params']['Dense_0']['kernel']",
         "['params']['Dense_1']['bias']",
@@ -71,7 +71,7 @@ def test_known_paths_of_real_models():
         "['params']['LayerNorm_0']['scale']",
     ]
     assert tt.get(c["linen"], "params.Dense_1.kernel").shape == (4, 2)
-    assert [str(p) for p, _ in tt.leaves_with_paths(c["adamw"])][:3] == [
+    assert [str(p) for p, _ in tt.leaves_with_path(c["adamw"])][:3] == [
         "[0].count",
         "[0].mu.layers[0].weight",
         "[0].mu.layers[0].bias",
@@ -89,7 +89,7 @@ def test_known_paths_of_real_models():
 def test_is_leaf_gives_a_layer_level_view():
     mlp = corpus()["mlp"]
     is_layer = lambda x: isinstance(x, eqx.nn.Linear)  # noqa: E731
-    layers = tt.leaves_with_paths(mlp, is_leaf=is_layer)
+    layers = tt.leaves_with_path(mlp, is_leaf=is_layer)
     assert [str(p) for p, x in layers if isinstance(x, eqx.nn.Linear)] == [
         ".layers[0]",
         ".layers[1]",
@@ -183,7 +183,7 @@ trees = st.recursive(_leaf, _containers, max_leaves=25)
 
 @given(trees)
 def test_random_trees_round_trip(tree):
-    ours = tt.leaves_with_paths(tree)
+    ours = tt.leaves_with_path(tree)
     theirs = jtu.tree_flatten_with_path(tree)[0]
     assert [str(p) for p, _ in ours] == [jtu.keystr(p) for p, _ in theirs]
     assert [p.keys for p, _ in ours] == [tt.Path.from_jax(p).keys for p, _ in theirs]
@@ -203,7 +203,7 @@ def _jax_view(tree, is_leaf=None):
 
 
 def _our_view(tree, is_leaf=None):
-    return [(str(p), x) for p, x in tt.leaves_with_paths(tree, is_leaf=is_leaf)]
+    return [(str(p), x) for p, x in tt.leaves_with_path(tree, is_leaf=is_leaf)]
 
 
 def test_equinox_module_with_an_unset_field_walks_as_jax_does():
@@ -217,14 +217,14 @@ def test_equinox_module_with_an_unset_field_walks_as_jax_does():
     object.__setattr__(half, "a", np.float32(4))  # b left unset: equinox flattens a marker
     tree = {"whole": whole, "half": half, "again": Half(np.float32(5), None, 0)}
     assert _our_view(tree) == _jax_view(tree)
-    assert [str(p) for p, _ in tt.leaves_with_paths(tree)] == [
+    assert [str(p) for p, _ in tt.leaves_with_path(tree)] == [
         "['again'].a",
         "['half'].a",
         "['whole'].a",
         "['whole'].b[0]",
         "['whole'].b[1]['x']",
     ]
-    [(p, _)] = tt.leaves_with_paths(tree["half"])
+    [(p, _)] = tt.leaves_with_path(tree["half"])
     assert p.keys == (GetAttrKey("a"),)
 
 

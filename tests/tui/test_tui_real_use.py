@@ -18,7 +18,7 @@ from treetool.tui.widgets import DetailsPane, DiffTab, LeavesTable, PytreeTree, 
 from treetool.tui.widgets.tree_view import PAGE
 from tui_helpers import no_delays, settle  # noqa: F401 (no_delays: a fixture, by name)
 
-from treetool import leaves_with_paths
+from treetool import leaves_with_path
 from treetool._tree._leaf_index import LeafIndex
 from treetool._tree._model import Cycle
 
@@ -313,7 +313,7 @@ def test_cycles_are_leaves_in_every_view():
     inner = [np.ones(2, np.float32)]
     inner.append(inner)
     tree = {"a": inner, "b": np.zeros(3, np.float32)}
-    pairs = leaves_with_paths(tree)
+    pairs = leaves_with_path(tree)
     assert [str(p) for p, _ in pairs] == ["['a'][0]", "['a'][1]", "['b']"]
     cyc = pairs[1][1]
     assert isinstance(cyc, Cycle) and str(cyc.path) == "['a']"

@@ -13,46 +13,24 @@ from typing import Any
 
 from treetool._cli import _files as _files
 from treetool._cli._json import _json_listing, _print_json
-from treetool._cli._targets import (
-    _NOTED,
-    _TUI_NOTES,
-    EXIT_DIFFERENT,
-    EXIT_OK,
-    CliError,
-    _select,
-    _trace_target,
-    load_target,
-)
+from treetool._cli._sides import diff_sides, like_skeleton
+from treetool._cli._target import EXIT_DIFFERENT, EXIT_OK, CliError, Target
+from treetool._cli._target import console as _console
+from treetool._cli._targets import _select, _trace_target, load_target
 from treetool._text import safe
 
 
-def _console(stderr: bool = False) -> Any:
-    from rich.console import Console
-
-    from treetool._lowering._plain import output_width
-
-    stream = sys.stderr if stderr else sys.stdout
-    # no markup and no :emoji: codes in plain strings either: file text is never parsed
-    return Console(
-        stderr=stderr,
-        highlight=False,
-        soft_wrap=False,
-        markup=False,
-        emoji=False,
-        width=output_width(stream),
-    )
-
-
-def _note_opaque(tree: Any) -> None:
-    """One line on stderr when a loaded tree holds objects whose code was not run."""
+def _note_opaque(target: Target) -> None:
+    """One line on stderr when a loaded tree holds objects whose code was not run (unless the
+    read already said so)."""
     from treetool._tree._model import view
     from treetool._typetests import is_opaque
 
-    if id(tree) in _NOTED:
+    if target.reported:
         return
 
     classes: list[str] = []
-    for n in view(tree).walk():
+    for n in view(target.tree).walk():
         if is_opaque(n.obj):
             cp = getattr(n.obj, "class_path", n.type_name)
             if cp not in classes:
@@ -92,15 +70,16 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         if _cli_live.wanted(args, spec):
             return _cli_live.inspect_live(args, spec)
     if args.args is not None:
-        tree, fmt = _trace_target(args.target, args.args, trust=args.trust), "python"
+        target = Target(_trace_target(args.target, args.args, trust=args.trust), "python")
     else:
         with _listing(not _tui_wanted(args)):  # printed: structure only, no numpy needed
-            tree, fmt = load_target(
+            target = load_target(
                 _files.target_spec(args, args.target),
                 trust=args.trust,
                 partial=args.partial,
-                like=_files.like_skeleton(args),
+                like=like_skeleton(args),
             )
+    tree = target.tree
     result = _result_object(tree)
     if result is not None and (args.json or args.no_tui or not sys.stdout.isatty()):
         # `treetool inspect mymod:make_jaxpr_view` and the like: the object's own rendering
@@ -112,14 +91,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             _console().print(render(result, depth=args.depth, width=args.width))
         return EXIT_OK
     if args.json:
-        _print_json(_json_listing(tree, fmt, args.filter))
-        _note_opaque(tree)
+        _print_json(_json_listing(tree, target.format, args.filter, file_facts=target.facts))
+        _note_opaque(target)
         return EXIT_OK
-    facts = _files.file_facts(tree)
-    if facts and (args.no_tui or not sys.stdout.isatty()):
-        _files.print_facts(_console(), facts)
-    _show(tree, args, title=args.target)
-    _note_opaque(tree)
+    if target.facts and (args.no_tui or not sys.stdout.isatty()):
+        _files.print_facts(_console(), target.facts)
+    _show(target, args, title=args.target)
+    _note_opaque(target)
     return EXIT_OK
 
 
@@ -146,20 +124,20 @@ def _listing(on: bool = True) -> Any:
     return listing()
 
 
-def _show(tree: Any, args: argparse.Namespace, title: str) -> None:
+def _show(target: Target, args: argparse.Namespace, title: str) -> None:
     """The TUI on a terminal, a rich tree otherwise."""
+    tree = target.tree
     if not args.no_tui and sys.stdout.isatty() and sys.stdin.isatty() and not args.filter:
         try:
             from treetool.tui import run as tui_run
         except ImportError:
             pass  # textual missing: the rich tree below
         else:
-            facts = _files.file_facts(tree)
             tui_run(
                 tree,
                 title=title,
-                note=_TUI_NOTES.get(id(tree)),
-                file_facts=facts or None,
+                note=target.note,
+                file_facts=target.facts or None,
             )
             return
     from treetool._tree._model import view
@@ -182,12 +160,11 @@ def _show(tree: Any, args: argparse.Namespace, title: str) -> None:
 def cmd_ls(args: argparse.Namespace) -> int:
     target = _files.target_spec(args, args.target)
     with _listing():
-        tree, fmt = load_target(
-            target, trust=args.trust, partial=args.partial, like=_files.like_skeleton(args)
-        )
+        read = load_target(target, trust=args.trust, partial=args.partial, like=like_skeleton(args))
+    tree = read.tree
     found = _searched(tree, args) if args.search is not None else None
     if args.json:
-        _print_json(_json_listing(tree, fmt, args.glob, found))
+        _print_json(_json_listing(tree, read.format, args.glob, found, file_facts=read.facts))
         return EXIT_OK
     from treetool._tree._model import no_gc
     from treetool._tree._views import find, leaf_text_chunks
@@ -310,9 +287,9 @@ def cmd_get(args: argparse.Namespace) -> int:
     from treetool._tree._views import resolve
 
     target = _files.target_spec(args, args.target)
-    tree, _ = load_target(
-        target, trust=args.trust, partial=args.partial, like=_files.like_skeleton(args)
-    )
+    tree = load_target(
+        target, trust=args.trust, partial=args.partial, like=like_skeleton(args)
+    ).tree
     try:
         path = resolve(tree, args.path)
     except PathError as e:
@@ -340,9 +317,9 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
     target = _files.target_spec(args, args.target)
     with _listing():
-        tree, _ = load_target(
-            target, trust=args.trust, partial=args.partial, like=_files.like_skeleton(args)
-        )
+        tree = load_target(
+            target, trust=args.trust, partial=args.partial, like=like_skeleton(args)
+        ).tree
     s = summary(tree, depth=args.depth)
     if args.json:
         _print_json(s.to_dict())
@@ -354,7 +331,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     if not (args.rtol >= 0 and args.atol >= 0):
         raise CliError(f"--rtol and --atol must be >= 0, got {args.rtol:g} and {args.atol:g}")
-    a, b = _files.diff_sides(args)
+    a, b = diff_sides(args)
     from treetool._diff._tree_diff import diff_with_progress
     from treetool._tree._model import aggregate
 
@@ -393,7 +370,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return EXIT_OK
     args.filter = None
     args.width = 20
-    _show(tree, args, title="treetool demo: an equinox transformer and its adamw state")
+    _show(
+        Target(tree, "python"),
+        args,
+        title="treetool demo: an equinox transformer and its adamw state",
+    )
     return EXIT_OK
 
 

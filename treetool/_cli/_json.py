@@ -5,8 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from treetool._cli import _files as _files
-from treetool._cli import _targets as _targets
+from treetool._cli._target import keep
 from treetool._leaves._dtypes import loaded_numpy
 
 if TYPE_CHECKING:
@@ -18,10 +17,16 @@ class _Records(list):
 
 
 def _json_listing(
-    tree: Any, fmt: str, pattern: str | None, pairs: list[tuple[str, Any]] | None = None
+    tree: Any,
+    fmt: str,
+    pattern: str | None,
+    pairs: list[tuple[str, Any]] | None = None,
+    *,
+    file_facts: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The `inspect --json` / `ls --json` object; one pass over the leaves without a filter.
-    `pairs` (path text, leaf): the leaves `ls --search` found, listed instead of the tree's."""
+    `pairs` (path text, leaf): the leaves `ls --search` found, listed instead of the tree's.
+    `file_facts`: what the file says about itself (`Target.facts`), after the format."""
     from treetool._leaves._arrays import LazyArray, leaf_info
     from treetool._leaves._callables import callable_identity
     from treetool._tree._model import Unopened, no_gc
@@ -108,7 +113,7 @@ def _json_listing(
         counts = {"leaves": agg.leaves, "params": agg.params, "bytes": agg.nbytes}
         if agg.errors:
             counts["errors"] = agg.errors
-    return {"format": fmt, **_files.file_facts(tree), "totals": counts, "leaves": records}
+    return {"format": fmt, **(file_facts or {}), "totals": counts, "leaves": records}
 
 
 def _lazy_tail(tails: dict, key: tuple, x: Any) -> tuple[str, LeafInfo]:
@@ -138,8 +143,7 @@ def _print_json(data: Any) -> None:
     """Indented JSON; a leaf listing is written one compact record per line."""
     import json
 
-    if _targets._KEEP is not None:
-        _targets._KEEP.append(data)
+    keep(data)
 
     from treetool._text import redact_urls  # URLs' user info and query values hidden, as everywhere
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from treetool._cli import _files as _files
 from treetool._cli import _targets as _targets
+from treetool._cli._target import EXIT_OK
 
 __all__ = ["LIVE_BYTES", "inspect_live", "wanted"]
 
@@ -72,13 +73,12 @@ def inspect_live(args: argparse.Namespace, spec: str) -> int:
 
         loaded = io.read(spec, trust=args.trust, partial=args.partial, watch=watch)
         held.append(loaded)
-        _files.remember(loaded)
         note = _targets.blocked_note(loaded.blocked) if loaded.blocked else None
-        return Read(loaded.tree, note, _files.file_facts(loaded.tree) or None)
+        return Read(loaded.tree, note, _files.file_facts(loaded) or None)
 
     from treetool.io._partial import PartialWatch
 
     run(None, title=args.target, reading=Reading(spec, read, PartialWatch(path=spec)))
     for loaded in held:  # said now that the terminal is ours again
         _targets.report_loaded(spec, loaded)
-    return _targets.EXIT_OK
+    return EXIT_OK

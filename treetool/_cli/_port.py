@@ -10,7 +10,8 @@ import argparse
 import os
 import sys
 
-from treetool._cli._targets import EXIT_DIFFERENT, EXIT_OK, CliError, _import_target, load_target
+from treetool._cli._target import EXIT_DIFFERENT, EXIT_OK, CliError, console
+from treetool._cli._targets import _import_target, load_target
 
 
 def port_arguments(sp: argparse.ArgumentParser) -> None:
@@ -47,14 +48,13 @@ def port_arguments(sp: argparse.ArgumentParser) -> None:
 
 def cmd_port(args: argparse.Namespace) -> int:
     """Plan, print, and optionally write and check."""
-    from treetool._cli._commands import _console
     from treetool._cli._json import _print_json
     from treetool._port import port
 
     if args.rules is not None and not os.path.isfile(args.rules):
         raise CliError(f"{args.rules}: no such rule file")
-    source, _ = load_target(args.source, trust=args.trust)
-    target, _ = load_target(args.target, trust=args.trust)
+    source = load_target(args.source, trust=args.trust).tree
+    target = load_target(args.target, trust=args.trust).tree
     plan = port(source, target, rules=args.rules)
     plan.source_label = args.source
     check = None
@@ -73,10 +73,10 @@ def cmd_port(args: argparse.Namespace) -> int:
             data["check"] = {"max_abs_diff": check.max_abs_diff, "atol": check.atol, "ok": check.ok}
         _print_json(data)
     else:
-        console = _console()
-        console.print(plan)
+        out = console()
+        out.print(plan)
         if check is not None:
-            console.print(str(check))
+            out.print(str(check))
     if args.write:
         plan.write(args.write, cast=args.cast)
         print(f"treetool: wrote {args.write}", file=sys.stderr)

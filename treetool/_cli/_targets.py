@@ -1,7 +1,7 @@
 """What a `treetool` command reads: `FILE`, `DIR`, `RUN@STEP`, `module:attr`, `--args` specs.
 
-Split from `cli.py` (the parser and `main`). `CliError` lives here so every `_cli_*` module
-can raise it without importing `cli`; `cli` re-exports it.
+Split from `cli.py` (the parser and `main`). A read gives a `Target` (`_cli/_target.py`):
+the tree with what the read found besides it.
 """
 
 from __future__ import annotations
@@ -12,13 +12,8 @@ import sys
 from typing import Any
 
 from treetool._cli import _files as _files
+from treetool._cli._target import CliError, Target, keep
 from treetool._text import safe
-
-EXIT_OK, EXIT_DIFFERENT, EXIT_ERROR = 0, 1, 2
-
-
-class CliError(Exception):
-    """A user-facing error: printed as one line, exit code 2."""
 
 
 def blocked_note(blocked: Any) -> str:
@@ -28,8 +23,8 @@ def blocked_note(blocked: Any) -> str:
 
 
 def report_loaded(spec: str, loaded: Any) -> None:
-    """What a read says on stderr (a damaged file's warning, the classes not executed), and
-    the read kept for the commands that look at it again."""
+    """What a read says on stderr (a damaged file's warning, the classes not executed); the
+    read is kept until the process ends (`keep`)."""
     if loaded.error:
         print(
             safe(f"treetool: warning: {loaded.error}; showing what was read before it"),
@@ -37,15 +32,14 @@ def report_loaded(spec: str, loaded: Any) -> None:
         )
     if loaded.blocked:
         _print_blocked(spec, loaded.blocked, loaded.format)
-    _NOTED.add(id(loaded.tree))
-    if _KEEP is not None:
-        _KEEP.append(loaded)
+    keep(loaded)
 
 
 def load_target(
     spec: str, *, trust: bool = False, partial: bool = False, like: Any = None
-) -> tuple[Any, str]:
-    """Turn `FILE`, `DIR` or `module:attr` into `(pytree, format name)`.
+) -> Target:
+    """Turn `FILE`, `DIR` or `module:attr` into a `Target` (the pytree, its format name and
+    what the read found besides it).
 
     A file or directory is read by `treetool.io.read` (safe by default). When objects were not
     executed, one line on stderr names their classes and `--trust`; with `partial`, a damaged
@@ -63,7 +57,7 @@ def load_target(
         from treetool._progress import ReadProgress
 
         if like is not None and os.path.isfile(spec) and io.detect(spec) == "equinox":
-            return _files.load_eqx_like(spec, like), "equinox"
+            return Target(_files.load_eqx_like(spec, like), "equinox")
         with ReadProgress(spec):  # a line on a terminal's stderr while a big file is read
             loaded = io.read(spec, trust=trust, partial=partial)
         return finish_load(spec, loaded)
@@ -71,25 +65,28 @@ def load_target(
         from treetool._progress import ReadProgress
 
         with ReadProgress(spec, verb="importing"):  # the module may take seconds (jax)
-            return _import_target(spec), "python"
+            return Target(_import_target(spec), "python")
     raise CliError(f"{spec}: no such file or directory (and not a module:attr object)")
 
 
-def finish_load(spec: str, loaded: Any) -> tuple[Any, str]:
-    """`(pytree, format name)` of what `io.read` read for `spec`, saying on stderr what the
-    read says (its notes, warnings, classes not executed). Kept apart from the read, so that
-    two reads made at once (a diff's sides) say it in the order of their sides."""
+def finish_load(spec: str, loaded: Any) -> Target:
+    """The `Target` of what `io.read` read for `spec`, saying on stderr what the read says
+    (its notes, warnings, classes not executed). Kept apart from the read, so that two reads
+    made at once (a diff's sides) say it in the order of their sides."""
     from treetool.io import split_step
 
-    _files.remember(loaded)
     if loaded.format == "equinox":
         _files.note_positional(spec)
     if loaded.steps and spec == split_step(spec)[0]:
         _files.note_steps(spec, loaded)
     report_loaded(spec, loaded)
-    if loaded.blocked:
-        _TUI_NOTES[id(loaded.tree)] = blocked_note(loaded.blocked)
-    return loaded.tree, loaded.format
+    return Target(
+        loaded.tree,
+        loaded.format,
+        facts=_files.file_facts(loaded),
+        note=blocked_note(loaded.blocked) if loaded.blocked else None,
+        reported=True,
+    )
 
 
 _DOTTED = re.compile(r"^[^\W\d]\w*(\.[^\W\d]\w*)*$")
@@ -194,7 +191,7 @@ def _trace_arg(text: str, *, trust: bool) -> Any:
     from treetool._source import is_url
 
     if is_url(text) or os.path.exists(text) or _is_module_spec(text):
-        return load_target(text, trust=trust)[0]
+        return load_target(text, trust=trust).tree
     import ast
 
     try:
@@ -227,13 +224,3 @@ def _print_blocked(spec: str, blocked: list[str], fmt: str = "") -> None:
         ),
         file=sys.stderr,
     )
-
-
-#: id(loaded tree) -> the line the TUI shows in its header (objects not executed)
-_TUI_NOTES: dict[int, str] = {}
-
-#: set by `run`: what a command loaded stays alive until the process ends (see `run`)
-_KEEP: list[Any] | None = None
-
-#: trees whose opaque objects `load_target` already reported
-_NOTED: set[int] = set()

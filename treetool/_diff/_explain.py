@@ -13,6 +13,7 @@ import types
 from typing import Any, Literal
 
 from treetool._errors import StructureMismatch
+from treetool._public import set_module
 from treetool._tree._model import IsLeaf
 
 __all__ = ["explain", "explain_mismatch", "mismatches"]
@@ -43,6 +44,7 @@ def mismatches(a: Any, b: Any, is_leaf: IsLeaf = None) -> list[Any]:
     return out
 
 
+@set_module("treetool")
 def explain_mismatch(
     a: Any, b: Any, *, is_leaf: IsLeaf = None, names: tuple[str, str] = ("a", "b")
 ) -> str:
@@ -115,6 +117,7 @@ def _count(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
+@set_module("treetool")
 class explain(contextlib.ContextDecorator):
     """Append the full explanation to jax structure errors raised inside the block.
 

@@ -26,6 +26,7 @@ from treetool._diff._nodes import _SEQUENCES, _describe, _node_label, _static_ch
 from treetool._errors import TreetoolError
 from treetool._lowering._drawn import RichDrawn
 from treetool._paths._path import Key, Path
+from treetool._public import set_module
 from treetool._tree._model import CUSTOM, LEAF, IsLeaf, aggregate, children, no_gc
 
 __all__ = ["KINDS", "Change", "TreeDiff", "diff"]
@@ -38,6 +39,7 @@ _SORTED_DICTS = (dict, defaultdict)
 _MOVE_CHECKS = 1000
 
 
+@set_module("treetool")
 @dataclass(frozen=True)
 class Change:
     """One difference between two trees, at one path.
@@ -84,6 +86,7 @@ class Change:
         }
 
 
+@set_module("treetool")
 class TreeDiff(RichDrawn):
     """Every difference between two trees; true when there is any.
 
@@ -181,6 +184,7 @@ class TreeDiff(RichDrawn):
         return diff_text(self) if medium == "text" else DiffView(self)
 
 
+@set_module("treetool")
 def diff(
     a: Any,
     b: Any,

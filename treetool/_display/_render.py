@@ -10,11 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from treetool._lowering._drawn import Medium
+from treetool._public import set_module
 from treetool._typetests import is_raw_jaxpr
 
 __all__ = ["lower", "lowers_itself", "render"]
 
 
+@set_module("treetool")
 def render(
     obj: Any, *, depth: int = 3, width: int = 20, fold: bool = True, is_leaf: Any = None
 ) -> Any:

@@ -11,6 +11,8 @@ import os
 import sys
 from typing import Any, Literal
 
+from treetool._public import set_module
+
 __all__ = ["environment", "show"]
 
 Mode = Literal["html", "tui", "text"]
@@ -40,6 +42,7 @@ def environment() -> Mode:
     return "text"
 
 
+@set_module("treetool")
 def show(
     obj: Any,
     *,

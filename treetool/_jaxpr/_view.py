@@ -46,12 +46,14 @@ from treetool._jaxpr._scope import short_location as short_location
 from treetool._jaxpr._uses import Lookups
 from treetool._lowering._drawn import RichDrawn
 from treetool._paths._path import Path, SequenceKey
+from treetool._public import set_module
 from treetool._tree._model import no_gc
 from treetool._typetests import is_drop_var
 
 __all__ = ["Call", "Cost", "Equation", "JaxprView", "Scope", "jaxpr", "short_location"]
 
 
+@set_module("treetool")
 class JaxprView(RichDrawn, Lookups):
     """A jaxpr as a browsable tree, tied back to the pytrees that went in and came out.
 
@@ -369,6 +371,7 @@ def _is_array(x: Any) -> bool:
     return isinstance(x, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct))
 
 
+@set_module("treetool")
 def jaxpr(fn: Callable[..., Any] | Any, *args: Any, **kwargs: Any) -> JaxprView:
     """Trace `fn(*args, **kwargs)` into a `JaxprView`; a ClosedJaxpr or Jaxpr is wrapped as is.
 

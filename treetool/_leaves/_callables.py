@@ -18,6 +18,7 @@ import functools
 import types
 from typing import Any
 
+from treetool._public import set_module
 from treetool._typetests import is_global_ref, is_jit_function
 
 __all__ = ["OpaqueFunction", "callable_identity", "code_key", "function_label"]
@@ -63,6 +64,7 @@ def code_key(co_code: Any, names: Any, consts: Any) -> str | None:
     return h.hexdigest()[:16]
 
 
+@set_module("treetool")
 class OpaqueFunction:
     """A function found in a file and not executed: one leaf, named by its qualified name.
 

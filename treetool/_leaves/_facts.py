@@ -15,6 +15,7 @@ from typing import Any
 from treetool._leaves._dtypes import dtype_bits, dtype_name, loaded_numpy, name_bits, short_dtype
 from treetool._leaves._lazy_array import LazyArray
 from treetool._leaves._prng import KeyArray
+from treetool._public import set_module
 from treetool._typetests import is_shape_struct
 
 __all__ = ["LeafInfo", "is_array", "is_key", "leaf_info", "may_be_raw_key"]
@@ -44,6 +45,7 @@ def _is_typed_key_dtype(dtype: Any) -> bool:
     return dtype_name(dtype).startswith("key<")
 
 
+@set_module("treetool")
 def is_key(x: Any) -> bool:
     """Whether `x` is a typed PRNG key array (a `key<...>` dtype: live jax or loaded).
 
@@ -77,6 +79,7 @@ def may_be_raw_key(x: Any) -> bool:
     return name == "uint32" and len(shape) >= 1 and shape[-1] == 2
 
 
+@set_module("treetool")
 @dataclass(slots=True)
 class LeafInfo:
     """What treetool knows about a leaf without reading its data.
@@ -104,6 +107,7 @@ class LeafInfo:
         return self.type_name
 
 
+@set_module("treetool")
 def leaf_info(x: Any) -> LeafInfo:
     """Facts about one leaf, from metadata only.
 

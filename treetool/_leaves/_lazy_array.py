@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from treetool._leaves._dtypes import _as_dtype, loaded_numpy, name_bits, short_dtype, spec_facts
 from treetool._leaves._streams import ByteStream
+from treetool._public import set_module
 from treetool._source import is_url, source_for
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ _CHUNK_ELEMS = 1 << 20
 # --- lazily read arrays ---------------------------------------------------------------------
 
 
+@set_module("treetool")
 class LazyArray:
     """An array whose data stays in a file until asked for.
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from treetool._public import set_module
+
 __all__ = ["KeyArray", "KeyDtype"]
 
 
@@ -64,6 +66,7 @@ class KeyDtype:
         return hash((KeyDtype, self.impl, self.tag, self.key_shape))
 
 
+@set_module("treetool")
 class KeyArray:
     """A typed PRNG key array loaded from a file: shape, `key<...>` dtype and its key data.
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from treetool._leaves._facts import _is_typed_key_dtype, is_key
 from treetool._leaves._lazy_array import _CHUNK_ELEMS, LazyArray
+from treetool._public import set_module
 
 if TYPE_CHECKING:
     import numpy as np
@@ -20,6 +21,7 @@ __all__ = ["Stats", "has_stats", "stats"]
 # --- stats --------------------------------------------------------------------------------
 
 
+@set_module("treetool")
 @dataclass(frozen=True)
 class Stats:
     """Summary statistics of an array leaf, over its finite values.
@@ -99,6 +101,7 @@ def has_stats(x: Any) -> bool:
     return dt.kind in "biufc" or (dt.kind == "V" and dt.type is not np.void)
 
 
+@set_module("treetool")
 def stats(x: Any, bins: int = 20) -> Stats:
     """Min, max, mean, std, NaN/Inf/zero counts and a histogram, read in chunks.
 

@@ -28,6 +28,7 @@ from treetool._paths._keys import (
 )
 from treetool._paths._match import match_keys, start_states, step_states, suggest
 from treetool._paths._parse import parse_keys
+from treetool._public import set_module
 
 __all__ = [
     "AnyIndex",
@@ -55,6 +56,7 @@ __all__ = [
 _Context = tuple[Any, Callable[[Any], Key] | None]
 
 
+@set_module("treetool")
 class Path(Sequence[Key]):
     """A path into a pytree: a sequence of key entries.
 

@@ -7,16 +7,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from treetool._errors import TreetoolError
+from treetool._port._error import PortError
 from treetool._port._match import Ambiguity, Row, match
+from treetool._port._rules import ruled, write_rules
 from treetool._port._sides import Side, read_source, source_side, target_side
 from treetool._port._transforms import apply_steps
+from treetool._public import set_module
 
 __all__ = ["Check", "Plan", "PortError", "port"]
-
-
-class PortError(TreetoolError, ValueError):
-    """A plan that cannot be applied (ambiguous or incomplete), or a rule that does not fit."""
 
 
 @dataclass(frozen=True)
@@ -93,8 +91,6 @@ class Plan:
     @property
     def rules(self) -> str:
         """The plan as an editable rule file (`tt.port(..., rules=text)` reads it back)."""
-        from treetool._port._rules import write_rules
-
         return write_rules(self)
 
     def to_dict(self) -> dict[str, Any]:
@@ -148,13 +144,13 @@ class Plan:
                 f"{'; ...' if len(self.problems()) > 3 else ''}): resolve it with rules= "
                 "or pass strict=False to keep the target's own values there"
             )
-        from treetool._tree._views import flatten, leaves_with_paths, unflatten
+        from treetool._tree._views import flatten, leaves_with_path, unflatten
 
         by_target: dict[str, list[Row]] = {}
         for r in self.rows:
             by_target.setdefault(r.target, []).append(r)
         leaves, treedef = flatten(self._target)
-        paths = [str(p) for p, _ in leaves_with_paths(self._target)]
+        paths = [str(p) for p, _ in leaves_with_path(self._target)]
         out = list(leaves)
         for k, name in enumerate(paths):
             rows = by_target.get(name)
@@ -234,14 +230,14 @@ class Plan:
         """
         import numpy as np
 
-        from treetool._tree._views import leaves_with_paths
+        from treetool._tree._views import leaves_with_path
 
         ported = self.apply(lazy=False, cast=True)
         got = fn(ported, *inputs)
         if expected is None:
             got, expected = got
-        a = [np.asarray(x) for _, x in leaves_with_paths(got)]
-        b = [np.asarray(x) for _, x in leaves_with_paths(expected)]
+        a = [np.asarray(x) for _, x in leaves_with_path(got)]
+        b = [np.asarray(x) for _, x in leaves_with_path(expected)]
         if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
             raise PortError(
                 f"check: the outputs ({[list(x.shape) for x in a]}) do not line up with the "
@@ -268,6 +264,7 @@ def _is_jax(x: Any) -> bool:
     return type(x).__module__.startswith("jax")
 
 
+@set_module("treetool")
 def port(source: Any, target: Any, rules: str | os.PathLike | None = None) -> Plan:
     """Plan how a checkpoint fills a model of another framework, and prove it.
 
@@ -313,10 +310,13 @@ def port(source: Any, target: Any, rules: str | os.PathLike | None = None) -> Pl
         dst_side,
         label,
     )
-    from treetool._port._rules import apply_rules
-
     # rows in the target's order, leftovers counted the one way a rule file counts them
     plan = apply_rules(plan, "")
     if rules is not None:
         plan = apply_rules(plan, rules)
     return plan
+
+
+def apply_rules(plan: Plan, rules: str | os.PathLike) -> Plan:
+    """`plan` with the decisions of a rule file (its text, or a file name) put in."""
+    return Plan(*ruled(plan, rules))

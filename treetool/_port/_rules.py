@@ -18,13 +18,14 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
+from treetool._port._error import PortError
 from treetool._port._match import Ambiguity, Row
 from treetool._port._transforms import StepError, parse_steps, steps_shape
 
 if TYPE_CHECKING:
     from treetool._port._plan import Plan
 
-__all__ = ["apply_rules", "write_rules"]
+__all__ = ["ruled", "write_rules"]
 
 _HEADER = """\
 # treetool port rules
@@ -69,8 +70,6 @@ class _Reader:
         self.dec = json.JSONDecoder()
 
     def fail(self, what: str) -> Exception:
-        from treetool._port._plan import PortError
-
         return PortError(f"{self.where}: {what}")
 
     def ws(self) -> None:
@@ -138,9 +137,10 @@ def _parse(
     return rows, drops
 
 
-def apply_rules(plan: Plan, rules: str | os.PathLike) -> Plan:
-    """`plan` with the decisions of a rule file (its text, or a file name) put in."""
-    from treetool._port._plan import Plan, PortError
+def ruled(plan: Plan, rules: str | os.PathLike) -> tuple[Any, ...]:
+    """The arguments of the `Plan` that is `plan` with the decisions of a rule file (its text,
+    or a file name) put in (`_plan.apply_rules` builds it: this module does not import the
+    class it reads)."""
 
     if isinstance(rules, os.PathLike) or (
         isinstance(rules, str) and "\n" not in rules and os.path.isfile(rules)
@@ -206,7 +206,7 @@ def apply_rules(plan: Plan, rules: str | os.PathLike) -> Plan:
     ambiguous: list[Ambiguity] = [a for a in plan.ambiguous if not set(a.targets) <= ruled_targets]
     held = {s for a in ambiguous for s in a.sources} | {t for a in ambiguous for t in a.targets}
     filled = {r.target for r in rows}
-    return Plan(
+    return (
         rows,
         ambiguous,
         sorted(s for s in src.order if s not in used and s not in dropped and s not in held),

@@ -68,10 +68,10 @@ def _add(
 def source_side(tree: Any) -> Side:
     """The source's entries: names are dotted (`layers.0.weight`, as torch and Hugging Face
     write them), unless two paths would share one, then key paths."""
-    from treetool._tree._views import leaves_with_paths
+    from treetool._tree._views import leaves_with_path
 
     side = Side()
-    pairs = [(p, x) for p, x in leaves_with_paths(tree) if _is_array(x)]
+    pairs = [(p, x) for p, x in leaves_with_path(tree) if _is_array(x)]
     keys = [tuple(part for k in p for part in k.text.split(".")) for p, _ in pairs]
     names = [".".join(k) for k in keys]
     if len(set(names)) != len(names) or not all(names):
@@ -89,13 +89,13 @@ def source_side(tree: Any) -> Side:
 
 def target_side(tree: Any) -> tuple[Side, list[Path]]:
     """The target's array leaves (named by keystr) and the paths of all its leaves."""
-    from treetool._tree._views import leaves_with_paths
+    from treetool._tree._views import leaves_with_path
 
     side = Side()
     paths = []
     ct = _eqx_conv_transpose_weights(tree)
     stats, kept = _eqx_state_stats(tree)
-    for p, x in leaves_with_paths(tree):
+    for p, x in leaves_with_path(tree):
         paths.append(p)
         if _is_array(x) and id(x) not in kept:
             ks = stats.get(id(x)) or tuple(part for k in p for part in k.text.split("."))

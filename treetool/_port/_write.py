@@ -9,6 +9,7 @@ import struct
 from typing import TYPE_CHECKING, Any
 
 from treetool._errors import SaveError
+from treetool._port._error import PortError
 
 if TYPE_CHECKING:
     from treetool._port._plan import Plan
@@ -18,8 +19,6 @@ __all__ = ["write_plan"]
 
 def write_plan(plan: Plan, path: str, *, cast: bool = False) -> None:
     """Write what `plan` fills to `path` (`.safetensors`, `.npz`, `.eqx`, `.msgpack`)."""
-    from treetool._port._plan import PortError
-
     if plan.ambiguous or plan.unmatched_target:
         raise PortError(
             f"{path}: not written: the plan is incomplete ({'; '.join(plan.problems()[:3])})"

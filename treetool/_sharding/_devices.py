@@ -24,6 +24,7 @@ import numpy as np
 from treetool._errors import TreetoolError
 from treetool._leaves._arrays import LazyArray, dtype_name
 from treetool._paths._path import Path
+from treetool._public import set_module
 from treetool._sharding._layout import (  # the layout half of placement
     ABSTRACT,
     DELETED,
@@ -172,6 +173,7 @@ def _dname(x: Any) -> str | None:
     return dtype_name(dtype) if dtype is not None else None
 
 
+@set_module("treetool.sharding")
 def placement(
     tree: Any,
     *,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from treetool._paths._path import Path
+from treetool._public import set_module
 from treetool._sharding._layout import (  # the layout half of placement
     PLANNED,
     RECORDED,
@@ -24,6 +25,7 @@ __all__ = ["AxisUsage", "DeviceUsage", "LeafPlacement", "PlacementWarning", "lay
 # --- per-leaf and per-device facts -----------------------------------------------------------
 
 
+@set_module("treetool.sharding")
 @dataclass(eq=False, slots=True)
 class LeafPlacement:
     """Where one leaf lives: its devices, sharding, shard shape and bytes per device.
@@ -190,6 +192,7 @@ class LeafPlacement:
         return ShardingGrid(self)
 
 
+@set_module("treetool.sharding")
 @dataclass
 class DeviceUsage:
     """What one device holds: bytes (replicas counted where they live) and leaf count.

@@ -14,6 +14,7 @@ from treetool._errors import PathError
 from treetool._format import fmt_bytes as _fmt_bytes
 from treetool._lowering._drawn import RichDrawn
 from treetool._paths._path import Path
+from treetool._public import set_module
 from treetool._sharding._layout import (  # the layout half of placement
     FILE,
     HOST,
@@ -36,6 +37,7 @@ __all__ = ["Placement"]
 # --- the placement of a tree -----------------------------------------------------------------
 
 
+@set_module("treetool.sharding")
 class Placement(RichDrawn):
     """Where the leaves of a tree live, per leaf, per device and per mesh axis.
 

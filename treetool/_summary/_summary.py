@@ -14,6 +14,7 @@ from typing import Any
 from treetool._leaves._arrays import LazyArray, LeafInfo, leaf_info
 from treetool._leaves._dtypes import loaded_numpy
 from treetool._lowering._drawn import RichDrawn
+from treetool._public import set_module
 from treetool._tree._model import IsLeaf, Unopened, no_gc, view
 from treetool._tree._totals import Tally
 from treetool._tree._views import _walk
@@ -49,6 +50,7 @@ class SummaryRow:
         return d
 
 
+@set_module("treetool")
 @dataclass
 class Summary(RichDrawn):
     """Per-subtree totals at one depth, plus totals over the whole tree.
@@ -94,6 +96,7 @@ class Summary(RichDrawn):
         return Group(*summary_table(self))
 
 
+@set_module("treetool")
 def summary(tree: Any, depth: int = 1, is_leaf: IsLeaf = None) -> Summary:
     """Parameters, bytes and dtypes of every subtree at `depth`, with totals.
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from treetool._errors import SelectionError, StructureMismatch
 from treetool._paths._path import DictKey, Path, SequenceKey
+from treetool._public import set_module
 from treetool._surgery._edit import (
     INSERT,
     RENAME,
@@ -28,6 +29,7 @@ from treetool._tree._model import DICT, LIST, TUPLE, IsLeaf
 __all__ = ["combine", "insert", "partition", "rename"]
 
 
+@set_module("treetool")
 def insert(tree: Any, path: str | Path, value: Any, is_leaf: IsLeaf = None) -> Any:
     """A new tree with `value` added at `path`: a new dict key, or a list/tuple item at an index.
 
@@ -90,6 +92,7 @@ def insert(tree: Any, path: str | Path, value: Any, is_leaf: IsLeaf = None) -> A
     return apply_edits(tree, [edit], is_leaf, levels)
 
 
+@set_module("treetool")
 def rename(tree: Any, path: str | Path, new_key: Any, is_leaf: IsLeaf = None) -> Any:
     """A new tree where the dict entry at `path` has the key `new_key` (same place, same value).
 
@@ -120,14 +123,16 @@ def rename(tree: Any, path: str | Path, new_key: Any, is_leaf: IsLeaf = None) ->
     return apply_edits(tree, [Edit(exact, RENAME, new_key)], is_leaf, levels)
 
 
+@set_module("treetool")
 def partition(
-    tree: Any, sel: Selector, is_leaf: IsLeaf = None, replace: Any = None
+    tree: Any, sel: Selector, replace: Any = None, is_leaf: IsLeaf = None
 ) -> tuple[Any, Any]:
     """Split a tree in two of the same structure: `(selected, rest)`; `combine` undoes it.
 
     Leaves outside the selection are `replace` (None) in `selected`, and the other way round
     in `rest`. `sel` picks subtrees as in `select` (path, glob, type); a predicate is applied to
-    the leaves, as `eqx.partition` does with a filter function.
+    the leaves, as `eqx.partition` does with a filter function. The arguments are
+    `eqx.partition`'s, in its order: `partition(tree, sel, replace, is_leaf)`.
 
     Example:
         >>> tree = {"adapter": {"a": 1.0}, "base": {"w": 2.0}}
@@ -156,6 +161,7 @@ def partition(
     return selected, rest
 
 
+@set_module("treetool")
 def combine(*trees: Any, is_leaf: IsLeaf = None) -> Any:
     """Merge trees of the same structure leaf by leaf: the first leaf that is not None wins.
 

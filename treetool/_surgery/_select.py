@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any
 from treetool._errors import PathError, SelectionError
 from treetool._leaves._arrays import leaf_info
 from treetool._paths._path import GetAttrKey, Path
+from treetool._public import set_module
 from treetool._surgery._edit import DELETE, SET, Edit, Levels, apply_edits, kind_phrase, open_level
 from treetool._surgery._restructure import combine, insert, partition, rename
 from treetool._surgery._selectors import Selector, find_all, is_paths, on_path_and_node, predicate
 from treetool._surgery._tree_at import tree_at
 from treetool._tree._model import DICT, LEAF, LIST, TUPLE, IsLeaf
-from treetool._tree._views import leaves_with_paths
+from treetool._tree._views import leaves_with_path
 
 if TYPE_CHECKING:
     from treetool._diff._tree_diff import TreeDiff
@@ -40,6 +41,7 @@ __all__ = [
 log = logging.getLogger("treetool")
 
 
+@set_module("treetool")
 def select(tree: Any, sel: Selector, is_leaf: IsLeaf = None) -> Selection:
     """Pick nodes of a tree, to look at or to edit them all at once.
 
@@ -62,6 +64,7 @@ def select(tree: Any, sel: Selector, is_leaf: IsLeaf = None) -> Selection:
     return Selection(tree, find_all(tree, sel, is_leaf, levels), is_leaf, levels)
 
 
+@set_module("treetool")
 class Selection:
     """Nodes picked from a tree by `select`; its edits return new trees.
 
@@ -236,7 +239,7 @@ def _checker(is_leaf: IsLeaf) -> Callable[[Path, Any, Any], None]:
             _check_leaf(path, old, new)
             return
         # Same leaf paths (static fields may differ): the leaves are checked one by one.
-        olds, news = leaves_with_paths(old, is_leaf), leaves_with_paths(new, is_leaf)
+        olds, news = leaves_with_path(old, is_leaf), leaves_with_path(new, is_leaf)
         if type(old) is not type(new) or [p for p, _ in olds] != [p for p, _ in news]:
             log.info(
                 "%s: replaced %s with %s of a different structure",
@@ -263,6 +266,7 @@ def _check_leaf(path: Path, old: Any, new: Any) -> None:
         )
 
 
+@set_module("treetool")
 def delete(tree: Any, where: Selector, is_leaf: IsLeaf = None) -> Any:
     """A new tree without the nodes `where` names (a path, a glob, a list, a type, a predicate).
 

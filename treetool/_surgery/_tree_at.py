@@ -14,6 +14,7 @@ from typing import Any, cast
 
 from treetool._errors import PathError, SelectionError
 from treetool._paths._path import Path
+from treetool._public import set_module
 from treetool._surgery._edit import FN, SET, Edit, Levels, OverlapError, apply_edits, locate
 from treetool._surgery._recorder import Fallback, record
 from treetool._tree._model import IsLeaf, no_gc
@@ -53,6 +54,7 @@ def _is_path_like(where: Any) -> bool:
     return isinstance(where, (str, Path))
 
 
+@set_module("treetool")
 def tree_at(
     where: Callable[[Any], Any] | str | Path | Sequence[str | Path],
     pytree: Any,

@@ -17,6 +17,7 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 
 from treetool._errors import TreetoolError
+from treetool._public import set_module
 
 __all__ = ["AutoJit", "CacheInfo", "autojit"]
 
@@ -377,6 +378,7 @@ class AutoJit:
         return TreetoolError(f"autojit: the argument structure of {self.fn!r} is unhashable")
 
 
+@set_module("treetool.transforms")
 def autojit(
     fn: Callable[..., Any] | None = None, *, trace_numpy: bool = True, **jit_kwargs: Any
 ) -> Any:

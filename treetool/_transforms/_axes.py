@@ -18,6 +18,7 @@ from treetool._errors import PathError, TreetoolError
 from treetool._leaves._arrays import is_array, is_key, leaf_info, may_be_raw_key
 from treetool._leaves._prng import KeyArray
 from treetool._paths._path import Path, suggest
+from treetool._public import set_module
 from treetool._transforms._autojit import AutoJit, CacheInfo, autojit
 from treetool._tree._model import IsLeaf
 
@@ -91,6 +92,7 @@ class BatchReport:
         return "\n".join(lines)
 
 
+@set_module("treetool.transforms")
 def batch_axes(
     tree: Any,
     batch_size: int,
@@ -138,6 +140,7 @@ def batch_axes(
     return (result, report) if explain else result
 
 
+@set_module("treetool.transforms")
 def auto_vmap(
     fn: Callable[..., Any],
     batch_size: int,
@@ -382,6 +385,7 @@ def _traceable(x: Any) -> bool:
 # --- key trees ------------------------------------------------------------------------------
 
 
+@set_module("treetool.transforms")
 def split_keys(key: Any, tree: Any, is_leaf: IsLeaf = None) -> Any:
     """A tree shaped like `tree` with an independent PRNG key at every array leaf, None elsewhere.
 

@@ -213,13 +213,13 @@ class _Subtree:
     value: Any
 
     def to_dict(self) -> dict[str, Any]:
-        from treetool._tree._views import leaves_with_paths
+        from treetool._tree._views import leaves_with_path
 
         return {
             "path": str(self.path),
             "leaves": [
                 LeafReport(self.path + p, x).to_dict() | {"path": str(self.path + p)}
-                for p, x in leaves_with_paths(self.value)
+                for p, x in leaves_with_path(self.value)
             ],
         }
 

@@ -20,6 +20,7 @@ from treetool._paths._path import (
     step_states,
     suggest,
 )
+from treetool._public import set_module
 from treetool._tree._model import (
     LEAF,
     LEAF_TYPES,
@@ -73,6 +74,7 @@ def resolve(tree: Any, path: str | Path, is_leaf: IsLeaf = None) -> Path:
     return _resolve(tree, path, is_leaf)[0]
 
 
+@set_module("treetool")
 def get(tree: Any, path: str | Path, is_leaf: IsLeaf = None) -> Any:
     """The subtree at `path`: keystr form, dotted form (`layers.0.weight`) or a Path.
 

@@ -17,6 +17,7 @@ from treetool._errors import PathError, TreetoolError
 from treetool._leaves._arrays import LeafInfo, leaf_info
 from treetool._lowering._drawn import Drawn
 from treetool._paths._path import Key, Path
+from treetool._public import set_module
 from treetool._text import safe
 from treetool._tree._node_table import (
     CUSTOM,
@@ -63,11 +64,12 @@ __all__ = [
 IsLeaf = Callable[[Any], bool] | None
 
 
+@set_module("treetool")
 class NodeError(TreetoolError):
     """A node whose flatten raised, met by a view that cannot show it in place.
 
     The views that show a tree (`render`, HTML, `summary`, the TUI, `diff`) show such a node
-    as an error entry at its path; the flat views (`leaves_with_paths`, `flatten`,
+    as an error entry at its path; the flat views (`leaves_with_path`, `flatten`,
     `to_flat_dict`), which cannot leave a leaf out, raise this instead, naming the path.
 
     Example:
@@ -152,6 +154,7 @@ _ROOT = Path()
 # --- nodes --------------------------------------------------------------------------------
 
 
+@set_module("treetool")
 class Node(Drawn):
     """A lazily expanded view of one position in a pytree.
 
@@ -360,6 +363,7 @@ class Node(Drawn):
                 stack.extend(reversed(n.children))
 
 
+@set_module("treetool")
 def view(tree: Any, is_leaf: IsLeaf = None) -> Node:
     """The lazy Node model of a pytree, in O(1).
 

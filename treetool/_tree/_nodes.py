@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from treetool._errors import TreetoolError
+from treetool._public import set_module
 
 __all__ = ["NodeTypeInfo", "pytree_node", "register_node", "registered_nodes", "static"]
 
@@ -23,6 +24,7 @@ T = TypeVar("T", bound=type)
 _STATIC = "treetool_static"
 
 
+@set_module("treetool")
 @dataclass(frozen=True)
 class NodeTypeInfo:
     """A class registered through treetool: its data (child) fields and static (aux) fields."""
@@ -42,6 +44,7 @@ _REGISTRY: dict[tuple[str, str], NodeTypeInfo] = {}
 _BY_CLASS: dict[type, NodeTypeInfo] = {}
 
 
+@set_module("treetool")
 def static(default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
     """A dataclass field that is static: stored in the treedef, never a leaf.
 
@@ -60,6 +63,7 @@ def static(default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
     return dataclasses.field(default=default, metadata=metadata, **kwargs)
 
 
+@set_module("treetool")
 def pytree_node(cls: T | None = None, *, frozen: bool = False) -> Any:
     """Make a class a dataclass pytree with `.field` key paths; `static()` fields are aux data.
 
@@ -74,7 +78,7 @@ def pytree_node(cls: T | None = None, *, frozen: bool = False) -> Any:
         ...     bias: np.ndarray
         ...     name: str = tt.static(default="block")
         >>> b = Block(np.ones((2, 2)), np.zeros(2))
-        >>> [str(p) for p, _ in tt.leaves_with_paths(b)]
+        >>> [str(p) for p, _ in tt.leaves_with_path(b)]
         ['.weight', '.bias']
     """
 
@@ -90,6 +94,7 @@ def pytree_node(cls: T | None = None, *, frozen: bool = False) -> Any:
     return wrap if cls is None else wrap(cls)
 
 
+@set_module("treetool")
 def register_node(
     cls: type,
     data_fields: Sequence[str],
@@ -110,7 +115,7 @@ def register_node(
         ...         self.a, self.b, self.tag = a, b, tag
         >>> _ = tt.register_node(Pair, ["a", "b"], ["tag"])
         >>> _ = tt.register_node(Pair, ["a", "b"], ["tag"])  # again: fine
-        >>> [str(p) for p, _ in tt.leaves_with_paths(Pair(1, 2))]
+        >>> [str(p) for p, _ in tt.leaves_with_path(Pair(1, 2))]
         ['.a', '.b']
     """
     import jax
@@ -165,6 +170,7 @@ def register_node(
     return cls
 
 
+@set_module("treetool")
 def registered_nodes() -> list[NodeTypeInfo]:
     """The classes registered through treetool (the latest definition of each), by name.
 

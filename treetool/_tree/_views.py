@@ -11,6 +11,7 @@ from typing import Any
 
 from treetool._errors import PathError, StructureMismatch, TreetoolError
 from treetool._paths._path import Path
+from treetool._public import set_module
 from treetool._tree._lookup import find, get, resolve, unopened_or_leaf
 from treetool._tree._model import IsLeaf, NodeError, no_gc
 from treetool._tree._walk import CycleDiverged, iter_leaves_with_paths, leaf_text_chunks
@@ -27,6 +28,7 @@ __all__ = [
     "get",
     "iter_leaves_with_paths",
     "leaf_text_chunks",
+    "leaves_with_path",
     "leaves_with_paths",
     "nonfinite",
     "resolve",
@@ -36,8 +38,12 @@ __all__ = [
 ]
 
 
-def leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, Any]]:
+@set_module("treetool")
+def leaves_with_path(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, Any]]:
     """Every leaf with its path, in jax's order; `str(path)` equals jax's `keystr`.
+
+    The name and order of `jax.tree_util.tree_leaves_with_path`, with a `Path` for each key
+    path (`leaves_with_paths`, the old name, is a deprecated alias).
 
     One iterative walk (any depth), each path string built once per edge of the tree, key
     entries built only when a path is asked for them.
@@ -46,7 +52,7 @@ def leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, Any
     `TreetoolError`) naming its path; `render`, `summary` and `view` show it in place.
 
     Example:
-        >>> [(str(p), x) for p, x in leaves_with_paths({"b": (1, 2), "a": None})]
+        >>> [(str(p), x) for p, x in leaves_with_path({"b": (1, 2), "a": None})]
         [("['b'][0]", 1), ("['b'][1]", 2)]
     """
     out: list[tuple[Path, Any]] = []
@@ -56,6 +62,29 @@ def leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, Any
     return out
 
 
+@set_module("treetool")
+def leaves_with_paths(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, Any]]:
+    """Deprecated: `leaves_with_path` (jax's name, `jax.tree_util.tree_leaves_with_path`).
+
+    Example:
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     pairs = leaves_with_paths({"a": 1})
+        >>> [(str(p), x) for p, x in pairs], str(caught[0].message)
+        ([("['a']", 1)], 'treetool.leaves_with_paths is deprecated: use treetool.leaves_with_path')
+    """
+    import warnings
+
+    warnings.warn(
+        "treetool.leaves_with_paths is deprecated: use treetool.leaves_with_path",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return leaves_with_path(tree, is_leaf)
+
+
+@set_module("treetool")
 def flatten(tree: Any, is_leaf: IsLeaf = None) -> tuple[list[Any], Any]:
     """`(leaves, treedef)`, exactly as `jax.tree_util.tree_flatten`.
 
@@ -88,6 +117,7 @@ def _where_flatten_fails(tree: Any, is_leaf: IsLeaf, e: Exception) -> NodeError:
     return NodeError("", f"{type(e).__name__}: {e}")
 
 
+@set_module("treetool")
 def unflatten(treedef: Any, leaves: Any) -> Any:
     """Rebuild a tree from a treedef and its leaves (`jax.tree_util.tree_unflatten`)."""
     import jax
@@ -100,6 +130,7 @@ def unflatten(treedef: Any, leaves: Any) -> Any:
     return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
+@set_module("treetool")
 def to_flat_dict(tree: Any, is_leaf: IsLeaf = None) -> dict[str, Any]:
     """`{keystr path: leaf}` for every leaf.
 
@@ -111,6 +142,7 @@ def to_flat_dict(tree: Any, is_leaf: IsLeaf = None) -> dict[str, Any]:
         return {str(p): x for p, x in iter_leaves_with_paths(tree, is_leaf)}
 
 
+@set_module("treetool")
 def from_flat_dict(flat: dict[Any, Any], like: Any, is_leaf: IsLeaf = None) -> Any:
     """Rebuild a tree shaped like `like` from a flat dict keyed by path strings or Paths.
 
@@ -155,6 +187,7 @@ def from_flat_dict(flat: dict[Any, Any], like: Any, is_leaf: IsLeaf = None) -> A
 # --- numbers ------------------------------------------------------------------------------
 
 
+@set_module("treetool")
 def nonfinite(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, int, int]]:
     """Every floating or complex array leaf holding NaN or Inf: `(path, nan_count, inf_count)`.
 
@@ -168,7 +201,7 @@ def nonfinite(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[Path, int, int]]:
     from treetool._leaves._arrays import _as_float, _chunks, is_array, is_key
 
     out = []
-    for p, x in leaves_with_paths(tree, is_leaf):
+    for p, x in leaves_with_path(tree, is_leaf):
         if not is_array(x) or is_key(x):
             continue
         kind = getattr(getattr(x, "dtype", None), "kind", "V")

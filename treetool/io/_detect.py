@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 
 from treetool._errors import LoadError
+from treetool._public import set_module
 from treetool._source import is_url
 from treetool.io._formats import TABLE, Probe, names
 
 __all__ = ["detect"]
 
 
+@set_module("treetool.io")
 def detect(path: str | os.PathLike) -> str:
     """The format of a file or directory, from its content.
 

@@ -8,9 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from treetool._public import set_module
+
 __all__ = ["Loaded"]
 
 
+@set_module("treetool.io")
 @dataclass
 class Loaded:
     """The result of `read`: the tree, its format, what was not executed, and any error.

@@ -53,6 +53,7 @@ from collections.abc import Callable
 from typing import Any
 
 from treetool._paths._path import DictKey, GetAttrKey, Key, SequenceKey
+from treetool._public import set_module
 from treetool._tree._model import register_flattener
 
 __all__ = ["GlobalRef", "Opaque"]
@@ -63,6 +64,7 @@ KNOWN_PACKAGES = frozenset({"jax", "jaxlib", "equinox", "flax", "optax", "haiku"
 _IMPORTABLE_SUBMODULES = ("flax.nnx", "flax.training.train_state")
 
 
+@set_module("treetool.io")
 class GlobalRef:
     """A reference to a module-level name (a class or function) found in a file, not imported.
 
@@ -92,6 +94,7 @@ class GlobalRef:
         return hash(self.class_path)
 
 
+@set_module("treetool.io")
 class Opaque:
     """An object of a class that was not imported nor run: its class path and recorded state.
 
@@ -110,7 +113,7 @@ class Opaque:
         >>> o = Opaque("mylib.Linear", state={"weight": 1.0, "bias": 2.0})
         >>> o
         Opaque('mylib.Linear', fields=['weight', 'bias'])
-        >>> [str(p) for p, _ in tt.leaves_with_paths({"layer": o})]
+        >>> [str(p) for p, _ in tt.leaves_with_path({"layer": o})]
         ["['layer'].weight", "['layer'].bias"]
         >>> o.weight
         1.0

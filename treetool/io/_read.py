@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 from treetool._errors import LoadError
+from treetool._public import set_module
 from treetool._source import is_url, session, source_for
 from treetool.io._detect import detect
 from treetool.io._formats import ReadOptions, format_for
@@ -38,6 +39,7 @@ _MALFORMED = (
 )
 
 
+@set_module("treetool.io")
 def split_step(path: str) -> tuple[str, int | None]:
     """`run@1200` -> `("run", 1200)` when `run@1200` itself does not exist; else `(path, None)`.
 
@@ -51,6 +53,7 @@ def split_step(path: str) -> tuple[str, int | None]:
     return base, int(step)
 
 
+@set_module("treetool.io")
 def read(
     path: str | os.PathLike,
     *,
@@ -136,6 +139,7 @@ def _read(
     return out
 
 
+@set_module("treetool.io")
 def load(
     path: str | os.PathLike,
     *,
@@ -162,7 +166,7 @@ def load(
         >>> with open(p, "wb") as fh:
         ...     pickle.dump({"params": {"w": np.ones((3, 4), np.float32)}, "step": 10}, fh)
         >>> tree = tt.load(p)
-        >>> [(str(path), leaf) for path, leaf in tt.leaves_with_paths(tree)]
+        >>> [(str(path), leaf) for path, leaf in tt.leaves_with_path(tree)]
         [("['params']['w']", array(...)), ("['step']", 10)]
     """
     return read(path, trust=trust, lazy=lazy, format=format, like=like).tree

@@ -125,7 +125,7 @@ def _check_overlaps(path: str, header: dict[str, Any], flat: dict[str, Any]) -> 
         >>> _check_overlaps("w.safetensors", h, {"a": 0, "b": 0})
         Traceback (most recent call last):
         ...
-        treetool._errors.LoadError: w.safetensors: tensors 'a' (bytes 0-8) and 'b' (bytes 4-12) overlap
+        treetool.LoadError: w.safetensors: tensors 'a' (bytes 0-8) and 'b' (bytes 4-12) overlap
     """
     spans = sorted(
         (header[name]["data_offsets"][0], header[name]["data_offsets"][1], name)

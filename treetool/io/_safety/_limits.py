@@ -10,7 +10,7 @@ Example:
     >>> check_shape([2**64 - 1] * 3, "w.safetensors: tensor 'w'")
     Traceback (most recent call last):
     ...
-    treetool._errors.LoadError: w.safetensors: tensor 'w': dimension 0 is 18446744073709551615, more than 2**48
+    treetool.LoadError: w.safetensors: tensor 'w': dimension 0 is 18446744073709551615, more than 2**48
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class Budget:
         >>> b.take()
         Traceback (most recent call last):
         ...
-        treetool._errors.LoadError: f.msgpack: more than 2 containers for a file of this size (a decompression or nesting bomb?)
+        treetool.LoadError: f.msgpack: more than 2 containers for a file of this size (a decompression or nesting bomb?)
     """
 
     __slots__ = ("limit", "used", "what", "where")
@@ -209,7 +209,7 @@ def check_zip_directory(name: str, size: int, count: int, cd_size: int) -> None:
     Example:
         >>> check_zip_directory("x.npz", 10_000, 3, 1_200_000_000)
         Traceback (most recent call last):
-        treetool._errors.LoadError: x.npz: the zip's central directory claims 1200000000 bytes for 3 members, more than 10000
+        treetool.LoadError: x.npz: the zip's central directory claims 1200000000 bytes for 3 members, more than 10000
     """
     Budget(name, "zip members", 1000 + size // ZIP_BYTES_PER_MEMBER).take(count)
     most = min(size, (1 << 16) + count * ZIP_DIRECTORY_BYTES_PER_MEMBER)
