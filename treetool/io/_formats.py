@@ -221,7 +221,7 @@ def format_for(name: str, where: str = "") -> Format:
         >>> format_for("pikle", "x.bin")
         Traceback (most recent call last):
         ...
-        treetool._errors.LoadError: x.bin: unknown format 'pikle'. Did you mean 'pickle'?
+        treetool.LoadError: x.bin: unknown format 'pikle'. Did you mean 'pickle'?
     """
     row = _BY_NAME.get(name)
     if row is None:
