@@ -157,6 +157,19 @@ def buckets(http: Any) -> Any:
     gcs.stop()
 
 
+def _assert_requests(server: Any, scheme: str, *, ranged: int, objects: int) -> None:
+    """At most `ranged` requests in all on S3; on GCS at most `ranged` reads of bytes, plus
+    what gcsfs's `info` asks of each object (its metadata and a listing of its name as a
+    folder, sometimes asked again when the two run at once on a busy machine)."""
+    got = [f"{q.path} {q.range}" for q in server.log.requests]
+    if scheme != "gs":
+        assert len(got) <= ranged, got
+        return
+    reads = [q for q in server.log.requests if q.range is not None]
+    assert len(reads) <= ranged, got
+    assert len(got) - len(reads) <= 3 * objects, got
+
+
 @pytest.mark.parametrize("scheme", ["s3", "gs"])
 def test_zip_and_sharded_set_from_buckets(
     buckets: Any, http: Any, scheme: str, monkeypatch: pytest.MonkeyPatch
@@ -175,18 +188,15 @@ def test_zip_and_sharded_set_from_buckets(
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs.host)
     _remote._fs_cache.clear()
     try:
-        # gcsfs's info asks for the object and for a prefix of its name (a folder?) at once:
-        # one request more than S3 and HTTP
-        extra = 1 if scheme == "gs" else 0
         server.log.clear()
         r = tio.read(f"{scheme}://{bucket}/model.pt")
-        assert server.log.count <= 3 + extra, [(q.path, q.range) for q in server.log.requests]
+        _assert_requests(server, scheme, ranged=3, objects=1)
         ref = torch.load(os.path.join(http.root_dir, "model.pt"))
         assert sorted(r.tree) == sorted(ref) and r.facts["torch"]["format"] == "zip"
         np.testing.assert_array_equal(np.asarray(r.tree["col"]), ref["col"].numpy())
         server.log.clear()
         tree = tio.load(f"{scheme}://{bucket}/set/pytorch_model.bin.index.json")
-        assert server.log.count <= 3 + 4 + extra, [(q.path, q.range) for q in server.log.requests]
+        _assert_requests(server, scheme, ranged=3 + 4, objects=5)
         assert sorted(tree) == [f"block.{i}.w" for i in range(4)]
         assert (np.asarray(tree["block.3.w"]) == 3.0).all()
         assert np.asarray(tio.load(f"{scheme}://{bucket}/legacy.pt")["w"]).tolist() == list(
