@@ -7,7 +7,10 @@ A row is one measured work beside its anchor, timed in the same run:
 - a goal is one of `("ratio<=", x)` (treetool at most x times the anchor's time),
   `("speedup>=", x)` (the anchor at least x times treetool's time), `("s<", x)` (treetool's
   time under x seconds, for works without an anchor) or `("mb<", x)` (peak memory under x MB);
-- `holds` is computed from the goal, or None where the row has no goal.
+- `holds` is computed from the goal, or None where the row has no goal;
+- a goal set for sizes this run does not measure (`--quick`'s small files, where a goal was set
+  for 1 GB ones) is shown but not judged: `not_here(goal, why)` marks it, `holds` is None and the
+  table says "n/a".
 """
 
 from __future__ import annotations
@@ -28,15 +31,36 @@ GOAL_TEXT = {
 }
 
 
-def goal_text(goal: tuple[str, float] | None) -> str:
-    return "" if goal is None else GOAL_TEXT[goal[0]].format(goal[1])
+def not_here(goal: tuple[str, float] | None, why: str) -> tuple[Any, ...] | None:
+    """`goal`, marked as not applying to this run's sizes (`why` says what it is for).
+
+    Example:
+        >>> goal_text(not_here(("speedup>=", 50.0), "1 GB files"))
+        '>= 50x faster (for 1 GB files)'
+        >>> holds(not_here(("speedup>=", 50.0), "1 GB files"), 0.5, 1.0, None) is None
+        True
+    """
+    return None if goal is None else (goal[0], goal[1], why)
+
+
+def applies(goal: Any) -> bool:
+    """Whether a goal is judged in this run (see `not_here`)."""
+    return goal is not None and len(goal) == 2
+
+
+def goal_text(goal: Any) -> str:
+    if goal is None:
+        return ""
+    text = GOAL_TEXT[goal[0]].format(goal[1])
+    return text if applies(goal) else f"{text} (for {goal[2]})"
 
 
 def holds(
-    goal: tuple[str, float] | None, ratio: float | None, ours_s: float | None, peak_mb: float | None
+    goal: Any, ratio: float | None, ours_s: float | None, peak_mb: float | None
 ) -> bool | None:
-    """Whether the goal holds (None: no goal, or a figure it needs is missing)."""
-    if goal is None:
+    """Whether the goal holds (None: no goal, a goal for other sizes, or a figure it needs is
+    missing)."""
+    if goal is None or not applies(goal):
         return None
     kind, x = goal
     if kind == "mb<":
@@ -57,7 +81,7 @@ def row(
     anchor: str | None,
     anchor_s: float | None,
     ours_s: float | None,
-    goal: tuple[str, float] | None = None,
+    goal: Any = None,
     peak_mb: float | None = None,
     note: str = "",
     ratio: float | None = None,

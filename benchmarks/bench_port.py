@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import struct
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -35,6 +36,9 @@ import jax
 import numpy as np
 
 import treetool as tt
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _rows
 
 
 def llama_shapes(blocks: int, hidden: int, mlp: int, vocab: int) -> dict[str, tuple[int, ...]]:
@@ -110,6 +114,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-apply", action="store_true", help="planning only")
+    _rows.add_argument(ap)
     args = ap.parse_args()
     cfg = (8, 1024, 2816, 32000) if args.quick else (32, 4096, 11008, 32000)
     shapes = llama_shapes(*cfg)
@@ -145,7 +150,11 @@ def main() -> None:
         print(f"  tt.port(index, target)      {t_plan * 1e3:8.1f} ms   (best of 3; "
               f"{t_plan / t_load:.1f}x the load; {t_plan / 1.0:.2f}x the 1 s target; first run "
               f"{times[0] / 1.0:.2f}x)")  # fmt: skip
+        name = f"{cfg[0]} blocks, hidden {cfg[1]}, {len(shapes)} tensors"
+        _rows.row(f"tt.port(index, target): plan, {name}", "tt.load(index) alone", t_load, t_plan,
+                  ("s<", 1.0), note=f"first run {times[0] * 1e3:.0f} ms")  # fmt: skip
         if args.no_apply:
+            _rows.dump(args.rows_json)
             return
         from treetool._port._write import write_values
 
@@ -162,6 +171,12 @@ def main() -> None:
               f"{t_apply:.1f} s ({params * 2 / 2**30 / t_apply:.2f} GiB/s)")  # fmt: skip
         print(f"  peak traced memory {peak / 2**20:8.0f} MiB = {peak / largest:.2f}x the largest "
               f"tensor ({largest / 2**20:.0f} MiB); target < 2x")  # fmt: skip
+        gib = params * 2 / 2**30
+        _rows.row(f"tt.port apply, streamed to /dev/null: {name}, {gib:.1f} GiB", None, None,
+                  t_apply, ("mb<", 2 * largest / 2**20), peak_mb=peak / 2**20,
+                  note=f"{gib / t_apply:.2f} GiB/s; peak traced memory {peak / largest:.2f}x "
+                  f"the largest tensor; goal < 2x")  # fmt: skip
+    _rows.dump(args.rows_json)
 
 
 if __name__ == "__main__":

@@ -57,6 +57,8 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("hostile_readers", [], ["--quick"]),
     ("tui", [], ["--quick"]),
     ("tui_terminal", [], ["--quick"]),
+    ("torch", [], ["--quick"]),
+    ("port", [], ["--quick"]),
 ]
 
 COLUMNS = ("work", "anchor", "anchor time", "treetool time", "ratio", "peak MB", "goal", "holds")
@@ -162,7 +164,6 @@ def fmt_ratio(r: float | None) -> str:
 
 
 def cells(r: dict[str, Any]) -> list[str]:
-    h = r.get("holds")
     peak = r.get("peak_mb")
     return [
         r["work"],
@@ -172,8 +173,15 @@ def cells(r: dict[str, Any]) -> list[str]:
         fmt_ratio(r.get("ratio")),
         "-" if peak is None else f"{peak:.0f}",
         r.get("goal") or "-",
-        "-" if h is None else ("yes" if h else "NO"),
+        _holds_cell(r),
     ]
+
+
+def _holds_cell(r: dict[str, Any]) -> str:
+    h, spec = r.get("holds"), r.get("goal_spec")
+    if h is None:
+        return "n/a" if spec and len(spec) > 2 else "-"
+    return "yes" if h else "NO"
 
 
 def text_table(rows: list[dict[str, Any]]) -> str:

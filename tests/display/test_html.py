@@ -490,7 +490,7 @@ def test_summary_table(real):
     assert "total MLP 8 386 100% 1.5 KB float32 ×6" in cells
     w = {"w": np.ones(3)}
     tied = to_html(tt.summary({"a": w["w"], "b": w["w"]}))
-    assert "tied: one array at 2 paths ([&#x27;a&#x27;], [&#x27;b&#x27;])" in tied
+    assert "tied: 2 paths share memory ([&#x27;a&#x27;], [&#x27;b&#x27;])" in tied
 
 
 def test_placement_over_eight_devices(real):

@@ -117,7 +117,7 @@ def test_summary(d: str) -> None:
     # col is a view of layers.0.weight's storage: counted once (6 + 3 params, 24 + 6 bytes)
     assert total.split() == ["total", "dict", "3", "9", "100%", "30", "B", "float32,", "bfloat16"]
     assert (
-        "tied: one array at 2 paths (['col'], ['layers.0.weight']), 6 params counted once in "
+        "tied: 2 paths share memory (['col'], ['layers.0.weight']), 6 params counted once in "
         "the total"
     ) in " ".join(r.stdout.split())  # the line may wrap
     js = run("inspect", "--json", "model.pt", cwd=d)

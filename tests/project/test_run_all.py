@@ -90,3 +90,28 @@ def test_an_unknown_benchmark_is_one_line_naming_the_known_ones() -> None:
     assert proc.stderr.strip().startswith(
         "run_all: no benchmark 'nosuch'; known: views, transforms"
     )
+
+
+def test_a_goal_for_other_sizes_is_shown_but_not_judged() -> None:
+    """`--quick` measures the remote rows on 50 MB files; their goals were set for 1 GB files:
+    the table shows the goal, marked, and "n/a" instead of a verdict either way."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import _rows
+        import run_all
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    _rows.ROWS.clear()
+    goal = ("speedup>=", 50.0)
+    fast = _rows.row("inspect, 1 GB", "download", 10.0, 0.1, goal)
+    slow = _rows.row("inspect, 1 GB", "download", 10.0, 1.0, goal)
+    small = _rows.row("inspect, 50 MB", "download", 1.0, 0.1, _rows.not_here(goal, "1 GB files"))
+    none = _rows.row("no goal", "download", 1.0, 0.1)
+    _rows.ROWS.clear()
+    assert [run_all.cells(r)[-2:] for r in (fast, slow, small, none)] == [
+        [">= 50x faster", "yes"],
+        [">= 50x faster", "NO"],
+        [">= 50x faster (for 1 GB files)", "n/a"],
+        ["-", "-"],
+    ]
+    assert small["holds"] is None and small["goal_spec"] == ["speedup>=", 50.0, "1 GB files"]

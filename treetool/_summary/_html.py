@@ -54,7 +54,7 @@ def summary_html(s: Any) -> str:
     )
     for paths, params in s.tied:
         out.append(
-            f'<div class="tt-warn">tied: one array at {len(paths)} paths '
+            f'<div class="tt-warn">tied: {len(paths)} paths share memory '
             f"({esc(', '.join(paths))}), {fmt_count(params)} params counted once in the total</div>"
         )
     return wrap("summary", "".join(out))

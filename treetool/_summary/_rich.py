@@ -131,7 +131,7 @@ def summary_table(s: Any) -> Iterator[Any]:
         yield Text(f"error: {safe(path or '(root)')}: {safe(message)}", style="bold red")
     for paths, params in s.tied:
         yield Text(
-            f"tied: one array at {len(paths)} paths ({safe(', '.join(paths))}), "
+            f"tied: {len(paths)} paths share memory ({safe(', '.join(paths))}), "
             f"{fmt_count(params)} params counted once in the total",
             style="yellow",
         )
