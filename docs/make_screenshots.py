@@ -28,7 +28,7 @@ PAGE_SIZE = (1000, 420)
 async def _tui(out: Path) -> Path:
     from treetool.tui.app import TreetoolApp
 
-    from treetool._cli._demo import demo_tree
+    from treetool.cli import demo_tree
 
     app = TreetoolApp(
         demo_tree(), title="treetool demo: an equinox transformer and its adamw state"
@@ -61,7 +61,7 @@ def chromium() -> str | None:
 def notebook_screenshot(out: Path, browser: str) -> Path:
     """The notebook view of the demo model, as PNG, through headless Chromium."""
     import treetool as tt
-    from treetool._cli._demo import demo_tree
+    from treetool.cli import demo_tree
 
     page = (
         "<!doctype html><html><head><meta charset='utf-8'>"

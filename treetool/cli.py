@@ -16,7 +16,24 @@ from treetool._cli._target import EXIT_ERROR, EXIT_OK, CliError, keep_until_exit
 from treetool._cli._targets import load_target
 from treetool._text import safe
 
-__all__ = ["load_target", "main"]
+__all__ = ["demo_tree", "load_target", "main"]
+
+
+def __getattr__(name: str) -> object:
+    """`demo_tree`, imported when asked for (it needs equinox and optax; `--help` does not).
+
+    `treetool.cli:demo_tree` is a target for every command: the demo's model and its state.
+
+    Example:
+        >>> from treetool.cli import demo_tree
+        >>> sorted(demo_tree())
+        ['model', 'opt_state']
+    """
+    if name == "demo_tree":
+        from treetool._cli._demo import demo_tree
+
+        return demo_tree
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --- parser -------------------------------------------------------------------------------
