@@ -11,10 +11,14 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from treetool._cli._target import EXIT_ERROR, EXIT_OK, CliError, keep_until_exit
 from treetool._cli._targets import load_target
 from treetool._text import safe
+
+if TYPE_CHECKING:
+    from treetool._cli._demo import demo_tree
 
 __all__ = ["demo_tree", "load_target", "main"]
 
