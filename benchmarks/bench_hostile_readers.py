@@ -1,5 +1,7 @@
-"""Hostile non-pickle files at the sizes issue 15 names, each through `treetool ls` (or `get`),
-against the anchor of starting Python with numpy, in one run.
+"""Hostile non-pickle files, each through `treetool ls` (or `get`), vs starting Python + numpy.
+
+The files are at the sizes issue 15 names, each through `treetool ls` (or `get`), against the
+anchor of starting Python with numpy, in one run.
 
 Issue 15's figures before the limits: shape products (100,000 dims of 2**64-1, then a 0):
 safetensors 2 MB 96 s, msgpack 114 s, orbax `.zarray` 75 s, npy 26 s; amplification: 20 MB

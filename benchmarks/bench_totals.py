@@ -1,4 +1,6 @@
-"""The totals of a tree (leaves, params, bytes, dtypes, devices, tied arrays once, errors), as
+"""The totals of a tree as each consumer computes them, on the same trees, in one process.
+
+The totals (leaves, params, bytes, dtypes, devices, tied arrays once, errors), as
 each consumer computes them: `Node.aggregates`, `summary`, `ls --json`, the HTML header and
 the TUI's leaf index. Best of 5 per case (CPU seconds of this process, steadier than wall time on a shared machine), in one process, on the same trees.
 

@@ -1,5 +1,6 @@
-"""The TUI as users run it: `treetool inspect FILE` in a real terminal (a pty read by the
-`pyte` terminal emulator), timed from the command to what is on the screen.
+"""The TUI as users run it: `treetool inspect FILE` in a real terminal, command to screen.
+
+A pty read by the `pyte` terminal emulator, timed from the command to what is on the screen.
 
 Measured per input (1e5- and 1e6-array pickles, a 10,000-layer equinox model):
 first output (progress line or app), first tree paint (partial: the tree read so far, which

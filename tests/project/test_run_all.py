@@ -32,7 +32,7 @@ ROW_KEYS = {
 
 
 def test_quick_run_of_one_benchmark_writes_the_table_json_and_markdown(tmp_path: Path) -> None:
-    out_json, out_md = tmp_path / "table.json", tmp_path / "performance_table.md"
+    out_json, out_md = tmp_path / "table.json", tmp_path / "performance.md"
     proc = subprocess.run(
         [
             *(sys.executable, str(RUN_ALL), "--quick", "--only", "transforms"),
@@ -71,7 +71,12 @@ def test_quick_run_of_one_benchmark_writes_the_table_json_and_markdown(tmp_path:
     assert row["peak_of"] == "script process" and row["peak_mb"] > 50
 
     md = out_md.read_text()
-    assert md.startswith("Measured on " + report["date"])
+    assert md.startswith("# Performance\n")
+    assert f"\n## Run of {report['date']} (quick sizes)\n\nMeasured on {report['date']} on " in md
+    assert md.endswith(
+        "\n## The scripts\n\n- `benchmarks/bench_transforms.py`: Per-call dispatch overhead of "
+        "`tt.autojit` vs `equinox.filter_jit` vs plain `jax.jit`.\n"
+    )
     assert "| " + " | ".join(COLUMNS) + " |" in md
     assert "| autojit cached call: overhead over jax.jit (100 arrays) | equinox.filter_jit's" in md
     assert "`python benchmarks/run_all.py --quick --only transforms`" in md
