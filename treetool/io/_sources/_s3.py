@@ -172,7 +172,10 @@ class S3Source(SizedByFirstGet):
     """An object in S3 (`s3://bucket/key`), read through obstore.
 
     The first read of an object is one ranged GET of its first 64 KiB that also says its
-    size (no HEAD): a safetensors shard's header costs one request.
+    size (no HEAD): a safetensors shard's header costs one request. A key with no extension
+    (`run/1200`: maybe a prefix, an orbax checkpoint) is listed (`walk`) beside that GET, in
+    flight together, unless a listing of this read already holds it: when the GET finds no
+    object, the listing that tells what the prefix holds is already under way.
     """
 
     #: a walk's predicted blocks are read ahead whatever a request takes: obstore's requests
