@@ -19,14 +19,17 @@ Example (no request is sent until a read):
 
 from __future__ import annotations
 
+import contextvars
 import os
 import re
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from datetime import timedelta
 from typing import Any, TypeVar
 
 from treetool._errors import LoadError
-from treetool._source import Source, register_scheme, source_for
+from treetool._source import Source, on_session, register_scheme, source_for
 from treetool.io._sources._remote import (
     _FIRST,
     MAX_LISTED,
@@ -36,6 +39,7 @@ from treetool.io._sources._remote import (
     _Transient,
     _walks,
     keep_walk,
+    listed,
 )
 
 __all__ = ["S3Source"]
@@ -43,6 +47,18 @@ __all__ = ["S3Source"]
 _T = TypeVar("_T")
 _CODE = re.compile(r"<Code>([A-Za-z]+)</Code>")
 _TRUE = ("1", "true", "yes", "on")
+
+#: prefix URL -> its listing, started beside the first GET of a key that may name a prefix
+#: (dropped when each read starts, as the listings are)
+_pending: dict[str, Future] = {}
+_pending_lock = threading.Lock()
+
+
+def _may_be_prefix(key: str) -> bool:
+    """Whether `key` may name a prefix (an orbax checkpoint, a run, a step): a last segment
+    with no `.` (`run/1200`, `ckpt/default`), where files have an extension (`model.pkl`)."""
+    last = key.rstrip("/").rpartition("/")[2]
+    return bool(last) and "." not in last
 
 
 def _store(bucket: str, url: str) -> Any:
@@ -156,7 +172,10 @@ class S3Source(SizedByFirstGet):
     """An object in S3 (`s3://bucket/key`), read through obstore.
 
     The first read of an object is one ranged GET of its first 64 KiB that also says its
-    size (no HEAD): a safetensors shard's header costs one request.
+    size (no HEAD): a safetensors shard's header costs one request. A key with no extension
+    (`run/1200`: maybe a prefix, an orbax checkpoint) is listed (`walk`) beside that GET, in
+    flight together, unless a listing of this read already holds it: when the GET finds no
+    object, the listing that tells what the prefix holds is already under way.
     """
 
     #: a walk's predicted blocks are read ahead whatever a request takes: obstore's requests
@@ -201,10 +220,17 @@ class S3Source(SizedByFirstGet):
             raise LoadError(f"{self.name}: the S3 client failed: {_first_line(e)}") from None
 
     def _first_get(self) -> tuple[int, bytes]:
-        """One ranged GET that also gives the size."""
+        """One ranged GET that also gives the size; for a key that may name a prefix (no
+        extension), the listing under it is asked for at the same time (an orbax
+        checkpoint's first GET finds no object: its listing is then one round trip nearer)."""
         if not self._key.strip("/"):
             raise LoadError(f"{self.name}: a prefix (directory), not an object")  # a bucket
         import obstore
+
+        if _may_be_prefix(self._key) and listed(self.name) is None:
+            # (under a prefix listed in this read, the listing already says what it is)
+            _ = self._st  # a bad bucket name is this thread's line
+            self._list_beside()
 
         def get() -> tuple[int, bytes]:
             res = obstore.get(self._st, self._key, options={"range": (0, _FIRST)})
@@ -261,11 +287,37 @@ class S3Source(SizedByFirstGet):
     def walk(self) -> dict[str, int]:
         """`{relative key: size}` of every object under this prefix, listed once (flat,
         1,000 keys per request) and kept until the next read starts."""
-        import obstore
-
         known = _walks.get(self.name)
         if known is not None:
             return known
+        with _pending_lock:
+            early = _pending.get(self.name)
+        if early is not None:
+            return early.result()  # the listing started beside the first GET
+        return self._list_now()
+
+    def _list_beside(self) -> None:
+        """Start this prefix's listing (`walk`) in a thread of its own, in this read's session,
+        unless it is known or under way."""
+        with _pending_lock:
+            if self.name in _pending or _walks.get(self.name) is not None:
+                return
+            fut: Future = Future()
+            _pending[self.name] = fut
+        ctx = contextvars.copy_context()
+
+        def run() -> None:
+            try:
+                fut.set_result(ctx.run(self._list_now))
+            except BaseException as e:  # handed to whoever waits on it (walk)
+                fut.set_exception(e)
+
+        threading.Thread(target=run, name="treetool-s3-list", daemon=True).start()
+
+    def _list_now(self) -> dict[str, int]:
+        """List this prefix now (flat), keep and return the listing."""
+        import obstore
+
         prefix = self._prefix()
         lead = prefix or ""
 
@@ -366,3 +418,4 @@ def _classify(url: str, e: Exception) -> Exception:
 
 
 register_scheme("s3", S3Source)
+on_session(_pending.clear)  # a listing from an earlier read is not reused
