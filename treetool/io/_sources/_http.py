@@ -384,5 +384,13 @@ class HttpSource(SizedByFirstGet):
         return True
 
 
-register_scheme("http", HttpSource)
-register_scheme("https", HttpSource)
+def _source(url: str) -> HttpSource:
+    """The source of `url`: the one whose first GET the CLI sent early (`_early`), or new."""
+    from treetool.io._sources import _early
+
+    src = _early.take(url)
+    return src if isinstance(src, HttpSource) else HttpSource(url)
+
+
+register_scheme("http", _source)
+register_scheme("https", _source)
