@@ -384,12 +384,16 @@ class HttpSource(SizedByFirstGet):
         return True
 
 
+#: url -> a source whose first GET was sent early (`_early.start`), until a read takes it
+started_early: dict[str, HttpSource] = {}
+started_early_lock = threading.Lock()
+
+
 def _source(url: str) -> HttpSource:
     """The source of `url`: the one whose first GET the CLI sent early (`_early`), or new."""
-    from treetool.io._sources import _early
-
-    src = _early.take(url)
-    return src if isinstance(src, HttpSource) else HttpSource(url)
+    with started_early_lock:
+        src = started_early.pop(url, None)
+    return src if src is not None else HttpSource(url)
 
 
 register_scheme("http", _source)
