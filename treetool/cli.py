@@ -296,7 +296,12 @@ def _start_first_read(target: Any) -> threading.Event:
     this one imports the command (`treetool.io._sources._early`); set once the read will
     find it (at once for any other target)."""
     ready = threading.Event()
-    if not (isinstance(target, str) and target.startswith(("http://", "https://"))):
+    if not (
+        isinstance(target, str)
+        and target.startswith(("http://", "https://"))
+        and not target.endswith("/")  # a prefix: no object to read
+        and not target.rpartition("@")[2].isdigit()  # `run@STEP`: read under another URL
+    ):
         ready.set()
         return ready
 
