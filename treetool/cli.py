@@ -10,9 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import threading
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from treetool._cli._target import EXIT_ERROR, EXIT_OK, CliError, keep_until_exit
 from treetool._cli._targets import load_target
@@ -264,14 +262,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_ERROR
     try:
-        _apply_remote_options(args)
-        early = _start_first_read(getattr(args, "target", None))
-
         from treetool._cli._commands import COMMANDS
         from treetool._cli._progress import remote_progress
 
         command = COMMANDS[args.command]
-        early.wait()  # the read finds the source whose first request is on its way
+        _apply_remote_options(args)
 
         with remote_progress(_shows_read_progress(args)):
             if getattr(args, "allow_fill", False):
@@ -289,32 +284,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"treetool: error: {safe(_one_line(e))}", file=sys.stderr)
         return EXIT_ERROR
-
-
-def _start_first_read(target: Any) -> threading.Event:
-    """An http(s) target's first request, sent on a thread that imports what it needs while
-    this one imports the command (`treetool.io._sources._early`); set once the read will
-    find it (at once for any other target)."""
-    ready = threading.Event()
-    if not (
-        isinstance(target, str)
-        and target.startswith(("http://", "https://"))
-        and not target.endswith("/")  # a prefix: no object to read
-        and not target.rpartition("@")[2].isdigit()  # `run@STEP`: read under another URL
-    ):
-        ready.set()
-        return ready
-
-    def first() -> None:
-        try:
-            from treetool.io._sources import _early
-
-            _early.start(target, ready)
-        finally:
-            ready.set()
-
-    threading.Thread(target=first, name="treetool-first-read", daemon=True).start()
-    return ready
 
 
 def _shows_read_progress(args: argparse.Namespace) -> bool:

@@ -384,17 +384,5 @@ class HttpSource(SizedByFirstGet):
         return True
 
 
-#: url -> a source whose first GET was sent early (`_early.start`), until a read takes it
-started_early: dict[str, HttpSource] = {}
-started_early_lock = threading.Lock()
-
-
-def _source(url: str) -> HttpSource:
-    """The source of `url`: the one whose first GET the CLI sent early (`_early`), or new."""
-    with started_early_lock:
-        src = started_early.pop(url, None)
-    return src if src is not None else HttpSource(url)
-
-
-register_scheme("http", _source)
-register_scheme("https", _source)
+register_scheme("http", HttpSource)
+register_scheme("https", HttpSource)

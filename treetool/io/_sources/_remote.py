@@ -251,50 +251,15 @@ class SizedByFirstGet(RemoteSource):
         """(the object's size, its first `min(_FIRST, size)` bytes) in one ranged GET."""
         raise NotImplementedError
 
-    #: the first GET, one at a time: a read waits for one sent early (`_early`) to end
-    _first_lock: threading.Lock | None = None
-    #: the failure of a first GET sent early: the read raises it rather than asking again
-    _first_error: LoadError | None = None
-
     @property
     def size(self) -> int:
         if self._size is None:
             self._head = self._first_block()  # sets the size
         return self._size  # type: ignore[return-value]
 
-    def hold_first_read(self) -> None:
-        """Take the first GET's turn before this source is shared: a read that asks for the
-        size or the head from now on waits for `first_read_early`'s answer."""
-        self._first_lock = threading.Lock()
-        self._first_lock.acquire()
-
-    def first_read_early(self) -> None:
-        """The first GET, sent now (on `_early`'s thread, after `hold_first_read`) for a read
-        that will need it; a `LoadError` is kept for that read to raise."""
-        assert self._first_lock is not None
-        try:
-            self._head = self._first_get_block()
-        except LoadError as e:
-            self._first_error = e
-        except Exception:
-            pass  # (the read's own first GET meets it again, and says it)
-        finally:
-            self._first_lock.release()
-
     def _first_block(self) -> bytes:
         if self._size is not None:
             return super()._first_block()
-        lock = self._first_lock
-        if lock is not None:
-            with lock:
-                if self._first_error is not None:
-                    raise self._first_error
-                if self._size is not None:  # read early: its block is the head
-                    return self._head
-                return self._first_get_block()
-        return self._first_get_block()
-
-    def _first_get_block(self) -> bytes:
         if _progress is not None:
             _progress(0)
         t0 = time.perf_counter()

@@ -1,7 +1,7 @@
-"""The CLI's early first request over HTTP and the one deadline thread of the HTTP client,
-counted on the real local HTTP server: the first ranged GET sent while the command imports is
-the read's own (no second one, for a file, an index or a missing URL), and the requests of a
-walk share one watchdog thread."""
+"""The HTTP client's requests from the CLI and its one deadline thread, counted on the real
+local HTTP server: the first ranged GET (which also gives the size) is sent once, for a file,
+an index or a missing URL, and never a HEAD; the requests of a walk share one watchdog
+thread (none started per request)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def _gets(log: Any) -> list[str | None]:
 
 def test_cli_ls_sends_the_first_get_once(http: Any, files: dict, tmp_path: Any) -> None:
     """`treetool ls URL`: the first GET (bytes 0-65535, which also gives the size) is sent
-    once, by the early thread, and the read uses it: the same requests as `tt.load(URL)`."""
+    once and is the first request: the same requests as `tt.load(URL)`."""
     url = f"{http.url}/model.safetensors"
     out = _cli("ls", url, cwd=str(tmp_path))
     assert out.returncode == 0, out.stderr
@@ -44,7 +44,7 @@ def test_cli_ls_sends_the_first_get_once(http: Any, files: dict, tmp_path: Any) 
 def test_cli_ls_of_an_index_reads_each_shard_header_once(
     http: Any, files: dict, tmp_path: Any
 ) -> None:
-    """An index's first GET is the early one; each shard's header one more request."""
+    """An index is read by one request; each shard's header by one more."""
     out = _cli("ls", f"{http.url}/model.safetensors.index.json", cwd=str(tmp_path))
     assert out.returncode == 0, out.stderr
     paths = [r.path for r in http.log.requests]
@@ -54,7 +54,7 @@ def test_cli_ls_of_an_index_reads_each_shard_header_once(
 
 
 def test_cli_missing_url_is_one_line_after_one_request(http: Any, tmp_path: Any) -> None:
-    """A 404 met by the early GET is the read's error: one line, exit 2, one request."""
+    """A 404 on the first GET is one line, exit 2, after one request (no retry, no HEAD)."""
     url = f"{http.url}/no_such.pkl"
     out = _cli("ls", url, cwd=str(tmp_path))
     assert out.returncode == 2
