@@ -15,13 +15,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from treetool._source import Source
+from treetool.io._sources._pool import Pool
 
 __all__ = ["BlockReader", "guesser", "prefetcher"]
 
 #: threads reading a walk's predicted blocks (16 KiB each: many in flight cost little memory)
 GUESS_WORKERS = 128
 _ahead: ThreadPoolExecutor | None = None
-_guess: ThreadPoolExecutor | None = None
+_guess: Pool | None = None
 _pool_lock = threading.Lock()
 
 
@@ -34,13 +35,13 @@ def prefetcher() -> ThreadPoolExecutor:
         return _ahead
 
 
-def guesser() -> ThreadPoolExecutor:
+def guesser() -> Pool:
     """The pool that reads the blocks a walk's jumps are predicted to land in (small reads;
-    its tasks submit nothing)."""
+    its tasks submit nothing; its threads start without a wait: `_pool`)."""
     global _guess
     with _pool_lock:
         if _guess is None:
-            _guess = ThreadPoolExecutor(GUESS_WORKERS, thread_name_prefix="treetool-guess")
+            _guess = Pool(GUESS_WORKERS)
         return _guess
 
 
