@@ -176,9 +176,10 @@ class HttpSource(SizedByFirstGet):
 
         The whole request (connect, every redirect, the headers and the whole body) has one
         deadline, `TREETOOL_REMOTE_TIMEOUT` seconds: a watchdog (`_Deadlines`, one thread for
-        every request) shuts the socket when it passes, so a server sending a byte a second is cut off too. Redirects stay on the
-        URL's own scheme, host and port (another is refused unless `follow_redirects()`),
-        only ever to http(s), at most 5, and a loop stops at its first repeat. A connection
+        every request) shuts the socket when it passes, so a server sending a byte a second
+        is cut off too. Redirects stay on the URL's own scheme, host and port (another is
+        refused unless `follow_redirects()`), only ever to http(s), at most 5, and a loop
+        stops at its first repeat. A connection
         whose answer was read to the end is kept for the next request to that server
         (keep-alive); any other is closed. User info in the URL is sent as basic
         authentication to the URL's own server only.
