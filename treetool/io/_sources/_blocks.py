@@ -15,13 +15,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from treetool._source import Source
+from treetool.io._sources._pool import Pool
 
 __all__ = ["BlockReader", "guesser", "prefetcher"]
 
 #: threads reading a walk's predicted blocks (16 KiB each: many in flight cost little memory)
 GUESS_WORKERS = 128
 _ahead: ThreadPoolExecutor | None = None
-_guess: ThreadPoolExecutor | None = None
+_guess: Pool | None = None
 _pool_lock = threading.Lock()
 
 
@@ -34,13 +35,13 @@ def prefetcher() -> ThreadPoolExecutor:
         return _ahead
 
 
-def guesser() -> ThreadPoolExecutor:
+def guesser() -> Pool:
     """The pool that reads the blocks a walk's jumps are predicted to land in (small reads;
-    its tasks submit nothing)."""
+    its tasks submit nothing; its threads start without a wait: `_pool`)."""
     global _guess
     with _pool_lock:
         if _guess is None:
-            _guess = ThreadPoolExecutor(GUESS_WORKERS, thread_name_prefix="treetool-guess")
+            _guess = Pool(GUESS_WORKERS)
         return _guess
 
 
@@ -48,16 +49,22 @@ def guesser() -> ThreadPoolExecutor:
 #: big reads of a stream asked for ahead)
 _AHEAD_JUMPS = 8
 #: a walk whose guesses keep landing reads further ahead, up to this many blocks (at most 4
-#: per guessed block it already used, 8 at first: the blocks read for nothing stay below 3
-#: per block used + 8, see `BlockReader.issued`), so that the 129 requests of a pickle of 128
-#: arrays wait for 4 round trips one after the other, not 10 (each block is 16 KiB: 2 MiB in
+#: per guessed block it already used, 8 at first, `_SPECULATE` on a first jump guessed to
+#: repeat: the blocks read for nothing stay below 3 per block used + 8, or + `_SPECULATE`
+#: after that guess, see `BlockReader.issued`), so that the 129 requests of a pickle of 128
+#: arrays wait for 3 round trips one after the other, not 10 (each block is 16 KiB: 2 MiB in
 #: flight at most, on as many threads: `GUESS_WORKERS`)
 _AHEAD_WALK = 128
 #: a walk's first jump past a payload this big (from a reader that read from the start) is
-#: guessed to repeat at once: the next `_AHEAD_JUMPS` landings are read ahead, each a skip
+#: guessed to repeat at once: the next `_SPECULATE` landings are read ahead, each a skip
 #: further (a checkpoint's layers share a shape), before a second jump could confirm it; at
 #: most once per reader, so a wrong guess costs those blocks once
 _SPECULATE_MIN = 1 << 20
+#: landings read ahead on that guess: 32 blocks of 16 KiB, a skip of at least 1 MiB apart and
+#: none past the end, so a wrong guess reads less than 2% of the file for nothing, once; when
+#: it lands, the 4 more per landed block cover a pickle of 128 arrays in one more round trip
+#: (8 took two more)
+_SPECULATE = 32
 #: a predicted block starts this many bytes before the predicted landing
 _SLACK = 512
 #: two landing steps this close count as the same step of a pattern (the records between
@@ -122,8 +129,9 @@ class BlockReader(io.RawIOBase):
         self._latency = getattr(src, "latency", 0.0)  # seconds the last block read took
         #: blocks the walk found already read ahead by `_predict` (a count, for benchmarks)
         self.guessed = 0
-        #: blocks `_predict` asked for: at most 4 per guessed block + `_AHEAD_JUMPS`, so the
-        #: guesses read for nothing stay below 3 per block that landed + `_AHEAD_JUMPS`
+        #: blocks `_predict` asked for: at most 4 per guessed block + `_AHEAD_JUMPS` (or
+        #: `_SPECULATE`, after a first jump guessed to repeat), so the guesses read for
+        #: nothing stay below 3 per block that landed + that constant
         self.issued = 0
         #: reads ahead stop here (a lazy array sets the end of its bytes)
         self.limit = self._size
@@ -324,14 +332,15 @@ class BlockReader(io.RawIOBase):
             elif not steps and skip >= _SPECULATE_MIN and not self._speculated:
                 self._speculated = True
                 steps = [skip]  # the first payload's size, guessed to repeat
-                period = 1
+                period = agree = 1
             else:
                 return
         if any(d <= 0 for d in steps[-period:]):
             return
         # further ahead as guesses land, and as far as the pattern held (a pattern seen over
         # a few steps of an irregular file is read ahead 8 blocks per step it held)
-        depth = min(_AHEAD_WALK, max(_AHEAD_JUMPS, 4 * self.guessed), _AHEAD_JUMPS * agree)
+        first = _SPECULATE if self._speculated else _AHEAD_JUMPS  # (the budget's constant)
+        depth = min(_AHEAD_WALK, max(first, 4 * self.guessed), first * agree)
         at = pos
         for k in range(depth):
             at += steps[-period + k % period]
@@ -343,7 +352,7 @@ class BlockReader(io.RawIOBase):
             if span is None:  # read ahead already (maybe by a guess a few bytes off)
                 self._seen.add(at)
                 continue
-            if self.issued >= 4 * self.guessed + _AHEAD_JUMPS:
+            if self.issued >= 4 * self.guessed + first:
                 break  # guesses that do not land (an irregular file) stop costing requests
             self._seen.add(at)
             start, end = span
