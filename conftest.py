@@ -6,10 +6,26 @@ imported by this file: tests/conftest.py sets jax up first)."""
 
 from __future__ import annotations
 
+import atexit
 import importlib
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
+
+# One jax compilation cache for this run, on disk, shared by the test process and every process
+# it starts (inherited through the environment; jax is not imported yet): each `treetool`, page
+# or example subprocess that builds a model (`jax.random` in equinox's initialisers) compiles
+# the same XLA programs, about 0.15 s each, and would pay them all again in every process. A
+# fresh folder per run, removed at exit: nothing from another run or version is reused.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    _JAX_CACHE = tempfile.mkdtemp(prefix="treetool-tests-jax-cache-")
+    atexit.register(shutil.rmtree, _JAX_CACHE, ignore_errors=True)
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _JAX_CACHE
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
 
 TUI = Path(__file__).parent / "tui"
 
