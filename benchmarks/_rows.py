@@ -67,10 +67,12 @@ def holds(
         return None if peak_mb is None else peak_mb < x
     if kind == "s<":
         return None if ours_s is None else ours_s < x
-    if ratio is None or ratio <= 0:
+    if ratio is None:
         return None
-    if kind == "ratio<=":
+    if kind == "ratio<=":  # (an overhead measured as nothing, or as below zero, holds)
         return ratio <= x
+    if ratio <= 0:
+        return None
     if kind == "speedup>=":
         return 1 / ratio >= x
     raise ValueError(f"unknown goal kind {kind!r}")

@@ -120,3 +120,16 @@ def test_a_goal_for_other_sizes_is_shown_but_not_judged() -> None:
         ["-", "-"],
     ]
     assert small["holds"] is None and small["goal_spec"] == ["speedup>=", 50.0, "1 GB files"]
+
+
+def test_an_overhead_measured_below_zero_holds_its_goal() -> None:
+    """autojit's overhead over jax.jit can measure as -0.3 us (noise around nothing): the
+    ratio is negative, and a `<=` goal holds; a speed-up goal cannot be judged on it."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import _rows
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    assert _rows.holds(("ratio<=", 0.5), -0.003, 1.0, None) is True
+    assert _rows.holds(("ratio<=", 0.5), 0.6, 1.0, None) is False
+    assert _rows.holds(("speedup>=", 50.0), -0.003, 1.0, None) is None
