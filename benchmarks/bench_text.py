@@ -30,7 +30,7 @@ from rich.console import Console
 import treetool._lowering._labels as labels_mod
 import treetool._lowering._rows as render_text_mod
 import treetool._text as text_mod
-from treetool._text import safe
+from treetool._text import all_printable, safe
 from treetool._tree._model import view
 from treetool._tree._rich import TreeView
 
@@ -91,19 +91,28 @@ def _row(name: str, anchor: float, ours: float) -> None:
     )
 
 
+#: paths per chunk of `treetool ls` (`_tree._walk` hands them over in lists of 4096)
+_LS_CHUNK = 4096
+
+
 def _ls_lines(paths: list[str], sanitise: Callable[[str], str]) -> None:
-    """The loop of `treetool ls` (cli.cmd_ls) on paths and a dtype."""
+    """The loop of `treetool ls` (`_cli._commands._LsRows.text`) on paths and a dtype: one
+    `all_printable` check of each chunk of paths (as `leaf_text_chunks` gives them), then
+    each path checked only in a chunk that has an unprintable one."""
     out = io.StringIO()
     write = out.write
     dtypes: dict[str, str] = {}
-    for p in paths:
-        path = str(p)
-        if not path.isprintable():
-            path = sanitise(path)
-        dtype = dtypes.get("float32")
-        if dtype is None:
-            dtype = dtypes["float32"] = sanitise("float32")
-        write(f"{path}\t{[768, 3072]}\t{dtype}\n")
+    for k in range(0, len(paths), _LS_CHUNK):
+        chunk = paths[k : k + _LS_CHUNK]
+        printable = all_printable(chunk)
+        for p in chunk:
+            path = str(p)
+            if not printable and not path.isprintable():
+                path = sanitise(path)
+            dtype = dtypes.get("float32")
+            if dtype is None:
+                dtype = dtypes["float32"] = sanitise("float32")
+            write(f"{path}\t{[768, 3072]}\t{dtype}\n")
 
 
 def _ls_anchor(paths: list[str]) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import unicodedata
 
 import pytest
+from cli_runner import treetool
 from hypothesis import given
 from hypothesis import strategies as st
 
 from treetool._errors import LoadError, PathError, StructureMismatch
-from treetool._text import safe, safe_text
+from treetool._text import all_printable, safe, safe_text
 
 
 @pytest.mark.parametrize(
@@ -84,6 +85,43 @@ def test_output_never_holds_a_control_character_and_is_idempotent(text):
     out.encode("utf-8")  # no lone surrogate left
     if not any(_unsafe(c) for c in text):
         assert out == text
+
+
+_NAMES = st.text(alphabet=st.characters(exclude_categories=()), max_size=12)
+_PLAIN = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=12)
+
+
+@given(
+    st.lists(st.one_of(_PLAIN, _NAMES), max_size=300),
+    st.lists(_PLAIN, min_size=64, max_size=200),
+)
+def test_all_printable_says_what_isprintable_says_of_each(mixed, plain):
+    # short lists (checked one by one), long ones (one vectorised check), and long ASCII lists
+    # with one bad character anywhere, including the ASCII edges 0x1F and 0x7F
+    for texts in (mixed, plain, [*plain, *mixed]):
+        assert all_printable(texts) == all(t.isprintable() for t in texts)
+    for bad in ("\x1f", "\x7f", "\x00", "\x1b[2J", "\u202e", "\x85"):
+        for at in (0, len(plain) // 2, len(plain)):
+            texts = [*plain[:at], f"w{bad}", *plain[at:]]
+            assert all_printable(texts) is False
+
+
+@pytest.mark.slow
+def test_ls_escapes_one_hostile_path_among_thousands(tmp_path):
+    # `treetool ls` checks a chunk of paths at once: one bad path in 5,000 is still escaped
+    import pickle
+
+    import numpy as np
+
+    tree = {f"p{i}": np.zeros(1, np.float32) for i in range(5_000)}
+    tree["evil\x1b]0;title\x07"] = np.zeros(2, np.float32)
+    path = tmp_path / "t.pkl"
+    path.write_bytes(pickle.dumps(tree))
+    out = treetool("ls", str(path))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 5_001 and "\x1b" not in out.stdout
+    assert "['evil\\x1b]0;title\\x07']\t[2]\tfloat32" in lines
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from treetool._cli._sides import diff_sides, like_skeleton
 from treetool._cli._target import EXIT_DIFFERENT, EXIT_OK, CliError, Target
 from treetool._cli._target import console as _console
 from treetool._cli._targets import _select, _trace_target, load_target
-from treetool._text import safe
+from treetool._text import all_printable, safe
 
 
 def _note_opaque(target: Target) -> None:
@@ -228,6 +228,8 @@ class _LsRows:
         parts: list[str] = []
         append = parts.append
         errors = 0
+        # one check of the chunk's paths; only a chunk with an unprintable one checks each
+        printable = all_printable([p for p, _ in pairs])
         # the last array's shape and dtype name, and its line ending: a reader that shares
         # them between arrays (orbax) gets the next one by two identity checks
         last_shape: Any = None
@@ -235,7 +237,7 @@ class _LsRows:
         last_end = ""
         for path, x in pairs:
             # one line per leaf, whatever the file named it: `safe` escapes newlines and tabs
-            if not path.isprintable():  # the common case costs one C-level scan, no call
+            if not printable and not path.isprintable():
                 path = safe(path)
             end = None
             if isinstance(x, lazy):
