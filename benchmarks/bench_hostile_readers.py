@@ -184,6 +184,7 @@ def main() -> None:
         print(f"{'case':36s} {'rc':>3s} {'s':>7s} {'MB':>6s} {'ratio':>6s}  error line")
         for label, cmd in cases:
             wall, mb, code, line = run(cmd, d)
+            line = line.replace(d + os.sep, "")  # the run's temporary folder: not news
             shown = line if len(line) <= 90 else line[:87] + "..."
             print(f"{label:36s} {code:3d} {wall:7.2f} {mb:6.0f} {wall / floor:6.1f}  {shown}")
             _rows.row(
