@@ -72,9 +72,7 @@ class Ahead:
             AHEAD.start(request)
     """
 
-    def __init__(
-        self, cwd: str | os.PathLike[str], runs: dict[str, list[tuple[str, ...]]]
-    ) -> None:
+    def __init__(self, cwd: str | os.PathLike[str], runs: dict[str, list[tuple[str, ...]]]) -> None:
         self.cwd = cwd
         self.runs = runs
         self.done: dict[tuple[str, ...], subprocess.CompletedProcess[str]] = {}

@@ -237,9 +237,7 @@ def test_cli_opens_the_app_before_reading_a_big_pickle_and_quits(tmp_path):
     from test_tui_terminal_hostile import _run_in_pty
 
     _big_pickle(tmp_path)
-    rc, out, typed = _run_in_pty(
-        ["inspect", "big.pkl"], tmp_path, until=b"2,001 leaves", keys=b"q"
-    )
+    rc, out, typed = _run_in_pty(["inspect", "big.pkl"], tmp_path, until=b"2,001 leaves", keys=b"q")
     assert typed, out[-3000:]
     assert rc == 0, out[-3000:]
     assert b"opening big.pkl" in out  # the line before the app: the app reads the file
