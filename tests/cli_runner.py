@@ -59,7 +59,8 @@ def together(*calls: Callable[[], T]) -> list[T]:
 class Ahead:
     """The `treetool` runs that a module's tests make, started together (`together`) when the
     module's first test asks, each still its own real subprocess; `ahead(*args)` is that run's
-    `CompletedProcess`, or a fresh run where these args were not started ahead.
+    `CompletedProcess`, or a fresh run where these args were not started ahead. The first
+    args run alone, before the others: put first a run that builds what the others build.
 
     `runs` maps a test's name to the argument tuples it runs (all in `cwd`, no `env`): only the
     tests that this session selected are started. A test reads its results; the runs are pure
@@ -87,7 +88,10 @@ class Ahead:
         wanted = list(
             dict.fromkeys(args for name in self.runs if name in names for args in self.runs[name])
         )
-        results = together(*(functools.partial(treetool, *a, cwd=self.cwd) for a in wanted))
+        # the first run alone: it fills the run's jax compilation cache (conftest.py) that the
+        # others then read instead of each compiling the same programs at once
+        results = [treetool(*wanted[0], cwd=self.cwd)] if wanted else []
+        results += together(*(functools.partial(treetool, *a, cwd=self.cwd) for a in wanted[1:]))
         self.done = dict(zip(wanted, results))
 
     def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:

@@ -48,12 +48,12 @@ ERRORS = [
 AHEAD = Ahead(
     TESTS,
     {
-        "test_help_lists_the_commands": [("--help",)],
-        "test_inspect_prints_a_tree_when_not_a_terminal": [("inspect", "cli_targets:small")],
-        "test_inspect_depth_and_filter": [
+        "test_inspect_depth_and_filter": [  # first: it compiles what the other models need
             ("inspect", "cli_targets:mlp", "--no-tui", "--depth", "1"),
             ("inspect", "cli_targets:mlp", "--no-tui", "--filter", "**.bias"),
         ],
+        "test_help_lists_the_commands": [("--help",)],
+        "test_inspect_prints_a_tree_when_not_a_terminal": [("inspect", "cli_targets:small")],
         "test_inspect_json_schema": [
             ("inspect", "cli_targets:small", "--json"),
             ("ls", "cli_targets:small", "**.kernel", "--json"),
