@@ -33,9 +33,14 @@ def no_delays(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def settle(pilot: Pilot[Any]) -> None:
-    """Let the app finish what it started: messages, timers due now, workers, repaints."""
+    """Let the app finish what it started: messages, timers due now, workers, repaints.
+
+    Each round waits for every message queued so far (`pause(0)`: the screen's queues, then
+    one pass of the event loop, where a timer due now fires) and for every worker; the last
+    pause also waits until the process is idle (Textual's `pause()`, 20 ms at least: paid
+    once, not once a round)."""
     for _ in range(ROUNDS):
-        await pilot.pause()
+        await pilot.pause(0)
         await _workers_done(pilot)
     await pilot.pause()
 

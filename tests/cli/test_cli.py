@@ -9,13 +9,83 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from cli_runner import treetool
+from cli_runner import Ahead, treetool
 
 TESTS = Path(__file__).parents[1]
 
+#: bad input -> its one error line (exit 2)
+ERRORS = [
+    (
+        ("get", "cli_targets:small", "params.dense.kernl"),
+        "treetool: error: cli_targets:small: no path '.params.dense.kernl' in the tree: "
+        "['params']['dense'] has no .kernl; it has ['bias'], ['kernel']. "
+        "Did you mean \"['params']['dense']['kernel']\"?",
+    ),
+    (
+        ("inspect", "no_such_module:x"),
+        "treetool: error: no_such_module:x: cannot import module 'no_such_module'",
+    ),
+    (
+        ("inspect", "cli_targets:smal"),
+        "treetool: error: cli_targets:smal: cli_targets has no attribute 'smal'; did you mean 'small'?",
+    ),
+    (
+        ("inspect", "cli_targets:broken"),
+        "treetool: error: cli_targets:broken: calling broken() failed: "
+        "RuntimeError: the factory failed with a second line",
+    ),
+    (
+        ("inspect", "missing.pkl"),
+        "treetool: error: missing.pkl: no such file or directory (and not a module:attr object)",
+    ),
+    (
+        ("ls", "cli_targets:small", "**.nothing"),
+        "treetool: error: cli_targets:small: no leaf matches '**.nothing'",
+    ),
+]
+
+#: each test's runs, started side by side when the module's first test asks
+AHEAD = Ahead(
+    TESTS,
+    {
+        "test_inspect_depth_and_filter": [  # first: it compiles what the other models need
+            ("inspect", "cli_targets:mlp", "--no-tui", "--depth", "1"),
+            ("inspect", "cli_targets:mlp", "--no-tui", "--filter", "**.bias"),
+        ],
+        "test_help_lists_the_commands": [("--help",)],
+        "test_inspect_prints_a_tree_when_not_a_terminal": [("inspect", "cli_targets:small")],
+        "test_inspect_json_schema": [
+            ("inspect", "cli_targets:small", "--json"),
+            ("ls", "cli_targets:small", "**.kernel", "--json"),
+        ],
+        "test_ls_one_leaf_per_line": [
+            ("ls", "cli_targets:small"),
+            ("ls", "cli_targets:small", "params.*.b*"),
+        ],
+        "test_get_shows_facts_stats_and_values": [
+            ("get", "cli_targets:small", "params.dense.kernel"),
+            ("get", "cli_targets:small", "['params']['dense']['kernel']", "--json"),
+        ],
+        "test_summary_table": [("summary", "cli_targets:mlp")],
+        "test_errors_are_one_line_with_exit_code_2": [args for args, _ in ERRORS],
+        "test_debug_shows_the_traceback": [("--debug", "inspect", "cli_targets:broken")],
+        "test_demo_prints_the_model_and_its_optimizer_state": [("demo", "--no-tui")],
+        "test_inspect_a_jaxpr_view_prints_its_equations_and_json": [
+            ("inspect", "cli_targets:jaxpr_view", "--no-tui", "--depth", "1"),
+            ("inspect", "cli_targets:jaxpr_view", "--json"),
+        ],
+    },
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _ahead(request: pytest.FixtureRequest) -> None:
+    AHEAD.start(request)
+
 
 def run(*args: str, cwd: Path = TESTS) -> subprocess.CompletedProcess:
-    return treetool(*args, cwd=cwd)
+    """`treetool ARGS` in `cwd`: the run started ahead where there is one."""
+    return AHEAD(*args) if cwd == TESTS else treetool(*args, cwd=cwd)
 
 
 def test_help_lists_the_commands():
@@ -117,38 +187,7 @@ def test_summary_table():
     assert rows[-1][:4] == ["total", "MLP", "6", "26"]
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (
-            ("get", "cli_targets:small", "params.dense.kernl"),
-            "treetool: error: cli_targets:small: no path '.params.dense.kernl' in the tree: "
-            "['params']['dense'] has no .kernl; it has ['bias'], ['kernel']. "
-            "Did you mean \"['params']['dense']['kernel']\"?",
-        ),
-        (
-            ("inspect", "no_such_module:x"),
-            "treetool: error: no_such_module:x: cannot import module 'no_such_module'",
-        ),
-        (
-            ("inspect", "cli_targets:smal"),
-            "treetool: error: cli_targets:smal: cli_targets has no attribute 'smal'; did you mean 'small'?",
-        ),
-        (
-            ("inspect", "cli_targets:broken"),
-            "treetool: error: cli_targets:broken: calling broken() failed: "
-            "RuntimeError: the factory failed with a second line",
-        ),
-        (
-            ("inspect", "missing.pkl"),
-            "treetool: error: missing.pkl: no such file or directory (and not a module:attr object)",
-        ),
-        (
-            ("ls", "cli_targets:small", "**.nothing"),
-            "treetool: error: cli_targets:small: no leaf matches '**.nothing'",
-        ),
-    ],
-)
+@pytest.mark.parametrize(("args", "message"), ERRORS)
 def test_errors_are_one_line_with_exit_code_2(args, message):
     out = run(*args)
     assert out.returncode == 2

@@ -3,8 +3,47 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from test_cli import run
+import pytest
+from cli_runner import Ahead
+
+TESTS = Path(__file__).parents[1]
+
+#: target and --args of each bad trace -> the start of its one error line (exit 2)
+BAD = {
+    ("cli_targets:scaled", "q7[3]", "2"): "treetool: error: --args q7[3]: unknown dtype 'q7'",
+    ("cli_targets:scaled", "f32[3]"): (
+        "treetool: error: cli_targets:scaled: tracing it with 1 argument(s) failed: TypeError: "
+    ),
+    ("cli_targets:scaled", "f32[3]", "not python"): (
+        "treetool: error: --args not python: expected an array spec like f32[8,4]"
+    ),
+    ("cli_targets:TABLE", "f32[3]"): (
+        "treetool: error: cli_targets:TABLE: --args needs module:function naming a function"
+    ),
+}
+
+#: each test's runs, started side by side when the module's first test asks
+run = Ahead(
+    TESTS,
+    {
+        "test_inspect_traces_a_function_on_a_model_and_array_specs": [
+            ("inspect", "cli_targets:mlp_loss", "--args", "cli_targets:mlp", "f32[5,3]", "f32[5,2]")
+        ],
+        "test_inspect_trace_json_has_paths_static_literals_and_dtypes": [
+            ("inspect", "cli_targets:scaled", "--args", "bf16[3]", "2", "--json")
+        ],
+        "test_inspect_trace_errors_are_one_line": [
+            ("inspect", target, "--args", *args) for target, *args in BAD
+        ],
+    },
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _ahead(request: pytest.FixtureRequest) -> None:
+    run.start(request)
 
 
 def test_inspect_traces_a_function_on_a_model_and_array_specs():
@@ -37,19 +76,7 @@ def test_inspect_trace_json_has_paths_static_literals_and_dtypes():
 
 
 def test_inspect_trace_errors_are_one_line():
-    cases = {
-        ("cli_targets:scaled", "q7[3]", "2"): "treetool: error: --args q7[3]: unknown dtype 'q7'",
-        ("cli_targets:scaled", "f32[3]"): (
-            "treetool: error: cli_targets:scaled: tracing it with 1 argument(s) failed: TypeError: "
-        ),
-        ("cli_targets:scaled", "f32[3]", "not python"): (
-            "treetool: error: --args not python: expected an array spec like f32[8,4]"
-        ),
-        ("cli_targets:TABLE", "f32[3]"): (
-            "treetool: error: cli_targets:TABLE: --args needs module:function naming a function"
-        ),
-    }
-    for (target, *args), message in cases.items():
+    for (target, *args), message in BAD.items():
         out = run("inspect", target, "--args", *args)
         assert out.returncode == 2, (target, args, out.stdout)
         assert out.stderr.startswith(message), out.stderr

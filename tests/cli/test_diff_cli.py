@@ -7,13 +7,40 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-from cli_runner import treetool
+import pytest
+from cli_runner import Ahead
 
 TESTS = Path(__file__).parents[1]
 
+#: each test's runs, started side by side when the module's first test asks
+AHEAD = Ahead(
+    TESTS,
+    {
+        "test_different_models_print_the_review_and_exit_1": [
+            ("diff", "diff_targets:mlp", "diff_targets:mlp_wide")
+        ],
+        "test_json_reports_the_value_change_with_its_index_and_exit_1": [
+            ("diff", "diff_targets:mlp", "diff_targets:mlp_perturbed", "--json")
+        ],
+        "test_a_tolerance_makes_the_models_equal_exit_0": [
+            ("diff", "diff_targets:mlp", "diff_targets:mlp_perturbed", "--atol", "1e-2")
+        ],
+        "test_a_bad_target_is_one_line_on_stderr_and_exit_2": [
+            ("diff", "diff_targets:mlp_wdie", "diff_targets:mlp"),
+            ("diff", "diff_targets:mlp", "diff_targets:mlp", "--atol", "-1"),
+        ],
+    },
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _ahead(request: pytest.FixtureRequest) -> None:
+    AHEAD.start(request)
+
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return treetool("diff", *args, cwd=TESTS)
+    """`treetool diff ARGS` in tests/: the run started ahead where there is one."""
+    return AHEAD("diff", *args)
 
 
 def test_different_models_print_the_review_and_exit_1():

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_runner import treetool
+from cli_runner import Ahead
 from error_targets import fixed, tree
 from rich.console import Console
 
@@ -27,8 +27,38 @@ MSG = "RuntimeError: flatten exploded"
 BROKEN = ["['bad']", "['deep']['x'][1]"]
 
 
+#: each CLI test's runs, started side by side when the module's first test asks
+AHEAD = Ahead(
+    TESTS,
+    {
+        "test_cli_inspect_and_ls_json_list_an_error_entry": [
+            ("inspect", "error_targets:TREE", "--json"),
+            ("ls", "error_targets:TREE", "--json"),
+            ("ls", "error_targets:TREE", "deep.x[1]", "--json"),
+        ],
+        "test_cli_ls_one_line_per_broken_node": [
+            ("ls", "error_targets:TREE"),
+            ("ls", "error_targets:TREE", "**"),
+        ],
+        "test_cli_get_broken_path_fails_in_one_line_and_sibling_works": [
+            ("get", "error_targets:TREE", "bad"),
+            ("get", "error_targets:TREE", "ok", "--json"),
+        ],
+        "test_diff_reports_the_broken_node_at_its_path": [
+            ("diff", "error_targets:TREE", "error_targets:FIXED", "--json")
+        ],
+    },
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _ahead(request: pytest.FixtureRequest) -> None:
+    AHEAD.start(request)
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return treetool(*args, cwd=TESTS)
+    """`treetool ARGS` in tests/: the run started ahead where there is one."""
+    return AHEAD(*args)
 
 
 def _text(x) -> str:

@@ -280,8 +280,13 @@ def test_reproducer_through_the_cli(fmt, name, tmp_path):
     more = [("summary", "input")]
     if leaves:  # `treetool get --stats` on the first leaf reads all of its array data
         more.append(("get", "input", leaves[0]["path"], "--stats"))
-    for args in more:
-        run = hostile.run_cli(*args, cwd=tmp_path, allow_writes=["input"])
+    runs = together(  # independent runs (that write nothing), side by side
+        *(
+            functools.partial(hostile.run_cli, *args, cwd=tmp_path, allow_writes=["input"])
+            for args in more
+        )
+    )
+    for run in runs:
         hostile.assert_contained(run, rc=(0, 2))
         if run.rc == 2:
             assert run.stderr.startswith(prefixes), run.stderr

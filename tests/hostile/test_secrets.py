@@ -7,13 +7,16 @@ secret (`harness.secrets_of`) and checks that only the server on the command lin
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from _servers import Listener, LyingServer
-from harness import CANARY_ENV, assert_contained, run_cli
+from cli_runner import together
+from harness import CANARY_ENV, Run, assert_contained, run_cli
 
 import treetool as tt
 
@@ -93,15 +96,47 @@ def test_no_secret_in_any_command_output(
     assert server.auth and set(server.auth) == {basic}
 
 
-@pytest.mark.parametrize("path", FAILURES)
-@pytest.mark.parametrize("command", ["ls", "inspect", "get", "summary", "diff"])
-def test_no_secret_in_any_error(
-    server: LyingServer, other: Listener, tmp_path: Any, path: str, command: str
-) -> None:
+def _error_run(server: LyingServer, command: str, path: str, cwd: Path) -> Run:
     url = _url(server, path)
     extra = {"get": ["w"], "diff": [_url(server, "f/b.safetensors")]}.get(command, [])
     flags = ["--no-tui"] if command == "inspect" else []
-    run = run_cli(command, *flags, "--timeout", "1", url, *extra, cwd=tmp_path)
+    return run_cli(command, *flags, "--timeout", "1", url, *extra, cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def error_runs(
+    request: pytest.FixtureRequest,
+    server: LyingServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[tuple[str, str], Run]:
+    """(command, path) -> its run, for each case of `test_no_secret_in_any_error` this session
+    selected: each its own subprocess in its own folder as before, run side by side (as many
+    at once as there are cores) when the first case asks; the `slowbody` ones mostly wait."""
+    wanted = sorted(
+        {
+            (item.callspec.params["command"], item.callspec.params["path"])
+            for item in request.session.items
+            if item.path == request.path
+            and getattr(item, "originalname", "") == "test_no_secret_in_any_error"
+        }
+    )
+    calls = [
+        functools.partial(_error_run, server, command, path, tmp_path_factory.mktemp("err"))
+        for command, path in wanted
+    ]
+    return dict(zip(wanted, together(*calls)))
+
+
+@pytest.mark.parametrize("path", FAILURES)
+@pytest.mark.parametrize("command", ["ls", "inspect", "get", "summary", "diff"])
+def test_no_secret_in_any_error(
+    server: LyingServer,
+    other: Listener,
+    error_runs: dict[tuple[str, str], Run],
+    path: str,
+    command: str,
+) -> None:
+    run = error_runs[command, path]
     assert_contained(run)
     shown = f"http://***@127.0.0.1:{server.port}/{path}?token=***&v=***: "
     assert shown in run.stderr

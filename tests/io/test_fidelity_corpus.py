@@ -221,6 +221,24 @@ def corpus(mod, mod_dir):
     return {name: (files[name][0], *runs[2 * i : 2 * i + 2]) for i, name in enumerate(files)}
 
 
+@pytest.fixture(scope="module")
+def later_runs(corpus, mod, mod_dir) -> dict[str, subprocess.CompletedProcess]:
+    """The CLI runs of the tests below on files saved from edits of the corpus (the edits are
+    made and saved here, in this process): independent runs, on every core at once."""
+    edited, _ = edit(corpus["all-p4"][0])
+    save(edited, mod_dir / "edited.pkl", "cloudpickle", 4)
+    changed = tt.tree_at("['model'].activation", mod.eqx_state(), replace=jax.nn.gelu)
+    save(changed, mod_dir / "eqx-fn-gelu.pkl", "cloudpickle", 5)
+    calls = {
+        "edited": ("diff", "--json", "edited.pkl", f"{MODULE}:corpus"),
+        "eqx-ls": ("ls", "eqx-p5.pkl"),
+        "eqx-trusted": ("diff", "--trust", "eqx-p5.pkl", f"{MODULE}:eqx_state"),
+        "gelu": ("diff", "eqx-fn-gelu.pkl", "eqx-p5.pkl"),
+    }
+    runs = together(*(functools.partial(cli, *args, cwd=mod_dir) for args in calls.values()))
+    return dict(zip(calls, runs))
+
+
 @pytest.mark.parametrize("name", ["all-p4", "eqx-p5", "plain-p5"])
 def test_safe_load_lists_jax_leaves_and_diffs_equal(corpus, name):
     live, ls, d = corpus[name]
@@ -245,11 +263,10 @@ def test_corpus_has_every_case_and_key_impl(corpus):
         pytest.skip("dm-haiku is not installed: the haiku case was left out")
 
 
-def test_diff_after_tree_at_names_exactly_the_edited_paths(corpus, mod_dir):
+def test_diff_after_tree_at_names_exactly_the_edited_paths(corpus, later_runs):
     live = corpus["all-p4"][0]
-    edited, paths = edit(live)
-    save(edited, mod_dir / "edited.pkl", "cloudpickle", 4)
-    d = cli("diff", "--json", "edited.pkl", f"{MODULE}:corpus", cwd=mod_dir)
+    edited, paths = edit(live)  # the same edit as the one saved to edited.pkl
+    d = later_runs["edited"]
     assert d.returncode == 1, d.stderr
     changes = json.loads(d.stdout)["changes"]
     assert sorted(c["path"] for c in changes) == paths
@@ -264,7 +281,7 @@ def test_diff_after_tree_at_names_exactly_the_edited_paths(corpus, mod_dir):
     assert tt.diff(live, edited).changes  # and the edit made a new tree
 
 
-def test_eqx_functions_are_one_leaf_named_by_qualname(corpus, mod_dir):
+def test_eqx_functions_are_one_leaf_named_by_qualname(corpus, mod_dir, later_runs):
     live, ls, _ = corpus["eqx-p5"]
     f = mod_dir / "eqx-p5.pkl"
     tree = tt.load(str(f))
@@ -277,7 +294,7 @@ def test_eqx_functions_are_one_leaf_named_by_qualname(corpus, mod_dir):
     fns = [r for r in json.loads(ls.stdout)["leaves"] if r["type"] == "OpaqueFunction"]
     assert [r["path"] for r in fns] == ["['model'].activation", "['model'].final_activation"]
 
-    r = cli("ls", f.name, cwd=mod_dir)
+    r = later_runs["eqx-ls"]
     assert [line for line in r.stdout.splitlines() if "activation" in line] == [
         "['model'].activation\t-\t<custom_jvp jax._src.nn.functions.relu>",
         "['model'].final_activation\t-\t<function <lambda> in equinox.nn._mlp>",
@@ -287,16 +304,14 @@ def test_eqx_functions_are_one_leaf_named_by_qualname(corpus, mod_dir):
     assert "inspect.Signature" not in r.stderr
 
     # the trusted load (the real objects) against the live object, and two trusted loads
-    d = cli("diff", "--trust", f.name, f"{MODULE}:eqx_state", cwd=mod_dir)
+    d = later_runs["eqx-trusted"]
     assert (d.returncode, d.stdout.strip()) == (0, "no differences"), d.stdout
     assert not tt.diff(tt.load(str(f), trust=True), tt.load(str(f), trust=True)).changes
 
 
-def test_function_diffs_name_functions_never_addresses(corpus, mod, mod_dir):
-    changed = tt.tree_at("['model'].activation", mod.eqx_state(), replace=jax.nn.gelu)
-    g = mod_dir / "eqx-fn-gelu.pkl"
-    save(changed, g, "cloudpickle", 5)
-    d = cli("diff", g.name, "eqx-p5.pkl", cwd=mod_dir)
+def test_function_diffs_name_functions_never_addresses(corpus, mod, mod_dir, later_runs):
+    g = mod_dir / "eqx-fn-gelu.pkl"  # the eqx state with gelu for its activation
+    d = later_runs["gelu"]
     assert d.returncode == 1
     flat = " ".join(d.stdout.replace("│", " ").split())  # the rows wrap at 80 columns
     assert ".activation value jax._src.nn.functions.gelu → jax._src.nn.functions.relu" in flat

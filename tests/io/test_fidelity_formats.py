@@ -159,14 +159,49 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("name", "like", "live_name", "edited", "paths"), CASES)
-def test_file_lists_and_diffs_as_the_live_object(corpus, name, like, live_name, edited, paths):
-    d, live = corpus
+def _case_args(name: str, like: str | None, live_name: str, edited: str) -> list[tuple[str, ...]]:
+    """A case's three independent runs: the listing, the diff against the object it was saved
+    from, the diff against the edited object."""
     extra = ["--like", like] if like else []
-    r, same, changed = together(  # three independent runs, side by side
-        functools.partial(cli, "ls", name, "--json", *extra, cwd=d),
-        functools.partial(cli, "diff", name, f"fidelity_live:{live_name}", cwd=d),
-        functools.partial(cli, "diff", name, f"fidelity_live:{edited}", "--json", cwd=d),
+    return [
+        ("ls", name, "--json", *extra),
+        ("diff", name, f"fidelity_live:{live_name}"),
+        ("diff", name, f"fidelity_live:{edited}", "--json"),
+    ]
+
+
+#: the runs of the eqx tests below
+EQX_RUNS = [("ls", "mlp.eqx"), ("diff", "mlp.eqx", "fidelity_live:mlp_wide", "--json")]
+
+
+@pytest.fixture(scope="module")
+def runs(request, corpus) -> dict[tuple[str, ...], subprocess.CompletedProcess]:
+    """args -> its run, for the cases this session selected and the eqx runs: all started side
+    by side (as many at once as there are cores) when the first of them asks."""
+    d, _ = corpus
+    ids = {
+        item.callspec.id
+        for item in request.session.items
+        if item.path == request.path
+        and getattr(item, "originalname", "") == "test_file_lists_and_diffs_as_the_live_object"
+    }
+    wanted = [
+        args
+        for case in CASES
+        if any(i.startswith(f"{case[0]}-") for i in ids)
+        for args in _case_args(*case[:4])
+    ] + EQX_RUNS
+    return dict(zip(wanted, together(*(functools.partial(cli, *a, cwd=d) for a in wanted))))
+
+
+@pytest.mark.parametrize(("name", "like", "live_name", "edited", "paths"), CASES)
+def test_file_lists_and_diffs_as_the_live_object(
+    corpus, runs, name, like, live_name, edited, paths
+):
+    d, live = corpus
+    r, same, changed = (
+        runs[args] if args in runs else cli(*args, cwd=d)
+        for args in _case_args(name, like, live_name, edited)
     )
     assert r.returncode == 0, r.stderr
     listing = json.loads(r.stdout)
@@ -188,17 +223,15 @@ def test_file_lists_and_diffs_as_the_live_object(corpus, name, like, live_name, 
     assert [c["path"] for c in json.loads(changed.stdout)["changes"]] == paths
 
 
-def test_eqx_without_skeleton_says_why_paths_are_positional(corpus):
-    d, _ = corpus
-    r = cli("ls", "mlp.eqx", cwd=d)
+def test_eqx_without_skeleton_says_why_paths_are_positional(runs):
+    r = runs[EQX_RUNS[0]]
     assert r.returncode == 0
     assert [line.split("\t")[0] for line in r.stdout.splitlines()] == [f"[{i}]" for i in range(6)]
     assert "stores no structure" in r.stderr and "--like module:attr" in r.stderr
 
 
-def test_eqx_against_a_model_of_another_width_shows_the_shapes(corpus):
-    d, _ = corpus
-    r = cli("diff", "mlp.eqx", "fidelity_live:mlp_wide", "--json", cwd=d)
+def test_eqx_against_a_model_of_another_width_shows_the_shapes(runs):
+    r = runs[EQX_RUNS[1]]
     assert r.returncode == 1, r.stderr
     changes = {c["path"]: c["kind"] for c in json.loads(r.stdout)["changes"]}
     assert changes == {

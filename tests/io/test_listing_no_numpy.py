@@ -10,6 +10,7 @@ libraries. The numpy-free descriptions of dtypes (`spec_facts`, the pickle reade
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -20,6 +21,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
+from cli_runner import together
 from hypothesis import given
 from hypothesis import strategies as st
 from import_guard import run_guarded
@@ -135,13 +137,17 @@ FORMATS = ["safetensors", "sharded", "npz", "msgpack", "msgpack-sharded", "pickl
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_ls_tree_and_json_import_no_numpy(fmt: str, files: dict[str, Path]) -> None:
     path = str(files[fmt])
-    ls = run_guarded("ls", path, cwd=files[fmt].parent)
+    commands = [("ls",), ("ls", "--json"), ("inspect", "--no-tui"), ("inspect", "--json")]
+    commands.append(("summary",))
+    runs = together(  # independent guarded runs, side by side
+        *(functools.partial(run_guarded, *args, path, cwd=files[fmt].parent) for args in commands)
+    )
+    ls = runs[0]
     assert (ls.returncode, ls.stderr) == (0, "")
     assert ls.stdout.splitlines() == _expected_ls(fmt)
-    for args in (("ls", "--json"), ("inspect", "--no-tui"), ("inspect", "--json"), ("summary",)):
-        out = run_guarded(*args, path, cwd=files[fmt].parent)
+    for args, out in zip(commands, runs):
         assert (out.returncode, out.stderr) == (0, ""), args
-    listing_json = json.loads(run_guarded("ls", "--json", path, cwd=files[fmt].parent).stdout)
+    listing_json = json.loads(runs[1].stdout)
     leaves = {leaf["path"]: leaf for leaf in listing_json["leaves"]}
     assert len(leaves) == len(_expected_ls(fmt))
     assert listing_json["totals"]["leaves"] == len(leaves)

@@ -3,6 +3,7 @@ storage and what was expected; nothing runs, nothing huge is allocated."""
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 import zipfile
@@ -11,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from cli_runner import together
 from torch_craft import Fake, FakeStorage, craft
 
 import treetool.io as tio
@@ -205,13 +207,21 @@ def test_cli_on_hostile_files_stays_contained(tmp_path: Path) -> None:
     h = _harness()
     d = tmp_path / "files"
     d.mkdir()
-    for name in _hostile_files(d):
-        for cmd in ("ls", "inspect"):
-            run = h.run_cli(
-                cmd, *(("--json",) if cmd == "inspect" else ()), str(d / name), cwd=tmp_path
+    cases = [(name, cmd) for name in _hostile_files(d) for cmd in ("ls", "inspect")]
+    cwds = [tmp_path / f"run{i}" for i in range(len(cases))]  # each run's own scratch folder
+    for cwd in cwds:
+        cwd.mkdir()
+    runs = together(  # independent runs, side by side
+        *(
+            functools.partial(
+                h.run_cli, cmd, *(("--json",) if cmd == "inspect" else ()), str(d / name), cwd=cwd
             )
-            h.assert_contained(run, max_rss=400 << 20)
-            assert name in run.stderr, run
+            for (name, cmd), cwd in zip(cases, cwds)
+        )
+    )
+    for (name, _), run in zip(cases, runs):
+        h.assert_contained(run, max_rss=400 << 20)
+        assert name in run.stderr, run
 
 
 def test_deflated_data_pkl_is_bounded(tmp_path: Path) -> None:

@@ -226,7 +226,8 @@ def _big_pickle(tmp_path, name: str = "big.pkl"):
     from treetool._cli._live import LIVE_BYTES
 
     path = tmp_path / name
-    tree = {"layers": [{"w": np.full(96, i, np.float32)} for i in range(20_000)], "step": 3}
+    # the size decides (`LIVE_BYTES`), not the leaf count: 2,000 leaves of 1,100 floats
+    tree = {"layers": [{"w": np.full(1100, i, np.float32)} for i in range(2_000)], "step": 3}
     path.write_bytes(pickle.dumps(tree, protocol=4))
     assert path.stat().st_size >= LIVE_BYTES
     return path
@@ -236,9 +237,7 @@ def test_cli_opens_the_app_before_reading_a_big_pickle_and_quits(tmp_path):
     from test_tui_terminal_hostile import _run_in_pty
 
     _big_pickle(tmp_path)
-    rc, out, typed = _run_in_pty(
-        ["inspect", "big.pkl"], tmp_path, until=b"20,001 leaves", keys=b"q"
-    )
+    rc, out, typed = _run_in_pty(["inspect", "big.pkl"], tmp_path, until=b"2,001 leaves", keys=b"q")
     assert typed, out[-3000:]
     assert rc == 0, out[-3000:]
     assert b"opening big.pkl" in out  # the line before the app: the app reads the file
