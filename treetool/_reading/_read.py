@@ -12,9 +12,10 @@ __all__ = ["NotReadYet", "Read", "Reading", "file_size", "plain_name"]
 
 @dataclass
 class Read:
-    """What a finished read gives: the tree, the header note, the file's facts."""
+    """What a finished read gives: the tree, the header note, the file's facts (its repr
+    leaves the tree out: a whole checkpoint's arrays would take seconds to print)."""
 
-    tree: Any
+    tree: Any = field(repr=False)
     note: str | None = None
     file_facts: dict[str, Any] | None = None
 

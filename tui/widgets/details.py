@@ -308,7 +308,14 @@ class DetailsPane(VerticalScroll):
         if totals is not None and self.root is not None and self.node is self.root:
             self.show(self.root)
 
-    @work(thread=True, exclusive=True, group="stats", exit_on_error=False)
+    # (described: not by the repr of its nodes, as Textual would)
+    @work(
+        thread=True,
+        exclusive=True,
+        group="stats",
+        exit_on_error=False,
+        description="leaf statistics",
+    )
     def _compute(self, job: list[tuple[Node, int]]) -> None:
         # the job is taken out of its box: a finished worker outlives its run (Textual keeps
         # the last worker of each thread), and must not keep the node (a snapshot of a file

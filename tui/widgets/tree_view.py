@@ -165,7 +165,8 @@ class PytreeTree(RowTree[Entry]):
             super().__init__()
             self.row = row
 
-    @work(thread=True, group="labels", exit_on_error=False)
+    # (described: not by the repr of its rows, as Textual would)
+    @work(thread=True, group="labels", exit_on_error=False, description="row labels")
     def _fill_labels(self, rows: list[TreeRow[Entry]]) -> None:
         """Total the subtrees of freshly added rows off the UI thread, then relabel them."""
         worker = get_current_worker()
