@@ -11,11 +11,13 @@ import io
 import itertools
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from treetool._source import Source
 from treetool.io._sources._pool import Pool
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["BlockReader", "guesser", "prefetcher"]
 
@@ -31,6 +33,8 @@ def prefetcher() -> ThreadPoolExecutor:
     global _ahead
     with _pool_lock:
         if _ahead is None:
+            from concurrent.futures import ThreadPoolExecutor  # (and logging: only when used)
+
             _ahead = ThreadPoolExecutor(8, thread_name_prefix="treetool-readahead")
         return _ahead
 
