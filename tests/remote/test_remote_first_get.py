@@ -115,9 +115,8 @@ def test_s3_bad_bucket_name_is_the_same_line(s3: Any) -> None:
         _early.start(src)
         with pytest.raises(LoadError) as early:
             _ = src.size
-    with session():
-        with pytest.raises(LoadError) as plain:
-            _ = source_for(url).size
+    with session(), pytest.raises(LoadError) as plain:
+        _ = source_for(url).size
     assert str(early.value) == str(plain.value)
     assert "expected s3://BUCKET/KEY" in str(plain.value)
     assert s3.log.count == 0

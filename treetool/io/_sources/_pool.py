@@ -98,6 +98,7 @@ class Future(Generic[_T]):
             raise self._error
         return self._value  # type: ignore[no-any-return]
 
+
 _pools: list[Pool] = []  # (emptied in a forked child: its workers did not come along)
 
 

@@ -228,7 +228,7 @@ class S3Source(SizedByFirstGet):
         if not self._key.strip("/") or _may_be_prefix(self._key):
             return False
         try:
-            import obstore  # noqa: F401
+            import obstore
             import obstore.store  # noqa: F401
         except ImportError:
             return False  # the read's own first GET says what is missing
