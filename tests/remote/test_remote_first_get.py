@@ -102,9 +102,38 @@ def test_s3_first_get_and_its_store_on_the_get_thread(s3: Any, files: dict) -> N
         assert s3.log.count == 1
 
 
-def test_s3_key_that_may_name_a_prefix_sends_nothing_early(s3: Any) -> None:
+def test_s3_prefix_gets_its_listing_beside_the_early_get(
+    s3: Any, s3_orbax: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An orbax run (a key with no extension): the early GET finds no object and the listing
+    sent beside it says what the prefix holds. A read sends the same requests with the early
+    GET as without it, and reads the same tree."""
+
+    def requests() -> list[tuple[str, str, str]]:
+        return sorted((r.method, r.path, str(r.range)) for r in s3.log.requests)
+
     with session():
-        assert _early.start(source_for("s3://ckpts/run/orbax_run")) is False
+        src = source_for(s3_orbax)
+        assert _early.start(src) is True
+        _until(lambda: s3.log.count == 2, "the first GET and the listing reached the server")
+        first = sorted((r.method, r.range is not None) for r in s3.log.requests)
+        assert first == [("GET", False), ("GET", True)]  # the listing, the ranged GET
+    s3.log.clear()
+    early = tt.io.read(s3_orbax)
+    with_early = requests()
+    s3.log.clear()
+    monkeypatch.setattr(_early, "start", lambda src: False)
+    plain = tt.io.read(s3_orbax)
+    assert requests() == with_early
+    assert [str(p) for p, _ in tt.leaves_with_path(early.tree)] == [
+        str(p) for p, _ in tt.leaves_with_path(plain.tree)
+    ]
+    assert len(with_early) >= 3
+
+
+def test_s3_bucket_sends_nothing_early(s3: Any) -> None:
+    with session():
+        assert _early.start(source_for("s3://ckpts/")) is False
     assert s3.log.count == 0
 
 

@@ -11,31 +11,27 @@ import io
 import itertools
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from treetool._source import Source
 from treetool.io._sources._pool import Pool
-
-if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["BlockReader", "guesser", "prefetcher"]
 
 #: threads reading a walk's predicted blocks (16 KiB each: many in flight cost little memory)
 GUESS_WORKERS = 128
-_ahead: ThreadPoolExecutor | None = None
+_ahead: Pool | None = None
 _guess: Pool | None = None
 _pool_lock = threading.Lock()
 
 
-def prefetcher() -> ThreadPoolExecutor:
-    """The pool that reads ahead for streamed reads (its tasks may use the remote chunk pool)."""
+def prefetcher() -> Pool:
+    """The pool that reads ahead for streamed reads (its tasks may use the remote chunk pool;
+    its threads start without a wait: `_pool`)."""
     global _ahead
     with _pool_lock:
         if _ahead is None:
-            from concurrent.futures import ThreadPoolExecutor  # (and logging: only when used)
-
-            _ahead = ThreadPoolExecutor(8, thread_name_prefix="treetool-readahead")
+            _ahead = Pool(8)
         return _ahead
 
 

@@ -7,9 +7,10 @@ the size) on a thread at once, so that it is in flight while those modules are i
 source's own first block then takes its outcome, the bytes or the error, as if it had made
 the request itself: one request, the same checks, the same retries, the same latency.
 
-Only a file's first GET is sent early: never a key that may name a prefix (an S3 key with no
-extension: its first GET is paired with a listing that belongs to the read's session), a
-directory URL, or a source that already knows its size.
+It is sent from inside the read's session (`treetool._source.session`), whose context the
+thread runs in: an S3 key that may name a prefix (an orbax checkpoint) gets its listing beside
+the GET, as in the read itself. Nothing is sent early for a directory URL, a bucket, or a
+source that already knows its size.
 
 Example (a local file has no first GET to send):
     >>> from treetool._source import source_for

@@ -129,6 +129,14 @@ class Pool:
         _thread.start_new_thread(self._work, ())
         return fut
 
+    def map(self, fn: Callable[[Any], _T], items: Any) -> list[_T]:
+        """`[fn(x) for x in items]`, the calls run on the pool; the first failure is raised
+        (after every call has ended)."""
+        futures = [self.submit(fn, x) for x in items]
+        for f in futures:
+            f._event.wait()
+        return [f.result() for f in futures]
+
     def _work(self) -> None:
         while True:
             fut, fn, args = self._tasks.get()

@@ -222,10 +222,11 @@ class S3Source(SizedByFirstGet):
 
     def prepare_first_get(self) -> bool:
         """Import the client on this thread (`_sources/_early.py` then sends the first GET on
-        another); whether the GET may be sent early: not for a key that may name a prefix
-        (its GET goes with a listing of this read), nor when the client is missing or the
-        credential chain finds nothing (the read's own first GET then says why)."""
-        if not self._key.strip("/") or _may_be_prefix(self._key):
+        another, and for a key that may name a prefix the listing beside it, both in this
+        read's session); whether the GET may be sent early: not for a bucket, nor when the
+        client is missing or the credential chain finds nothing (the read's own first GET
+        then says why)."""
+        if not self._key.strip("/"):
             return False
         try:
             import obstore
