@@ -212,3 +212,14 @@ def test_import_treetool_io_imports_no_detection_and_no_tree_model(tmp_path: Pat
     }
     assert sorted(heavy & modules) == []
     assert second == "treetool.io.pickle detect Opaque Loaded"
+
+
+def test_treetool_io_formats_after_the_table_module_is_imported(tmp_path: Path) -> None:
+    """`treetool.io.FORMATS` on first use, also once `treetool.io._formats` (the submodule,
+    an attribute of the package from then on) was imported first."""
+    code = "import treetool.io._formats, treetool.io as io\nprint(io.FORMATS['npz'])\n"
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "treetool.io.npz"

@@ -82,7 +82,7 @@ _LAZY = {
 }
 
 
-def _formats() -> dict[str, str]:
+def _format_modules() -> dict[str, str]:
     """format name -> module that reads it (from the table of formats, `treetool.io._formats`)."""
     from treetool.io._formats import TABLE
 
@@ -103,7 +103,7 @@ def __getattr__(name: str) -> Any:
         return value
     if name == "FORMATS":
         #: format name -> module that reads it (from the table of formats)
-        globals()["FORMATS"] = value = _formats()
+        globals()["FORMATS"] = value = _format_modules()
         return value
     if name in _submodules():
         return importlib.import_module(f"treetool.io.{name}")

@@ -57,7 +57,7 @@ def start(src: Source) -> bool:
         vars(src).pop("_first_block", None)  # once: a later call is the source's own
         if len(outcome) == 2:
             raise outcome[1]
-        return outcome[0]  # type: ignore[no-any-return]
+        return outcome[0]
 
     src._first_block = first_block  # type: ignore[method-assign]
     # the read's context (its session, its stop event) goes with the request

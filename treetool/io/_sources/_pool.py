@@ -96,7 +96,7 @@ class Future(Generic[_T]):
             raise CancelledError
         if self._error is not None:
             raise self._error
-        return self._value  # type: ignore[no-any-return]
+        return self._value
 
 
 _pools: list[Pool] = []  # (emptied in a forked child: its workers did not come along)
