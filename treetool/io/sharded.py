@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 from treetool._errors import LoadError
@@ -207,21 +208,22 @@ def _map(fn: Any, items: list[str], parallel: bool) -> list[Any]:
     # every shard header at once: one round trip for a 16-shard set, not two; on the shard
     # pool, whose threads start without a wait (16 `Thread.start`s of a `ThreadPoolExecutor`
     # cost ~1 ms each on a busy machine, before the last shard's request is sent)
-    futures = [_shard_pool().submit(run, x) for x in items]
-    return [f.result() for f in futures]
+    return _shard_pool().map(run, items)  # (every shard's read ended before a failure is raised)
 
 
 _shards: Any = None
+_shards_lock = threading.Lock()
 
 
 def _shard_pool() -> Any:
     """The threads that read shard headers (16 at most), made on first use."""
     global _shards
-    if _shards is None:
-        from treetool.io._sources._pool import Pool
+    with _shards_lock:
+        if _shards is None:
+            from treetool.io._sources._pool import Pool
 
-        _shards = Pool(16)
-    return _shards
+            _shards = Pool(16)
+        return _shards
 
 
 def _nest(flat: dict[str, Any], path: str) -> dict[str, Any]:
