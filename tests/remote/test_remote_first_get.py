@@ -57,6 +57,17 @@ def test_http_first_get_is_sent_before_the_source_is_asked(http: Any, files: dic
         assert _early.start(src) is False  # its size is known: nothing to send
 
 
+def test_switch_interval_is_short_only_while_the_get_is_in_flight(http: Any) -> None:
+    before = sys.getswitchinterval()
+    assert before > 0.001  # (the interpreter's default, 5 ms)
+    with session():
+        src = source_for(f"{http.url}/ckpt.pkl")
+        assert _early.start(src) is True
+        _ = src.size
+    _until(lambda: _early._in_flight == 0, "the early GET's thread ended")
+    assert sys.getswitchinterval() == before
+
+
 def test_http_missing_file_is_one_line_after_one_request(http: Any) -> None:
     url = f"{http.url}/no_such.pkl"
     with session():
