@@ -182,3 +182,44 @@ def test_port_help_imports_neither_jax_nor_the_port_machinery(files: Path) -> No
     assert "--rules FILE" in r.stdout and "--check MODULE:FN" in r.stdout
     assert _imported(modules, _NEVER_FOR_HELP) == []
     assert [m for m in modules if m.startswith("treetool._port")] == []
+
+
+def test_import_treetool_io_imports_no_detection_and_no_tree_model(tmp_path: Path) -> None:
+    """`import treetool.io` (and `treetool.load`'s start) imports neither the table of
+    formats nor the tree model: a remote `read` imports them once its first GET is on its
+    way (`treetool/io/_sources/_early.py`); each name is still there on first use."""
+    code = (
+        "import sys, treetool.io as io\n"
+        "before = sorted(sys.modules)\n"
+        "print(' '.join(before))\n"
+        "print(io.FORMATS['pickle'], io.detect.__name__, io.Opaque.__name__, io.Loaded.__name__)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    first, second = r.stdout.splitlines()
+    modules = set(first.split())
+    heavy = {
+        "treetool.io._formats",
+        "treetool.io._detect",
+        "treetool.io._opaque",
+        "treetool._tree._model",
+        "dataclasses",
+        "inspect",
+        "concurrent.futures",
+        "logging",
+    }
+    assert sorted(heavy & modules) == []
+    assert second == "treetool.io.pickle detect Opaque Loaded"
+
+
+def test_treetool_io_formats_after_the_table_module_is_imported(tmp_path: Path) -> None:
+    """`treetool.io.FORMATS` on first use, also once `treetool.io._formats` (the submodule,
+    an attribute of the package from then on) was imported first."""
+    code = "import treetool.io._formats, treetool.io as io\nprint(io.FORMATS['npz'])\n"
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "treetool.io.npz"

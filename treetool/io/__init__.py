@@ -45,15 +45,17 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from treetool._errors import LoadError as LoadError  # `treetool.io.LoadError`, as before
-from treetool.io._detect import detect
-from treetool.io._formats import TABLE
-from treetool.io._loaded import Loaded
-from treetool.io._opaque import GlobalRef, Opaque
-from treetool.io._opaque import ensure_jax_registration as ensure_jax_registration  # the CLI's
 from treetool.io._read import load, read, split_step
+
+if TYPE_CHECKING:
+    from treetool.io._detect import detect as detect
+    from treetool.io._loaded import Loaded as Loaded
+    from treetool.io._opaque import GlobalRef as GlobalRef
+    from treetool.io._opaque import Opaque as Opaque
+    from treetool.io._opaque import ensure_jax_registration as ensure_jax_registration
 
 __all__ = [
     "FORMATS",
@@ -68,19 +70,48 @@ __all__ = [
     "split_step",
 ]
 
-#: format name -> module that reads it (from the table of formats, `treetool.io._formats`)
-FORMATS: dict[str, str] = {row.name: row.module for row in TABLE}
-_SUBMODULES = frozenset(m.rpartition(".")[2] for m in FORMATS.values())
+#: names imported on first use (PEP 562), so that `import treetool.io` and a remote `read`'s
+#: start import neither the table of formats nor the tree model (`read` imports them once its
+#: first request is on its way): name -> its module
+_LAZY = {
+    "detect": "treetool.io._detect",
+    "Loaded": "treetool.io._loaded",
+    "GlobalRef": "treetool.io._opaque",
+    "Opaque": "treetool.io._opaque",
+    "ensure_jax_registration": "treetool.io._opaque",  # the CLI's
+}
+
+
+def _format_modules() -> dict[str, str]:
+    """format name -> module that reads it (from the table of formats, `treetool.io._formats`)."""
+    from treetool.io._formats import TABLE
+
+    return {row.name: row.module for row in TABLE}
+
+
+def _submodules() -> frozenset[str]:
+    from treetool.io._formats import TABLE
+
+    return frozenset(row.module.rpartition(".")[2] for row in TABLE)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
+    if name == "FORMATS":
+        #: format name -> module that reads it (from the table of formats)
+        globals()["FORMATS"] = value = _format_modules()
+        return value
+    if name in _submodules():
         return importlib.import_module(f"treetool.io.{name}")
     raise AttributeError(f"module 'treetool.io' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _SUBMODULES)
+    return sorted(set(globals()) | set(_LAZY) | {"FORMATS"} | _submodules())
 
 
 def materialize(tree: Any) -> Any:

@@ -1,21 +1,24 @@
 """The shared plumbing of `read` and `load`: options checked once, the format detected or
 looked up in the table, its `Format.read` run, and whatever a damaged file makes the libraries
 below raise turned into one `LoadError` line.
+
+Importing this module is cheap: detection, the table of formats and the tree model are
+imported by `read` after a remote file's first GET is on its way (`_sources/_early.py`), so
+that the request's round trip and those imports overlap.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from treetool._errors import LoadError
 from treetool._public import set_module
 from treetool._source import is_url, session, source_for
-from treetool.io._detect import detect
-from treetool.io._formats import ReadOptions, format_for
-from treetool.io._loaded import Loaded
-from treetool.io._opaque import ensure_jax_registration
-from treetool.io._partial import PartialWatch
+
+if TYPE_CHECKING:
+    from treetool.io._loaded import Loaded
+    from treetool.io._partial import PartialWatch
 
 __all__ = ["load", "read", "split_step"]
 
@@ -90,6 +93,8 @@ def read(
     """
     path = os.fspath(path)
     with session():
+        if format is None and is_url(path):
+            _first_get_now(path)
         return _read(
             path, trust=trust, lazy=lazy, format=format, like=like, partial=partial, watch=watch
         )
@@ -105,6 +110,10 @@ def _read(
     partial: bool,
     watch: PartialWatch | None = None,
 ) -> Loaded:
+    from treetool.io._detect import detect
+    from treetool.io._formats import ReadOptions, format_for
+    from treetool.io._opaque import ensure_jax_registration
+
     ensure_jax_registration()
     path, step = split_step(path)
     if step is not None and format not in (None, "orbax"):
@@ -137,6 +146,16 @@ def _read(
         raise LoadError(f"{path}: not a valid {fmt} file: {msg}") from None
     out.format = fmt
     return out
+
+
+def _first_get_now(path: str) -> None:
+    """Send the first GET of the remote file `path` (not `run@STEP`) before the modules that
+    read it are imported; it becomes the read's source (this session's, by URL)."""
+    if split_step(path)[1] is not None:
+        return
+    from treetool.io._sources._early import start
+
+    start(source_for(path))
 
 
 @set_module("treetool.io")

@@ -48,7 +48,7 @@ from treetool.io._orbax._tree import _Builder
 from treetool.io._safety._limits import MAX_DEPTH, check_dtype, check_json_text, check_shape
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
+    from treetool.io._sources._pool import Future
 
 __all__ = ["FORMAT", "OrbaxArray", "allow_fill", "is_orbax_dir", "run_steps"]
 
@@ -383,13 +383,23 @@ def _start_decode(item: str) -> Future | None:
     if not isfile(join(item, "manifest.ocdbt")):
         return None
     import contextvars
-    from concurrent.futures import ThreadPoolExecutor
+    import threading
 
-    pool = ThreadPoolExecutor(1, thread_name_prefix="treetool-ocdbt")
-    try:
-        return pool.submit(contextvars.copy_context().run, decoded_metadata, item)
-    finally:
-        pool.shutdown(wait=False)
+    from treetool.io._sources._pool import Future
+
+    fut: Future = Future()
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        fut.set_running_or_notify_cancel()
+        try:
+            fut.set_result(context.run(decoded_metadata, item))
+        except BaseException as e:  # `result()` raises it on the reader's thread
+            fut.set_exception(e)
+
+    # a thread of its own (not `concurrent.futures`: it imports `logging`, ~5 ms)
+    threading.Thread(target=run, name="treetool-ocdbt", daemon=True).start()
+    return fut
 
 
 def _zarr_lookup(item: str, ocdbt: bool, early: Future | None = None) -> Any:

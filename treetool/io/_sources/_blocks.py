@@ -11,7 +11,6 @@ import io
 import itertools
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from treetool._source import Source
@@ -21,17 +20,18 @@ __all__ = ["BlockReader", "guesser", "prefetcher"]
 
 #: threads reading a walk's predicted blocks (16 KiB each: many in flight cost little memory)
 GUESS_WORKERS = 128
-_ahead: ThreadPoolExecutor | None = None
+_ahead: Pool | None = None
 _guess: Pool | None = None
 _pool_lock = threading.Lock()
 
 
-def prefetcher() -> ThreadPoolExecutor:
-    """The pool that reads ahead for streamed reads (its tasks may use the remote chunk pool)."""
+def prefetcher() -> Pool:
+    """The pool that reads ahead for streamed reads (its tasks may use the remote chunk pool;
+    its threads start without a wait: `_pool`)."""
     global _ahead
     with _pool_lock:
         if _ahead is None:
-            _ahead = ThreadPoolExecutor(8, thread_name_prefix="treetool-readahead")
+            _ahead = Pool(8)
         return _ahead
 
 

@@ -305,6 +305,16 @@ class HttpSource(SizedByFirstGet):
             else:
                 conn.close()
 
+    def prepare_first_get(self) -> bool:
+        """Import what the first GET needs, on this thread (`_sources/_early.py` then sends
+        it on another); whether it may be sent early (a directory URL has no first GET)."""
+        if self.is_dir():
+            return False
+        import http.client  # noqa: F401  (the request's own imports, done here)
+        import urllib.parse  # noqa: F401
+
+        return True
+
     def _first_get(self) -> tuple[int, bytes]:
         """One ranged GET that also gives the size (its `Content-Range`): no HEAD needed."""
         _status, headers, body = self._call(

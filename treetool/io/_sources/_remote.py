@@ -24,12 +24,14 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Any, TypeVar, cast
+from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
 from treetool._errors import LoadError
 from treetool._source import Source, check_stop, on_session, register_scheme, source_for
 from treetool.io._sources._blocks import BlockReader
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["FsspecSource", "RemoteSource", "SizedByFirstGet"]
 
@@ -72,6 +74,8 @@ def _executor() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
+            from concurrent.futures import ThreadPoolExecutor  # (and logging: only when used)
+
             _pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="treetool-remote")
         return _pool
 

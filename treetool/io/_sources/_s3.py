@@ -24,12 +24,11 @@ import os
 import re
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
-from datetime import timedelta
 from typing import Any, TypeVar
 
 from treetool._errors import LoadError
 from treetool._source import Source, on_session, register_scheme, source_for
+from treetool.io._sources._pool import Future
 from treetool.io._sources._remote import (
     _FIRST,
     MAX_LISTED,
@@ -81,6 +80,8 @@ def _store(bucket: str, url: str) -> Any:
         raise LoadError(
             f"reading s3:// needs the optional clients: pip install 'treetool[remote]' ({e.name} is missing)"
         ) from None
+    from datetime import timedelta  # (obstore's store imports it anyway)
+
     t = timedelta(seconds=_timeout())
     config: dict[str, Any] = {}
     if endpoint:
@@ -218,6 +219,32 @@ class S3Source(SizedByFirstGet):
             if not type(e).__module__.startswith("pyo3"):
                 raise
             raise LoadError(f"{self.name}: the S3 client failed: {_first_line(e)}") from None
+
+    def prepare_first_get(self) -> bool:
+        """Import the client on this thread (`_sources/_early.py` then sends the first GET on
+        another, and for a key that may name a prefix the listing beside it, both in this
+        read's session); whether the GET may be sent early: not for a bucket, nor when the
+        client is missing or the credential chain finds nothing (the read's own first GET
+        then says why)."""
+        if not self._key.strip("/"):
+            return False
+        try:
+            import obstore
+            import obstore.store  # noqa: F401
+        except ImportError:
+            return False  # the read's own first GET says what is missing
+        env = os.environ
+        if not (env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY")) and (
+            env.get("AWS_SKIP_SIGNATURE", "").lower() not in _TRUE
+        ):
+            # boto3's credential chain: imported and asked here, on this thread
+            try:
+                _ = self._st
+            except LoadError:
+                return False
+        # otherwise the store is made on the GET's thread: obstore builds its client
+        # (~6 ms) with the GIL released, beside the imports that run here meanwhile
+        return True
 
     def _first_get(self) -> tuple[int, bytes]:
         """One ranged GET that also gives the size; for a key that may name a prefix (no
