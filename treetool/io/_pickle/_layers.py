@@ -171,9 +171,9 @@ def _apply(
         windows = ndarray((len(chunk) - n + 1, n), np.uint8, chunk, 0, (1, 1))
         idx = np.array(where, np.intp)
         idx -= lo
-        block = windows[idx].view(dt).reshape((len(where), *shape))
+        block = windows[idx]
         block.flags.writeable = False  # as the arrays made from the file's bytes elsewhere
-        cols.append(list(block))
+        cols.append(list(block.view(dt).reshape((len(where), *shape))))
         raws.append(None)
     outer = metastack[-1]
     cur = outer[-1]
