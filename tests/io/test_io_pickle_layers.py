@@ -305,3 +305,29 @@ def test_a_batch_cut_anywhere_fails_as_the_opcodes_fail(
         assert got[0] == "raised" and "truncated pickle" in got[2], (end, got)
         kept = _same_outcome(f, partial=True)
         assert kept[0] == "tree"
+
+
+@pytest.mark.parametrize("block_max", [1 << 16, 4])
+def test_fortran_and_big_arrays_of_a_layer_are_made_one_by_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_max: int
+) -> None:
+    monkeypatch.setattr(_layers, "BLOCK_MAX", block_max)
+    tree = {
+        f"l{i}": {
+            "b": np.full(3, i, np.float32),
+            "w": np.asfortranarray(np.arange(6, dtype=np.float32).reshape(3, 2) + i),
+        }
+        for i in range(50)
+    }
+    data = pickle.dumps(tree, protocol=4)
+    f = tmp_path / "fortran.pkl"
+    f.write_bytes(data)
+    got, _ = _both(f)
+    _agrees(got, pickle.loads(data), tree)
+    assert all(got[f"l{i}"]["w"].flags.f_contiguous for i in range(50))
+    m = _Machine(data, "f.pkl", True, False, Budget("f.pkl", len(data)), set())
+    m.run()
+    # the kernels (Fortran order) keep their own bytes in the memo; the biases are rows of
+    # blocks (placeholders) unless they are bigger than a block's arrays may be
+    n_raw = sum(x is _RAW for x in m.memo)
+    assert n_raw == (0 if block_max == 4 else 50 - 3)  # (l0 to l2: read by the machine)
