@@ -202,11 +202,11 @@ def _apply(
     for r in range(len(ats) - nrec * len(names)):
         arr = cols[r][j]
         stack += (keys[r], arr)
-        raw = raws[r]
+        own = raws[r]
         e = entries[6 * r : 6 * r + 6]
         e[2] = arr
-        if raw is not None:
-            e[4] = raw[j]
+        if own is not None:
+            e[4] = own[j]
         memo_extend(e)
     return stack
 
