@@ -71,34 +71,48 @@ def run_layers(
         >>> list(got), got["l4"]["w"].tolist()
         (['l0', 'l1', 'l2', 'l3', 'l4'], [[1.0, 1.0], [1.0, 1.0]])
     """
-    checks = [(rec[0], rec[1], rec[3]) for rec in layer]
+    # each record's check: the bytes before its data, and the bytes after it (what ends an
+    # array, then the next record's bytes before its data, or SETITEMS after the last): one
+    # comparison of the bytes between two arrays, or of what ends one, the first time
+    prefixes = [rec[0] for rec in layer]
+    checks = [
+        (rec[0], rec[1], rec[3], _END + (prefixes[r + 1] if r + 1 < len(layer) else b"u"))
+        for r, rec in enumerate(layer)
+    ]
+    opened = _OPEN + prefixes[0]  # the next layer's dict, open, and its first record
     while True:
         ats: list[int] = []  # where each array's bytes start, layer by layer
         names: list[str] = []  # the key of the layer each complete layer's SETITEMS opens
         start = pos
         p = pos
         done = False  # the batch ends at a byte that is not more of the same
+        ok = False  # the bytes before the data at `p` are checked already
         while True:
-            for prefix, length, n in checks:
+            for prefix, length, n, tail in checks:
                 at = p + length
-                if data[p:at] != prefix or data[at + n : at + n + 4] != _END:
+                if not ok and data[p:at] != prefix:
                     # a FRAME before the record (pickle starts one every 64 KiB), then it
                     f = _frame(data, p, end)
                     if not f:
                         done = True  # the records before `p` are made
                         break
                     p, at = f, f + length
-                    if data[p:at] != prefix or data[at + n : at + n + 4] != _END:
+                    if data[p:at] != prefix:
                         done = True
                         break
+                e = at + n
+                ok = data[e : e + len(tail)] == tail
+                if not ok and data[e : e + 4] != _END:
+                    done = True
+                    break
                 ats.append(at)
-                p = at + n + 4
+                p = e + 4
             if done:
                 break
-            # SETITEMS into this layer's dict (its keys are the layer's strings), maybe a
-            # FRAME, then `key: {`
+            # SETITEMS into this layer's dict (its keys are the layer's strings; checked
+            # above when `ok`), maybe a FRAME, then `key: {`
             k = p + 1
-            if data[p:k] != b"u":
+            if not ok and data[p:k] != b"u":
                 done = True
                 break
             if data[k : k + 1] == b"\x95":
@@ -110,7 +124,8 @@ def run_layers(
                 done = True
                 break
             q = k + 2 + data[k + 1]
-            if data[q : q + 4] != _OPEN:
+            ok = data[q : q + len(opened)] == opened
+            if not ok and data[q : q + 4] != _OPEN:
                 done = True
                 break
             try:
