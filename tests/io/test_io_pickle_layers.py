@@ -331,3 +331,21 @@ def test_fortran_and_big_arrays_of_a_layer_are_made_one_by_one(
     # blocks (placeholders) unless they are bigger than a block's arrays may be
     n_raw = sum(x is _RAW for x in m.memo)
     assert n_raw == (0 if block_max == 4 else 50 - 3)  # (l0 to l2: read by the machine)
+
+
+def test_a_batch_spanning_many_bytes_copies_none_of_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a layer longer than twice a batch's span (many arrays, or big ones): each array made on
+    # its own from its bytes, no copy of the batch's bytes for blocks
+    monkeypatch.setattr(_layers, "SPAN_MAX", 100)
+    tree = _nested(30)
+    data = pickle.dumps(tree, protocol=4)
+    f = tmp_path / "wide.pkl"
+    f.write_bytes(data)
+    got, _ = _both(f)
+    _agrees(got, pickle.loads(data), tree)
+    m = _Machine(data, "f.pkl", True, False, Budget("f.pkl", len(data)), set())
+    m.run()
+    assert not any(x is _RAW for x in m.memo)
+    assert all(type(got[f"l{i}"]["w"].base) is bytes for i in range(1, 30))

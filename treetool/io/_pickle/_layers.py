@@ -165,9 +165,13 @@ def _apply(
     raws: list[list[Any] | None] = []  # their bytes in the memo (None: `_RAW` placeholders)
     chunk = None
     lo = ats[0]
+    hi = ats[-1] + layer[(len(ats) - 1) % nrec][3]
+    # the batch's bytes are copied once for its blocks: only while they are few (a layer of
+    # many arrays, or of big ones made one by one, would copy more than the blocks hold)
+    small = hi - lo <= 2 * SPAN_MAX
     for r, (_, _, _, n, dt, shape, shaped, fortran, *_) in enumerate(layer):
         where = ats[r::nrec]
-        if fortran or not 0 < n <= BLOCK_MAX or not where:
+        if fortran or not 0 < n <= BLOCK_MAX or not where or not small:
             got = [data[at : at + n] for at in where]
             if not shaped:
                 cols.append([frombuffer(raw, dt) for raw in got])
@@ -178,7 +182,6 @@ def _apply(
             raws.append(got)
             continue
         if chunk is None:  # the batch's bytes, once (never a view of the file: it is closed)
-            hi = ats[-1] + layer[(len(ats) - 1) % nrec][3]
             chunk = data[lo:hi]
         np = nr.numpy()
         # every n-byte window of the chunk (a view), then the rows at the arrays' offsets:
