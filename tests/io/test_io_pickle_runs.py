@@ -22,7 +22,7 @@ import treetool.io as tio
 from treetool._errors import LoadError
 from treetool._leaves._arrays import LazyArray
 from treetool.io._opaque import GlobalRef, Opaque
-from treetool.io._pickle._state import _STATE_C, _STATE_F, _State
+from treetool.io._pickle._state import _RAW, _STATE_C, _STATE_F, _State
 
 
 def _outcome(path: Path, fast: bool, partial: bool = False) -> tuple[Any, ...]:
@@ -411,6 +411,11 @@ def test_a_nested_checkpoint_is_read_in_one_run_across_its_layers(tmp_path: Path
             m.run()
         finally:
             _State.fast_arrays = old
+        # an array's bytes the layers left as a placeholder: the bytes, as a fetch makes them
+        raws = [i for i, x in enumerate(m.memo) if x is _RAW]
+        assert bool(raws) == fast
+        for i in raws:
+            assert m.memo_special(i) == m.memo[i - 2].tobytes()
         memos.append([x.tobytes() if isinstance(x, np.ndarray) else x for x in m.memo])
     assert len(memos[0]) == len(memos[1])
     for i, (a, b) in enumerate(zip(*memos, strict=True)):

@@ -40,7 +40,7 @@ from treetool.io._pickle._ops import (
 )
 from treetool.io._safety._budget import Budget
 
-__all__ = ["LAZY_MIN_BYTES", "_Fail", "_State"]
+__all__ = ["LAZY_MIN_BYTES", "_RAW", "_Fail", "_State"]
 
 #: payloads at least this big stay in the file (LazyArray leaves)
 LAZY_MIN_BYTES = 4096
@@ -87,6 +87,10 @@ _UNDEF = _Special("undefined")  # a memo slot skipped over by a PUT with a large
 # slots before it when the file asks for it (it seldom does): 80 bytes saved per array
 _STATE_C = _Special("C-ordered array state")
 _STATE_F = _Special("Fortran-ordered array state")
+# the data bytes of an array `run_layers` made as a view of a block shared by a batch's arrays
+# (not a view of bytes of its own): made from the array (the slot before it, or the one before
+# its shape) when the file asks for them
+_RAW = _Special("array bytes")
 _MEMO_GAP = 4096
 _SET_COST = 216 - 64  # an empty set, beyond the 64 bytes a byte of the file may make
 #: dict keys that SETITEMS inserts unchecked: strings (an int's hash may be chosen by the file:
@@ -249,8 +253,16 @@ class _State:
         v = memo[idx] if 0 <= idx < len(memo) else _UNDEF
         if v is _UNDEF:
             raise self.fail(f"memo key {idx} is undefined", self.pos)
+        if v is _RAW:  # run_layers left [..., arr, shape, _RAW, state]
+            x = memo[idx - 1]
+            arr = memo[idx - 2] if type(x) is tuple else x
+            self.budget.charge_alloc(arr.nbytes, f"array bytes fetched, at byte {self.pos - 1}")
+            memo[idx] = raw = arr.tobytes()
+            return raw
         # fast_array left [..., arr, shape (if not 0-d), raw, state]
         raw, x = memo[idx - 1], memo[idx - 2]
+        if raw is _RAW:
+            raw = self.memo_special(idx - 1)
         shape, arr = (x, memo[idx - 3]) if type(x) is tuple else ((), x)
         memo[idx] = state = (1, shape, arr.dtype, v is _STATE_F, raw)
         return state
@@ -259,7 +271,7 @@ class _State:
         # memo slot idx is about to change: the array states made from it are made now
         memo = self.memo
         for i in range(idx + 1, min(idx + 4, len(memo))):
-            if memo[i] is _STATE_C or memo[i] is _STATE_F:
+            if memo[i] is _STATE_C or memo[i] is _STATE_F or memo[i] is _RAW:
                 self.memo_special(i)
 
     def finalize(self, old: Any, new: Any) -> None:
