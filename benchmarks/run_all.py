@@ -272,6 +272,17 @@ def _loadavg() -> list[float] | None:
         return None
 
 
+def _compile() -> None:
+    """Compile treetool's modules to bytecode first, as an install does: the scripts time fresh
+    `treetool` processes, and with `PYTHONDONTWRITEBYTECODE=1` (or a checkout edited since its
+    last run) each of them would compile every changed module from source again (measured:
+    +45-80 ms on each local `inspect --json` command)."""
+    import compileall
+
+    for folder in ("treetool", "tui"):
+        compileall.compile_dir(str(HERE.parent / folder), quiet=1)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="every script at its small sizes")
@@ -310,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         if not sep:
             raise SystemExit(f"run_all: --extra wants NAME=ARGS, got {e!r}")
         extra.setdefault(_name(name), []).extend(shlex.split(more))
+    _compile()
     before = _loadavg()
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     benches = []

@@ -148,8 +148,7 @@ def test_a_remote_value_diff_reads_values_on_several_connections_at_once(tmp_pat
         assert "layer_4" in out.stdout and "layer_3" not in out.stdout
         values = [r for r in server.log.requests if r.sent >= 1 << 20]
         assert sorted(r.sent for r in values) == [3_000_000] * 12  # each array, once
-        assert _read_ahead.READ_REQUEST == 4 << 20 and _read_ahead.READ_WORKERS == 16
-        assert _read_ahead.READ_WINDOW == 64 << 20  # all 12 requests fit in it
-        assert _most_in_flight(values) > 8  # more than the 8 of the old pool
+        assert _read_ahead.READ_REQUEST == 4 << 20 and _read_ahead.READ_WORKERS == 8
+        assert _most_in_flight(values) >= 6
     finally:
         server.stop()

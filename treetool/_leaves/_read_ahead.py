@@ -19,16 +19,15 @@ __all__ = ["READ_REQUEST", "READ_WINDOW", "READ_WORKERS", "ReadAhead", "is_remot
 
 #: one request of a `ReadAhead`: at most this many bytes (parts of several arrays, or of one).
 #: Object stores serve each connection at a bounded rate (S3: about 100 MB/s), so a read goes
-#: as fast as the requests in flight: 4 MB requests keep 16 of them within the window (a
-#: request costs a round trip, ~20 ms, plus ~40 ms of bytes: ~67 MB/s a connection, ~1 GB/s
-#: in all, where 8 in flight gave ~0.5 GB/s: a value diff of two 1 GB checkpoints on S3 went
-#: from 5.4 to 4.7-4.9 s beside 4.3 s for downloading one of them)
+#: as fast as the requests in flight: 4 MB requests keep 8 of them within the window. (16 in a
+#: 64 MB window measured 5-15% faster on the shaped S3 link on a loaded machine, not in a
+#: quiet full run, and its peak RSS passed 10% of two 1 GB checkpoints: 222 MB)
 READ_REQUEST = 4 << 20
 #: the most bytes of requests a `ReadAhead` holds (sent, and not yet wholly taken): the
-#: diff's memory bound (its peak RSS stays under 10% of two 1 GB checkpoints)
-READ_WINDOW = 64 << 20
+#: diff's memory bound
+READ_WINDOW = 32 << 20
 #: requests in flight at once (each on its own connection)
-READ_WORKERS = 16
+READ_WORKERS = 8
 #: parts of arrays at most this far apart in one file share a request (the gap is not read)
 _READ_GAP = 64 << 10
 _URL_SCHEMES = ("s3://", "gs://", "gcs://", "http://", "https://")
