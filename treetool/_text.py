@@ -14,10 +14,14 @@ This module sits below the renderers and imports nothing heavy: the CLI's error 
 
 from __future__ import annotations
 
+import sys
 import unicodedata
 from typing import Any
 
 __all__ = ["all_printable", "redact_urls", "safe", "safe_text"]
+
+#: the printable ASCII bytes (space to tilde)
+_PRINTABLE_ASCII = bytes(range(0x20, 0x7F))
 
 #: a URL in running text: its scheme, user info (`user:password@`), the rest of its authority
 #: and path, its query (`?a=1&b=2`) and fragment; a query value stops at `&`, `#`, a space, a
@@ -130,8 +134,10 @@ def safe(text: str, *, newlines: bool = False) -> str:
 def all_printable(texts: list[str]) -> bool:
     """Whether every one of `texts` is printable (`str.isprintable`), so that none needs
     `safe`: one check for a whole chunk of `ls` lines instead of one per path. ASCII text
-    (the common case) is checked as bytes in two vectorised passes, about 20 ns a path where
-    a scan of each costs 100-300 ns; other text by one scan of it all.
+    (the common case) is checked as bytes: in two vectorised numpy passes (~4 ns a path) when
+    the read has imported numpy, else by one `bytes.translate` (~35 ns a path, where
+    importing numpy would cost ~25 ms); a scan of each path costs 100-300 ns. Other text by
+    one scan of it all.
 
     Example:
         >>> all_printable(["a.b", "['w']"]), all_printable(["a", "b\\x1b[2J"]), all_printable(["été"])
@@ -142,9 +148,11 @@ def all_printable(texts: list[str]) -> bool:
     blob = "".join(texts)
     if not blob.isascii():
         return blob.isprintable()  # printable as a whole exactly when each part is
-    import numpy as np
-
-    codes = np.frombuffer(blob.encode("ascii"), np.uint8)
+    raw = blob.encode("ascii")
+    np = sys.modules.get("numpy")
+    if np is None:  # not imported by the read (a remote listing): not worth ~25 ms here
+        return not raw.translate(None, _PRINTABLE_ASCII)
+    codes = np.frombuffer(raw, np.uint8)
     return not codes.size or (int(codes.min()) >= 0x20 and int(codes.max()) < 0x7F)
 
 

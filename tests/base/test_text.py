@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import unicodedata
 
 import pytest
@@ -97,13 +98,21 @@ _PLAIN = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E),
 )
 def test_all_printable_says_what_isprintable_says_of_each(mixed, plain):
     # short lists (checked one by one), long ones (one vectorised check), and long ASCII lists
-    # with one bad character anywhere, including the ASCII edges 0x1F and 0x7F
-    for texts in (mixed, plain, [*plain, *mixed]):
-        assert all_printable(texts) == all(t.isprintable() for t in texts)
-    for bad in ("\x1f", "\x7f", "\x00", "\x1b[2J", "\u202e", "\x85"):
-        for at in (0, len(plain) // 2, len(plain)):
-            texts = [*plain[:at], f"w{bad}", *plain[at:]]
-            assert all_printable(texts) is False
+    # with one bad character anywhere, including the ASCII edges 0x1F and 0x7F; each with
+    # numpy imported (its two passes) and as in a process that has not imported it
+    # (`bytes.translate`)
+    for numpy_imported in (True, False):
+        numpy = None if numpy_imported else sys.modules.pop("numpy")
+        try:
+            for texts in (mixed, plain, [*plain, *mixed]):
+                assert all_printable(texts) == all(t.isprintable() for t in texts)
+            for bad in ("\x1f", "\x7f", "\x00", "\x1b[2J", "\u202e", "\x85"):
+                for at in (0, len(plain) // 2, len(plain)):
+                    texts = [*plain[:at], f"w{bad}", *plain[at:]]
+                    assert all_printable(texts) is False
+        finally:
+            if numpy is not None:
+                sys.modules["numpy"] = numpy
 
 
 @pytest.mark.slow
@@ -139,7 +148,7 @@ def test_the_sanitiser_sits_below_everything():
     names = {a.name for n in top for a in n.names} | {
         n.module for n in top if isinstance(n, ast.ImportFrom) and n.module
     }
-    assert names <= {"__future__", "annotations", "unicodedata", "typing", "Any"}
+    assert names <= {"__future__", "annotations", "sys", "unicodedata", "typing", "Any"}
     code = "import sys, treetool._text as t; t.safe('a\\x1b'); print('rich' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout == "False\n"

@@ -1,5 +1,5 @@
-"""`http://` and `https://` files read by `Range` GETs over the standard library's
-`http.client`, with keep-alive connections reused across reads.
+"""`http://` and `https://` files read by `Range` GETs (HTTP/1.1 on a socket: `_wire`), with
+keep-alive connections reused across reads.
 
 The answer's `Content-Range` is checked on every read (it must name the bytes asked for), so a server that ignores ranges or lies about them is refused
 instead of sending a whole file. Each request has one total deadline (connect, redirects,
@@ -36,6 +36,7 @@ from treetool.io._sources._remote import (
     _timeout,
     _Transient,
 )
+from treetool.io._sources._wire import BadHttp, Connection, tls_context
 
 __all__ = ["HttpSource"]
 
@@ -166,6 +167,24 @@ def _basic_auth(u: Any) -> str:
     return "Basic " + base64.b64encode(pair.encode()).decode()
 
 
+#: bytes a request line may not hold (`http.client`'s check of a URL's path)
+_UNSENDABLE = frozenset(chr(c) for c in [*range(0x21), 0x7F])
+
+
+def _target(name: str, u: Any) -> str:
+    """The request target of a split URL: its path and query, characters past ASCII
+    percent-encoded (as UTF-8, as browsers send them); spaces or control characters, which
+    no request line may hold, are one line naming the URL."""
+    target = (u.path or "/") + (f"?{u.query}" if u.query else "")
+    if not target.isascii():
+        import urllib.parse
+
+        target = "".join(c if c.isascii() else urllib.parse.quote(c) for c in target)
+    if not _UNSENDABLE.isdisjoint(target):
+        raise LoadError(f"{name}: the URL holds spaces or control characters")
+    return target
+
+
 class HttpSource(SizedByFirstGet):
     """A file served over HTTP(S), read by `Range` requests (the server must honour them)."""
 
@@ -221,40 +240,38 @@ class HttpSource(SizedByFirstGet):
         self, u: Any, headers: dict[str, str], method: str, limit: int, deadline: float
     ) -> tuple[int, dict, bytes, str | None]:
         """One HTTP exchange before `deadline`: (status, headers, body, redirect location)."""
-        import http.client
-
+        key = (u.scheme, u.hostname, u.port)
+        target = _target(self.name, u)
         left = deadline - time.monotonic()
         if left <= 0:
             raise _Transient(f"no complete answer within {_timeout():g} s")
-        key = (u.scheme, u.hostname, u.port)
         conn = _idle_take(key)
-        if conn is None:
-            cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
-            conn = cls(u.hostname or "", u.port, timeout=left)
-        else:
-            conn.timeout = left
-            if conn.sock is not None:
-                conn.sock.settimeout(left)
+        held: list[Connection] = [conn] if conn is not None else []
         expired = threading.Event()
 
         def cut() -> None:  # the deadline passed: whatever the server is doing, stop
             expired.set()
-            sock = conn.sock
-            if sock is not None:
+            for c in held:
                 try:
-                    sock.shutdown(socket.SHUT_RDWR)
+                    c.sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
 
         watchdog = _deadlines.arm(deadline, cut)
         keep = False
         try:
-            target = (u.path or "/") + (f"?{u.query}" if u.query else "")
-            conn.request(method, target, headers=headers)
-            resp = conn.getresponse()
-            status = resp.status
-            if status in (301, 302, 303, 307, 308) and resp.getheader("Location"):
-                return status, {}, b"", resp.getheader("Location") or ""
+            if conn is None:
+                conn = Connection(u.scheme, u.hostname or "", _origin(u)[2], left)
+                held.append(conn)
+                if expired.is_set():
+                    raise TimeoutError
+            else:
+                conn.settimeout(left)
+            conn.request(method, target, headers)
+            status, reason, resp_headers = conn.head()
+            location = resp_headers.get("location")
+            if status in (301, 302, 303, 307, 308) and location:
+                return status, {}, b"", location
             if status == 404:
                 raise LoadError(f"{self.name}: no such file (HTTP 404)")
             if status in (401, 403):
@@ -264,21 +281,20 @@ class HttpSource(SizedByFirstGet):
             if status >= 500:
                 raise _Transient(f"HTTP {status}")
             if status >= 400:
-                raise LoadError(f"{self.name}: HTTP {status} {safe(str(resp.reason))[:80]}")
+                raise LoadError(f"{self.name}: HTTP {status} {safe(reason)[:80]}")
             if "Range" in headers and status != 206:
                 raise LoadError(
                     f"{self.name}: the server does not support range requests "
                     f"(HTTP {status}); refusing to download the whole file"
                 )
-            body = b"" if method == "HEAD" else resp.read(limit + 1)
+            body, keep = conn.body(method, resp_headers, limit)
             if expired.is_set():
                 raise TimeoutError
             if len(body) > limit and method != "HEAD":
                 raise LoadError(
                     f"{self.name}: the server sent more than the {limit} bytes asked for"
                 )
-            keep = resp.isclosed() and not resp.will_close  # read to the end
-            return status, {k.lower(): v for k, v in resp.getheaders()}, body, None
+            return status, resp_headers, body, None
         except LoadError:
             raise
         except Exception as e:
@@ -286,33 +302,32 @@ class HttpSource(SizedByFirstGet):
                 raise _Transient(f"no complete answer within {_timeout():g} s") from None
             if isinstance(e, ConnectionRefusedError):
                 raise _Transient("connection refused") from None
-            if isinstance(e, (http.client.LineTooLong, http.client.HTTPException)) and not (
-                isinstance(e, (http.client.RemoteDisconnected, http.client.IncompleteRead))
-            ):  # not HTTP, or headers past http.client's limits: no retry
+            if isinstance(e, BadHttp):  # not HTTP, or past the limits: no retry
                 raise LoadError(
-                    f"{self.name}: the server's answer is not valid HTTP "
-                    f"({type(e).__name__}: {_first_line(e)[:80]})"
+                    f"{self.name}: the server's answer is not valid HTTP ({e})"
                 ) from None
-            if isinstance(e, (ConnectionError, http.client.HTTPException)):
+            if isinstance(e, ConnectionError):
                 raise _Transient(_first_line(e) or type(e).__name__) from None
             if isinstance(e, OSError):
                 raise LoadError(f"{self.name}: {e.strerror or e}") from None
             raise
         finally:
             in_time = _deadlines.disarm(watchdog)  # (False: the cut ran, or is running)
-            if keep and in_time and not expired.is_set():
-                _idle_put(key, conn)
-            else:
-                conn.close()
+            if conn is not None:
+                if keep and in_time and not expired.is_set():
+                    _idle_put(key, conn)
+                else:
+                    conn.close()
 
     def prepare_first_get(self) -> bool:
         """Import what the first GET needs, on this thread (`_sources/_early.py` then sends
         it on another); whether it may be sent early (a directory URL has no first GET)."""
         if self.is_dir():
             return False
-        import http.client  # noqa: F401  (the request's own imports, done here)
-        import urllib.parse  # noqa: F401
+        import urllib.parse
 
+        if urllib.parse.urlsplit(self.name).scheme == "https":
+            tls_context()  # (the system's certificates, loaded here)
         return True
 
     def _first_get(self) -> tuple[int, bytes]:
