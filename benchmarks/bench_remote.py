@@ -164,8 +164,64 @@ def download_then(
         t2, r2 = run(then, env)
         if best is None or t1 + t2 < best[0]:
             best = (t1 + t2, max(r1, r2))
+            LOCAL[:] = [t2]
     assert best is not None
     return best
+
+
+#: the local command's time in the best run of the last `download_then`
+LOCAL: list[float] = [0.0]
+
+
+def download_time(base: str, sizes: list[int], batch: int = 1) -> float:
+    """Seconds the anchor's download of files of `sizes` takes on the shaped link with a
+    server that takes no time (see `link_bound`): each step's round trips and its bytes at
+    the link's rate, one after the other.
+
+    Example:
+        >>> LINK[:] = [Link(rtt=0.02, rate=100e6)]
+        >>> round(download_time("http://h/k", [10**9, 10**9]), 2)  # two streams in turn
+        20.04
+    """
+    link = LINK[0]
+    cap = link.total or float("inf")
+    t = 0.0
+    if base.startswith("s3://"):
+        part = 8 << 20
+        for k in range(0, len(sizes), batch):
+            group = sizes[k : k + batch]
+            parts = sum(max(1, -(-n // part)) for n in group)
+            conns = min(10, parts)
+            rate = link.rate if not link.per_connection else min(conns * link.rate, cap)
+            t += link.rtt + -(-parts // conns) * link.rtt + sum(group) / rate
+    else:
+        t += sum(link.rtt + n / link.rate for n in sizes)
+    return t
+
+
+def link_bound(base: str, sizes: list[int], trips: int, local: float, batch: int = 1) -> str:
+    """What the shaped link allows at best, with a server that takes no time: the anchor's
+    download of files of `sizes` (S3: boto3's HEAD, then 8 MiB parts 10 at a time, `batch`
+    files at once; HTTP: one GET stream each, one file after another) and then `local`
+    seconds of the local command, against the `trips` round trips that any remote inspect
+    waits for one after the other; the most times faster an inspect can be on this link.
+    Generous to the inspect: each download step counts its round trips and its bytes at the
+    link's rate one after the other, and the inspect only its round trips.
+
+    Example:
+        >>> LINK[:] = [Link(rtt=0.02, rate=100e6, total=1250e6)]
+        >>> link_bound("s3://b/k", [2**30], 2, 0.1)
+        'link bound: download + local >= 1.45 s, inspect >= 2 round trips (40 ms): at most 36x'
+        >>> link_bound("http://h/k", [2**30], 2, 0.1)
+        'link bound: download + local >= 10.86 s, inspect >= 2 round trips (40 ms): at most 271x'
+    """
+    link = LINK[0]
+    t_dl = download_time(base, sizes, batch) + local
+    t_tt = trips * link.rtt
+    return (
+        f"link bound: download + local >= {t_dl:.2f} s, inspect >= {trips} round trips "
+        f"({t_tt * 1000:.0f} ms): at most {t_dl / t_tt:.0f}x"
+    )
 
 
 def _share(sent: int, total: int) -> str:
@@ -265,7 +321,7 @@ import sys, time
 import treetool
 url = sys.argv[1]
 t0 = time.perf_counter()
-n = len(list(treetool.leaves_with_paths(treetool.load(url))))
+n = len(list(treetool.leaves_with_path(treetool.load(url))))
 print(time.perf_counter() - t0, n)
 """
 
@@ -338,6 +394,9 @@ def _orbax_rows(
             f"{t_dl / t_tt:.1f}x faster",
         )
     )
+    bound = ""
+    if shaped:  # a folder: its listing, then its metadata
+        bound = "; " + link_bound(url + "/", sorted(sizes.values()), 2, LOCAL[0], batch=10)
     _inspect_rows(
         f"remote inspect, {label}: orbax checkpoint (10,000 arrays, {_size(total)})",
         "download (10 at a time) then inspect",
@@ -346,7 +405,7 @@ def _orbax_rows(
         url,
         env,
         ("speedup>=", SPEEDUP_GOAL_LINK if shaped else SPEEDUP_GOAL),
-        f"{reqs} requests, {_share(sent, total)} read",
+        f"{reqs} requests, {_share(sent, total)} read{bound}",
     )
     return rows + _metadata_rows(label, url, log, env)
 
@@ -430,6 +489,9 @@ def _tasks(
             f"{t_dl / t_tt:.1f}x faster",
         )
     )
+    bound = ""
+    if shaped:  # the index, then the shards' headers
+        bound = "; " + link_bound(base, [size[n] for n in [index, *shard_names]], 2, LOCAL[0])
     _inspect_rows(
         f"remote inspect, {label}: 16-shard safetensors ({set_bytes / 2**30:.2f} GB)",
         _how_downloaded(base) + " then inspect",
@@ -438,7 +500,7 @@ def _tasks(
         f"{base}/{index}",
         env,
         goal,
-        f"{reqs} requests, {_share(sent, set_bytes)} read",
+        f"{reqs} requests, {_share(sent, set_bytes)} read{bound}",
     )
     # 2. inspect a pickle
     pkl = "ckpt_1000.pkl"
@@ -460,6 +522,9 @@ def _tasks(
             f"{t_dl / t_tt:.1f}x faster",
         )
     )
+    bound = ""
+    if shaped:  # the first block, then the landings after its first payload (all guessed)
+        bound = "; " + link_bound(base, [size[pkl]], 2, LOCAL[0])
     _inspect_rows(
         f"remote inspect, {label}: pickle ({size[pkl] / 2**30:.2f} GB, 128 arrays)",
         _how_downloaded(base) + " then inspect",
@@ -468,7 +533,7 @@ def _tasks(
         f"{base}/{pkl}",
         env,
         goal,
-        f"{reqs} requests, {_share(sent, size[pkl])} read",
+        f"{reqs} requests, {_share(sent, size[pkl])} read{bound}",
     )
     # 3. value diff of two checkpoints differing in one leaf: best of 3 each way (wall time on
     # a shared machine is noisy), with the CPU time of the client processes next to it
@@ -513,6 +578,14 @@ def _tasks(
     )
     if shaped:  # the goal on a real link: no slower than downloading one of the two
         t_one, _ = run([sys.executable, "-c", _DOWNLOAD, _fresh(dl), f"{base}/{a}"], env)
+        link = LINK[0]
+        cap = link.total or float("inf")
+        if not link.per_connection:
+            cap = link.rate
+        # any reader of both files' bytes, on every connection it likes, against the one
+        # download at its best (its round trips and bytes one after the other: generous)
+        least = data / cap
+        one = download_time(base, [size[a]])
         _rows.row(
             f"remote value diff, {label}: 2 pickles ({data / 2**30:.2f} GB)",
             _how_downloaded(base) + f": one of them ({size[a] / 2**30:.2f} GB)",
@@ -520,9 +593,9 @@ def _tasks(
             t_tt,
             diff_goal,
             peak_mb=rss_tt,
-            note=f"{sent / data:.1%} of both files read ({reqs} requests); link {LINK[0]}"
-            if LINK
-            else "",
+            note=f"{sent / data:.1%} of both files read ({reqs} requests); link {link}; "
+            f"link bound: reading both >= {least:.2f} s ({data / 1e9:.2f} GB at "
+            f"{cap / 1e6:.0f} MB/s), downloading one <= {one:.2f} s: at least {least / one:.2f}x",
         )
     return rows
 
