@@ -36,7 +36,7 @@ from treetool.io._sources._remote import (
     _timeout,
     _Transient,
 )
-from treetool.io._sources._wire import BadHttp, Connection, tls_context
+from treetool.io._sources._wire import BadHttp, Connection, _digits, tls_context
 
 __all__ = ["HttpSource"]
 
@@ -169,6 +169,8 @@ def _basic_auth(u: Any) -> str:
 
 #: bytes a request line may not hold (`http.client`'s check of a URL's path)
 _UNSENDABLE = frozenset(chr(c) for c in [*range(0x21), 0x7F])
+#: what `urllib.parse.urlsplit` silently deletes from a URL (it would request another path)
+_DELETED = frozenset("\t\r\n")
 
 
 def _target(name: str, u: Any) -> str:
@@ -180,7 +182,7 @@ def _target(name: str, u: Any) -> str:
         import urllib.parse
 
         target = "".join(c if c.isascii() else urllib.parse.quote(c) for c in target)
-    if not _UNSENDABLE.isdisjoint(target):
+    if not _UNSENDABLE.isdisjoint(target) or not _DELETED.isdisjoint(name):
         raise LoadError(f"{name}: the URL holds spaces or control characters")
     return target
 
@@ -355,19 +357,19 @@ class HttpSource(SizedByFirstGet):
         a, _, b = span.partition("-")
         if (
             unit != "bytes"
-            or not (a.isdigit() and b.isdigit() and (total.isdigit() or total == "*"))
+            or not (_digits(a) and _digits(b) and (_digits(total) or total == "*"))
             or max(len(a), len(b), len(total)) > 18
         ):
             raise LoadError(
                 f"{self.name}: the server's Content-Range {safe(value)[:60]!r} is not "
                 "bytes FIRST-LAST/SIZE"
             )
-        return int(a), int(b), int(total) if total.isdigit() else None
+        return int(a), int(b), int(total) if total != "*" else None
 
     def _stat(self) -> int:
         _status, headers, _ = self._request({}, method="HEAD")
         length = headers.get("content-length")
-        if length is None or not length.isdigit():
+        if length is None or not _digits(length) or len(length) > 18:
             raise LoadError(f"{self.name}: the server does not say the file's size")
         return int(length)
 
