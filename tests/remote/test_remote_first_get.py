@@ -174,7 +174,8 @@ def test_remote_read_imports_no_concurrent_futures(
     where: str, http: Any, s3_server: Any, files: dict
 ) -> None:
     """`concurrent.futures` imports `logging` (~5-9 ms before the first request): the read
-    of a pickle and of a sharded set needs neither."""
+    of a pickle and of a sharded set needs neither; nor, over HTTP, `http.client` and its
+    `email.parser` (20-30 ms: treetool speaks HTTP/1.1 itself)."""
     env = {**os.environ, **s3_env(s3_server)}
     base = http.url if where == "http" else "s3://ckpts/run"
     for name in ("ckpt.pkl", "model.safetensors.index.json"):
@@ -189,6 +190,9 @@ def test_remote_read_imports_no_concurrent_futures(
         modules = set(out.stdout.split())
         assert "treetool.io._sources._early" in modules
         assert not {"concurrent.futures", "logging"} & modules, name
+        if where == "http":  # treetool's own HTTP/1.1 client (_wire.py), not the stdlib's
+            assert "treetool.io._sources._wire" in modules
+            assert not {"http.client", "email.parser"} & modules, name
 
 
 def test_pool_future_cancel_and_errors() -> None:

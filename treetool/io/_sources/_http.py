@@ -36,7 +36,7 @@ from treetool.io._sources._remote import (
     _timeout,
     _Transient,
 )
-from treetool.io._sources._wire import BadHttp, Connection, tls_context
+from treetool.io._sources._wire import BadHttp, Connection, _digits, tls_context
 
 __all__ = ["HttpSource"]
 
@@ -169,6 +169,8 @@ def _basic_auth(u: Any) -> str:
 
 #: bytes a request line may not hold (`http.client`'s check of a URL's path)
 _UNSENDABLE = frozenset(chr(c) for c in [*range(0x21), 0x7F])
+#: what `urllib.parse.urlsplit` silently deletes from a URL (it would request another path)
+_DELETED = frozenset("\t\r\n")
 
 
 def _target(name: str, u: Any) -> str:
@@ -180,9 +182,13 @@ def _target(name: str, u: Any) -> str:
         import urllib.parse
 
         target = "".join(c if c.isascii() else urllib.parse.quote(c) for c in target)
-    if not _UNSENDABLE.isdisjoint(target):
+    if not _UNSENDABLE.isdisjoint(target) or not _DELETED.isdisjoint(name):
         raise LoadError(f"{name}: the URL holds spaces or control characters")
     return target
+
+
+class _Stale(Exception):
+    """A kept connection ended before any answer: the server had closed it."""
 
 
 class HttpSource(SizedByFirstGet):
@@ -239,13 +245,33 @@ class HttpSource(SizedByFirstGet):
     def _one(
         self, u: Any, headers: dict[str, str], method: str, limit: int, deadline: float
     ) -> tuple[int, dict, bytes, str | None]:
-        """One HTTP exchange before `deadline`: (status, headers, body, redirect location)."""
+        """One HTTP exchange before `deadline`: (status, headers, body, redirect location).
+
+        A kept connection the server has closed since (its idle timeout) ends before any
+        answer: the request is sent again at once on a new connection, without spending one
+        of the tries (it is a GET or a HEAD)."""
+        try:
+            return self._exchange(u, headers, method, limit, deadline, reuse=True)
+        except _Stale:
+            return self._exchange(u, headers, method, limit, deadline, reuse=False)
+
+    def _exchange(
+        self,
+        u: Any,
+        headers: dict[str, str],
+        method: str,
+        limit: int,
+        deadline: float,
+        reuse: bool,
+    ) -> tuple[int, dict, bytes, str | None]:
         key = (u.scheme, u.hostname, u.port)
         target = _target(self.name, u)
         left = deadline - time.monotonic()
         if left <= 0:
             raise _Transient(f"no complete answer within {_timeout():g} s")
-        conn = _idle_take(key)
+        conn = _idle_take(key) if reuse else None
+        reused = conn is not None
+        answered = False
         held: list[Connection] = [conn] if conn is not None else []
         expired = threading.Event()
 
@@ -269,6 +295,7 @@ class HttpSource(SizedByFirstGet):
                 conn.settimeout(left)
             conn.request(method, target, headers)
             status, reason, resp_headers = conn.head()
+            answered = True
             location = resp_headers.get("location")
             if status in (301, 302, 303, 307, 308) and location:
                 return status, {}, b"", location
@@ -306,6 +333,8 @@ class HttpSource(SizedByFirstGet):
                 raise LoadError(
                     f"{self.name}: the server's answer is not valid HTTP ({e})"
                 ) from None
+            if isinstance(e, ConnectionError) and reused and not answered:
+                raise _Stale from None
             if isinstance(e, ConnectionError):
                 raise _Transient(_first_line(e) or type(e).__name__) from None
             if isinstance(e, OSError):
@@ -355,19 +384,19 @@ class HttpSource(SizedByFirstGet):
         a, _, b = span.partition("-")
         if (
             unit != "bytes"
-            or not (a.isdigit() and b.isdigit() and (total.isdigit() or total == "*"))
+            or not (_digits(a) and _digits(b) and (_digits(total) or total == "*"))
             or max(len(a), len(b), len(total)) > 18
         ):
             raise LoadError(
                 f"{self.name}: the server's Content-Range {safe(value)[:60]!r} is not "
                 "bytes FIRST-LAST/SIZE"
             )
-        return int(a), int(b), int(total) if total.isdigit() else None
+        return int(a), int(b), int(total) if total != "*" else None
 
     def _stat(self) -> int:
         _status, headers, _ = self._request({}, method="HEAD")
         length = headers.get("content-length")
-        if length is None or not length.isdigit():
+        if length is None or not _digits(length) or len(length) > 18:
             raise LoadError(f"{self.name}: the server does not say the file's size")
         return int(length)
 

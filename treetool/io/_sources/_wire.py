@@ -47,6 +47,17 @@ _tls: Any = None
 _tls_lock = threading.Lock()
 
 
+def _digits(text: str) -> bool:
+    """Whether `text` is ASCII digits only (`str.isdigit` also says yes to latin-1's
+    superscripts, which `int` refuses).
+
+    Example:
+        >>> _digits("206"), _digits("\xb206"), _digits("")
+        (True, False, False)
+    """
+    return text.isascii() and text.isdigit()
+
+
 class BadHttp(Exception):
     """The answer is not HTTP/1.x within the limits (never worth a retry)."""
 
@@ -112,7 +123,7 @@ class Connection:
                 raise BadHttp(f"a status line over {MAX_LINE} bytes")
             version, _, rest = line.decode("iso-8859-1").rstrip("\r\n").partition(" ")
             code, _, reason = rest.partition(" ")
-            if version not in ("HTTP/1.1", "HTTP/1.0") or len(code) != 3 or not code.isdigit():
+            if version not in ("HTTP/1.1", "HTTP/1.0") or len(code) != 3 or not _digits(code):
                 raise BadHttp("no HTTP/1.x status line")
             status = int(code)
             headers = self._headers()
@@ -147,7 +158,7 @@ class Connection:
             data, complete = self._chunks(limit)
         elif "content-length" in headers:
             text = headers["content-length"]
-            if not text.isdigit() or len(text) > 18:
+            if not _digits(text) or len(text) > 18:
                 raise BadHttp("a Content-Length that is not a number")
             length = int(text)
             data = self.rfile.read(min(length, limit + 1))
