@@ -536,17 +536,3 @@ def test_any_chunking_decodes_like_a_content_length(
             # (a Content-Length body of exactly limit + 1 bytes was read whole)
             whole = answer is plain and len(body) == limit + 1
             assert cut == (body[: limit + 1], whole)
-
-
-def test_kept_connection_the_server_closed_costs_no_try(
-    serve: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A server that closes each connection after one answer without saying so (an idle
-    keep-alive timeout): the next read finds its kept connection closed and sends again on
-    a new one, without spending one of the tries (one try only here)."""
-    monkeypatch.setenv("TREETOOL_REMOTE_RETRIES", "1")
-    honest = _file(BIG)
-    srv = serve(lambda head: (honest(head)[0], False))
-    assert _three_reads(f"{srv.url}/big.bin") == _THREE
-    assert _ranges(srv) == _RANGES
-    assert srv.accepted == 3

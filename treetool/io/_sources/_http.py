@@ -187,10 +187,6 @@ def _target(name: str, u: Any) -> str:
     return target
 
 
-class _Stale(Exception):
-    """A kept connection ended before any answer: the server had closed it."""
-
-
 class HttpSource(SizedByFirstGet):
     """A file served over HTTP(S), read by `Range` requests (the server must honour them)."""
 
@@ -245,33 +241,13 @@ class HttpSource(SizedByFirstGet):
     def _one(
         self, u: Any, headers: dict[str, str], method: str, limit: int, deadline: float
     ) -> tuple[int, dict, bytes, str | None]:
-        """One HTTP exchange before `deadline`: (status, headers, body, redirect location).
-
-        A kept connection the server has closed since (its idle timeout) ends before any
-        answer: the request is sent again at once on a new connection, without spending one
-        of the tries (it is a GET or a HEAD)."""
-        try:
-            return self._exchange(u, headers, method, limit, deadline, reuse=True)
-        except _Stale:
-            return self._exchange(u, headers, method, limit, deadline, reuse=False)
-
-    def _exchange(
-        self,
-        u: Any,
-        headers: dict[str, str],
-        method: str,
-        limit: int,
-        deadline: float,
-        reuse: bool,
-    ) -> tuple[int, dict, bytes, str | None]:
+        """One HTTP exchange before `deadline`: (status, headers, body, redirect location)."""
         key = (u.scheme, u.hostname, u.port)
         target = _target(self.name, u)
         left = deadline - time.monotonic()
         if left <= 0:
             raise _Transient(f"no complete answer within {_timeout():g} s")
-        conn = _idle_take(key) if reuse else None
-        reused = conn is not None
-        answered = False
+        conn = _idle_take(key)
         held: list[Connection] = [conn] if conn is not None else []
         expired = threading.Event()
 
@@ -295,7 +271,6 @@ class HttpSource(SizedByFirstGet):
                 conn.settimeout(left)
             conn.request(method, target, headers)
             status, reason, resp_headers = conn.head()
-            answered = True
             location = resp_headers.get("location")
             if status in (301, 302, 303, 307, 308) and location:
                 return status, {}, b"", location
@@ -333,8 +308,6 @@ class HttpSource(SizedByFirstGet):
                 raise LoadError(
                     f"{self.name}: the server's answer is not valid HTTP ({e})"
                 ) from None
-            if isinstance(e, ConnectionError) and reused and not answered:
-                raise _Stale from None
             if isinstance(e, ConnectionError):
                 raise _Transient(_first_line(e) or type(e).__name__) from None
             if isinstance(e, OSError):
