@@ -63,7 +63,7 @@ class BadHttp(Exception):
 
 
 class Dropped(ConnectionError):
-    """The connection ended before an answer's head was whole (worth a retry: a keep-alive
+    """The connection ended before the answer's status line (worth a retry: a kept-alive
     connection the server had closed, a server that restarted)."""
 
 
