@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -32,11 +33,12 @@ Answer = Callable[[bytes], tuple[bytes, bool]]
 
 class Scripted:
     """HTTP on a raw socket: every request head is logged, then answered by `self.answer`.
-    `accepted` counts the connections."""
+    `accepted` counts the connections, `closed` those it closed."""
 
     def __init__(self, answer: Answer) -> None:
         self.answer = answer
         self.accepted = 0
+        self.closed = 0  # connections this server has closed
         self.heads: list[bytes] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -79,6 +81,8 @@ class Scripted:
             return
         finally:
             conn.close()
+            with self._lock:
+                self.closed += 1
 
     def request_lines(self) -> list[str]:
         return [h.split(b"\r\n", 1)[0].decode("latin1") for h in self.heads]
@@ -536,3 +540,29 @@ def test_any_chunking_decodes_like_a_content_length(
             # (a Content-Length body of exactly limit + 1 bytes was read whole)
             whole = answer is plain and len(body) == limit + 1
             assert cut == (body[: limit + 1], whole)
+
+
+def test_kept_connection_the_server_closed_is_not_reused(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that closes each connection after its answer without saying so (as at an
+    idle keep-alive timeout): the next read sees the kept connection closed
+    (`Connection.quiet`) and opens a new one, spending no try (one try only here)."""
+    monkeypatch.setenv("TREETOOL_REMOTE_RETRIES", "1")
+    honest = _file(BIG)
+    srv = serve(lambda head: (honest(head)[0], False))
+    src = source_for(f"{srv.url}/big.bin")
+
+    def closed(n: int) -> None:  # wait until the server has closed its n-th connection
+        deadline = time.monotonic() + 10
+        while srv.closed < n and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert srv.closed == n
+
+    assert src.size == len(BIG)
+    closed(1)
+    assert src.read(70_000, 1000) == BIG[70_000:71_000]
+    closed(2)
+    assert src.read(90_000, 5000) == BIG[90_000:95_000]
+    assert _ranges(srv) == _RANGES
+    assert srv.accepted == 3

@@ -45,9 +45,15 @@ _idle_lock = threading.Lock()
 
 
 def _idle_take(key: tuple) -> Any:
-    with _idle_lock:
-        conns = _idle.get(key)
-        return conns.pop() if conns else None
+    """A kept connection to the server of `key` that is still open (`Connection.quiet`), or
+    None; those the server closed meanwhile are closed here too."""
+    while True:
+        with _idle_lock:
+            conns = _idle.get(key)
+            conn = conns.pop() if conns else None
+        if conn is None or conn.quiet():
+            return conn
+        conn.close()
 
 
 def _idle_put(key: tuple, conn: Any) -> None:

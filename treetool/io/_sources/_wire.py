@@ -29,6 +29,7 @@ Example (a server that answers one request):
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 from typing import Any
@@ -194,6 +195,21 @@ class Connection:
                 return b"".join(parts), False
             if rfile.readline(3) not in (b"\r\n", b"\n"):
                 raise BadHttp("a chunk that does not end its line")
+
+    def quiet(self) -> bool:
+        """Whether this kept connection may carry another request: its socket has nothing
+        to read. A server that closed it while it was idle (its keep-alive timeout) has sent
+        its FIN, which makes it readable; bytes that no request asked for do too. A poll, no
+        wait (~2 us): a request sent on a closed connection would fail and spend a try."""
+        try:
+            fd = self.sock.fileno()
+            if not hasattr(select, "poll"):  # (Windows)
+                return not select.select([fd], [], [], 0)[0]
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            return not poller.poll(0)
+        except (OSError, ValueError):  # (closed: fileno() is -1)
+            return False
 
     def close(self) -> None:
         try:
