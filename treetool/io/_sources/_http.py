@@ -193,6 +193,25 @@ def _target(name: str, u: Any) -> str:
     return target
 
 
+def _ascii_host(name: str, u: Any) -> str:
+    """The URL's host name as it goes on the wire: internationalised names by IDNA
+    (`bücher.example` is `xn--bcher-kva.example`), as `http.client` sent them; one that IDNA
+    cannot encode is one line naming the URL.
+
+    Example:
+        >>> import urllib.parse
+        >>> _ascii_host("u", urllib.parse.urlsplit("https://bücher.example/m.safetensors"))
+        'xn--bcher-kva.example'
+    """
+    host = u.hostname or ""
+    if host.isascii():
+        return host
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        raise LoadError(f"{name}: the URL's host name is not a valid domain name") from None
+
+
 class HttpSource(SizedByFirstGet):
     """A file served over HTTP(S), read by `Range` requests (the server must honour them)."""
 
@@ -269,7 +288,7 @@ class HttpSource(SizedByFirstGet):
         keep = False
         try:
             if conn is None:
-                conn = Connection(u.scheme, u.hostname or "", _origin(u)[2], left)
+                conn = Connection(u.scheme, _ascii_host(self.name, u), _origin(u)[2], left)
                 held.append(conn)
                 if expired.is_set():
                     raise TimeoutError
