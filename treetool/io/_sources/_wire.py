@@ -150,8 +150,9 @@ class Connection:
         raise BadHttp(f"more than {MAX_HEADERS} headers")
 
     def body(self, method: str, headers: dict[str, str], limit: int) -> tuple[bytes, bool]:
-        """(the body, whether it was read whole and the connection may serve another
-        request): at most `limit + 1` bytes are read, so a caller sees that more came."""
+        """(the body of a 2xx answer to a GET or a HEAD, whether it was read whole and the
+        connection may serve another request): at most `limit + 1` bytes are read, so a
+        caller sees that more came. (Other answers are refused before their body.)"""
         if method == "HEAD":
             complete = True
             data = b""
