@@ -16,19 +16,17 @@ Example (no request is sent until a read):
 from __future__ import annotations
 
 import atexit
-import heapq
-import itertools
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from treetool._errors import LoadError
 from treetool._source import Source, register_scheme, source_for
 from treetool._text import safe
 from treetool.io._sources._blocks import GUESS_WORKERS
+from treetool.io._sources._deadlines import Deadlines
 from treetool.io._sources._remote import (
     _FIRST,
     SizedByFirstGet,
@@ -65,76 +63,7 @@ def _idle_put(key: tuple, conn: Any) -> None:
     conn.close()
 
 
-class _Deadlines:
-    """One thread that enforces every request's deadline (a thread per request would cost a
-    start and a join each: a walk's 129 requests on 2 cores spent ~40 ms on them).
-
-    `arm(at, cut)` has `cut()` called at monotonic time `at` unless `disarm` comes first;
-    `disarm` says whether it did (False: `cut` ran or is running, the connection is not
-    reused).
-
-    Example:
-        >>> d = _Deadlines()
-        >>> fired = []
-        >>> t = d.arm(time.monotonic() + 60, lambda: fired.append(1))
-        >>> d.disarm(t), fired
-        (True, [])
-        >>> t = d.arm(time.monotonic(), lambda: fired.append(2))
-        >>> while not fired: time.sleep(0.001)
-        >>> d.disarm(t), fired
-        (False, [2])
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._heap: list[tuple[float, int, Callable[[], None]]] = []
-        self._armed: set[int] = set()
-        self._ids = itertools.count()
-        self._thread: threading.Thread | None = None
-
-    def arm(self, at: float, cut: Callable[[], None]) -> int:
-        with self._cond:
-            token = next(self._ids)
-            heapq.heappush(self._heap, (at, token, cut))
-            self._armed.add(token)
-            if self._thread is None or not self._thread.is_alive():  # (first use, or a fork)
-                self._thread = threading.Thread(
-                    target=self._run, name="treetool-http-deadlines", daemon=True
-                )
-                self._thread.start()
-            elif self._heap[0][1] == token:
-                self._cond.notify()  # sooner than the one it waits for
-        return token
-
-    def disarm(self, token: int) -> bool:
-        with self._cond:
-            armed = token in self._armed
-            self._armed.discard(token)
-            return armed
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while True:
-                    heap = self._heap
-                    while heap and heap[0][1] not in self._armed:
-                        heapq.heappop(heap)  # disarmed: the request ended in time
-                    if not heap:
-                        self._cond.wait()
-                        continue
-                    left = heap[0][0] - time.monotonic()
-                    if left <= 0:
-                        _at, token, cut = heapq.heappop(heap)
-                        self._armed.discard(token)
-                        break
-                    self._cond.wait(left)
-            try:
-                cut()
-            except Exception:  # (a cut only shuts a socket; nothing may stop the thread)
-                pass
-
-
-_deadlines = _Deadlines()
+_deadlines = Deadlines()
 
 
 @atexit.register
@@ -221,7 +150,7 @@ class HttpSource(SizedByFirstGet):
         """(status, headers, body); a ranged GET answered without 206 is refused unread.
 
         The whole request (connect, every redirect, the headers and the whole body) has one
-        deadline, `TREETOOL_REMOTE_TIMEOUT` seconds: a watchdog (`_Deadlines`, one thread for
+        deadline, `TREETOOL_REMOTE_TIMEOUT` seconds: a watchdog (`_deadlines.Deadlines`, one thread for
         every request) shuts the socket when it passes, so a server sending a byte a second
         is cut off too. Redirects stay on the URL's own scheme, host and port (another is
         refused unless `follow_redirects()`), only ever to http(s), at most 5, and a loop
