@@ -14,11 +14,11 @@ import os
 import re
 import socket
 import sys
-import threading
 import time
 
 # the storage test servers live beside the remote tests
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "remote"))
+from storage_servers import RawServer
 from storage_servers import SilentServer as Listener
 
 __all__ = ["Listener", "LyingServer"]
@@ -27,45 +27,19 @@ _RANGE = re.compile(rb"range:\s*bytes=(\d+)-(\d*)", re.IGNORECASE)
 _AUTH = re.compile(rb"authorization:\s*([^\r\n]*)", re.IGNORECASE)
 
 
-class LyingServer:
+class LyingServer(RawServer):
     """HTTP/1.1 on 127.0.0.1 with keep-alive, ranged reads of `files` and fault paths."""
 
     def __init__(self, files: dict[str, bytes], other_port: int = 0) -> None:
         self.files = files
         self.other_port = other_port  # where the redirects to "elsewhere" point
-        self.accepted = 0
         self.requests: list[tuple[str, str]] = []  # (path, range header)
         self.auth: list[str] = []  # the Authorization headers received
         #: name -> (size, head, tail): a file of `size` bytes, `head` then zeros then `tail`,
         #: that exists only as the answers to ranges (`/sparse/NAME`): a server claiming a
         #: huge file whose every byte it will send when asked
         self.sparse: dict[str, tuple[int, bytes, bytes]] = {}
-        self._stop = threading.Event()
-        self._sock = socket.socket()
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(256)
-        self._sock.settimeout(0.05)
-        self.port = self._sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._lock = threading.Lock()
-        threading.Thread(target=self._loop, daemon=True).start()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with self._lock:
-                self.accepted += 1
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._sock.close()
+        super().__init__()
 
     # -- one connection, several requests
     def _serve(self, conn: socket.socket) -> None:

@@ -510,7 +510,48 @@ class HttpServer:
         self._server.server_close()
 
 
-class SilentServer:
+class RawServer:
+    """A TCP server on 127.0.0.1 that answers each connection on its own thread with
+    `_serve(conn)` (a subclass's); `accepted` counts the connections. For servers that
+    write HTTP by hand (a liar, a script), where `HttpServer` is too honest.
+    """
+
+    def __init__(self) -> None:
+        import socket
+
+        self.accepted = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._sock = socket.socket()
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(256)
+        self._sock.settimeout(0.05)  # wakes to see `stop`
+        self.port = self._sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with self._lock:
+                self.accepted += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: Any) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._sock.close()
+
+
+class SilentServer(RawServer):
     """A TCP server on 127.0.0.1 that accepts every connection and never answers.
 
     `accepted` counts the connections made: each try of a client is one (or more, where a
@@ -518,35 +559,18 @@ class SilentServer:
     """
 
     def __init__(self) -> None:
-        import socket
-
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(64)
-        self.port = self._sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.accepted = 0
         self._conns: list[Any] = []
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
+        super().__init__()
 
-    def _accept(self) -> None:
-
-        self._sock.settimeout(0.05)  # wakes to see `stop`
-        while not self._stopped.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            self.accepted += 1
-            self._conns.append(conn)
+    def _serve(self, conn: Any) -> None:
+        with self._lock:
+            if self._stop.is_set():  # (accepted as it stopped)
+                conn.close()
+            else:
+                self._conns.append(conn)
 
     def stop(self) -> None:
-        self._stopped.set()
-        self._thread.join(5)
-        self._sock.close()
-        for conn in self._conns:
-            conn.close()
+        super().stop()
+        with self._lock:
+            for conn in self._conns:
+                conn.close()

@@ -12,7 +12,6 @@ Each server is a thread of this process (no subprocess), so the file is not mark
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,6 +20,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from storage_servers import RawServer
 
 import treetool as tt
 from treetool._errors import LoadError
@@ -31,34 +31,15 @@ from treetool.io._sources._wire import Connection
 Answer = Callable[[bytes], tuple[bytes, bool]]
 
 
-class Scripted:
+class Scripted(RawServer):
     """HTTP on a raw socket: every request head is logged, then answered by `self.answer`.
     `accepted` counts the connections, `closed` those it closed."""
 
     def __init__(self, answer: Answer) -> None:
         self.answer = answer
-        self.accepted = 0
         self.closed = 0  # connections this server has closed
         self.heads: list[bytes] = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._sock = socket.create_server(("127.0.0.1", 0))
-        self._sock.settimeout(0.05)
-        self.port = self._sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        threading.Thread(target=self._loop, daemon=True).start()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with self._lock:
-                self.accepted += 1
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+        super().__init__()
 
     def _serve(self, conn: socket.socket) -> None:
         conn.settimeout(10)
@@ -86,10 +67,6 @@ class Scripted:
 
     def request_lines(self) -> list[str]:
         return [h.split(b"\r\n", 1)[0].decode("latin1") for h in self.heads]
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._sock.close()
 
 
 @pytest.fixture
