@@ -44,7 +44,9 @@ The anchors on the link are what a user runs: HTTP files are downloaded by one G
 connections' rate); orbax directories ten objects at a time, as `aws s3 cp --recursive`. Each
 download on the link is timed once (the link sets its time). Goals there: inspect >= 50x
 faster than download-then-inspect (the loopback rows keep their >= 20x), and the value diff
-no slower than downloading one of the two files.
+no slower than downloading one of the two files. Each row on the link notes the link's bound
+(`link_bound`): the most any reader could reach with a server that takes no time, from the
+anchor's round trips and bytes against the round trips an inspect must wait for.
 
 Inspect rows time the `treetool ls` CLI in a fresh process (its start, ~0.15-0.2 s, included:
 the row says "CLI"); the "in-process" row beside it times `treetool.load(url)` and a walk of
