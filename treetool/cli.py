@@ -56,6 +56,34 @@ _COMMANDS: dict[str, str] = {
     "demo": "a small equinox model with its optax state",
 }
 
+#: each subcommand's description (the first line of its --help) and its examples (the epilog)
+_DESCRIPTIONS: dict[str, str] = {
+    "inspect": "Show a tree: the terminal UI when stdout is a terminal, a printed tree "
+    "otherwise (or JSON with --json).",
+    "ls": "List the leaves, one per line: path, shape and dtype, tab-separated.",
+    "get": "Show one leaf: its facts, stats and values (a big leaf in a file: only its "
+    "corners are read; stats of a leaf up to 64 MB on disk or 8 MB remote).",
+    "summary": "Params, bytes and dtypes per subtree, down to --depth.",
+    "diff": "What differs between two trees, matched by path; exit 0 equal, 1 different, 2 error.",
+    "port": "Map a checkpoint onto a model of another framework by names, shapes and "
+    "layouts; exit 0 complete, 1 not.",
+    "demo": "A small equinox transformer and its adamw state, shown as inspect shows a tree.",
+}
+
+_EXAMPLES: dict[str, str] = {
+    "inspect": "  treetool inspect model.safetensors --no-tui --depth 2\n"
+    "  treetool inspect ckpt.pkl --filter '**.bias' --json",
+    "ls": "  treetool ls model.safetensors '**.weight'\n"
+    "  treetool ls treetool.cli:demo_tree --search mlp.layers",
+    "get": "  treetool get model.safetensors layers.0.weight\n"
+    "  treetool get s3://bucket/big.safetensors embed.weight --stats --json",
+    "summary": "  treetool summary treetool.cli:demo_tree --depth 2",
+    "diff": "  treetool diff step1.safetensors step2.safetensors --atol 1e-6\n"
+    "  treetool diff run@100 run@200 --stat",
+    "port": "  treetool port pytorch_model.bin mypkg.models:make_model --write model.safetensors",
+    "demo": "  treetool demo --no-tui --depth 2",
+}
+
 
 def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The `treetool` parser; of the subcommands, only the one `argv` names gets its arguments.
@@ -78,7 +106,13 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", prog="treetool")
     wanted = _command_named(sys.argv[1:] if argv is None else argv)
     for name, help_text in _COMMANDS.items():
-        sp = sub.add_parser(name, help=help_text, formatter_class=_Formatter)
+        sp = sub.add_parser(
+            name,
+            help=help_text,
+            description=_DESCRIPTIONS[name],
+            epilog=f"Example{'s' if chr(10) in _EXAMPLES[name] else ''}:\n{_EXAMPLES[name]}",
+            formatter_class=_Formatter,
+        )
         if wanted is None or wanted == name:
             _ARGUMENTS[name](sp)
     return p
@@ -94,6 +128,17 @@ class _Formatter(argparse.HelpFormatter):
 
     def __init__(self, prog: str) -> None:
         super().__init__(prog, width=_terminal_columns() - 2)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        """Paragraphs filled to the width, except the indented lines of an example, which
+        stay as written (one command a line, to copy)."""
+        lines = []
+        for part in text.split("\n"):
+            if part.startswith("  ") or part.endswith(":"):
+                lines.append(indent + part)
+            else:
+                lines.append(super()._fill_text(part, width, indent))
+        return "\n".join(lines)
 
 
 def _terminal_columns() -> int:
@@ -120,6 +165,12 @@ def _command_named(argv: Sequence[str]) -> str | None:
         if word == "--":
             return None
     return None
+
+
+_TARGET_HELP = (
+    "a checkpoint file or directory, a URL (s3://, gs://, http(s)://, hf://), an orbax run "
+    "(dir[@STEP]) or module:attr"
+)
 
 
 def _common(sp: argparse.ArgumentParser, json: bool = True) -> None:
@@ -193,7 +244,7 @@ def _apply_remote_options(args: argparse.Namespace) -> None:
 
 
 def _inspect_arguments(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("target", metavar="TARGET")
+    sp.add_argument("target", metavar="TARGET", help=_TARGET_HELP)
     sp.add_argument("--no-tui", action="store_true", help="print instead of opening the TUI")
     sp.add_argument("--depth", type=int, default=3, help="levels to print (default 3)")
     sp.add_argument("--width", type=int, default=20, help="rows per node before '… N more'")
@@ -209,7 +260,7 @@ def _inspect_arguments(sp: argparse.ArgumentParser) -> None:
 
 
 def _ls_arguments(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("target", metavar="TARGET")
+    sp.add_argument("target", metavar="TARGET", help=_TARGET_HELP)
     sp.add_argument("glob", metavar="GLOB", nargs="?", help="only leaves matching GLOB")
     sp.add_argument(
         "-s",
@@ -223,30 +274,47 @@ def _ls_arguments(sp: argparse.ArgumentParser) -> None:
 
 
 def _get_arguments(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("target", metavar="TARGET")
+    sp.add_argument("target", metavar="TARGET", help=_TARGET_HELP)
     sp.add_argument("path", metavar="PATH", help="keystr (['a'][0].w) or dotted (a.0.w) path")
     sp.add_argument(
         "--stats",
         action="store_true",
-        help="also the stats of a leaf stored in a file with more than 1,000 values "
+        help="also the stats of a leaf over 64 MB in a local file or 8 MB in a remote one "
         "(reads all of it; smaller and in-memory leaves always get them)",
     )
     _common(sp)
 
 
 def _summary_arguments(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("target", metavar="TARGET")
+    sp.add_argument("target", metavar="TARGET", help=_TARGET_HELP)
     sp.add_argument("--depth", type=int, default=1, help="subtree depth (default 1)")
     _common(sp)
 
 
 def _diff_arguments(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("a", metavar="A")
-    sp.add_argument("b", metavar="B")
-    sp.add_argument("--rtol", type=float, default=0.0)
-    sp.add_argument("--atol", type=float, default=0.0)
+    sp.add_argument("a", metavar="A", help="the first tree: " + _TARGET_HELP)
+    sp.add_argument("b", metavar="B", help="the second tree, compared with A path by path")
     sp.add_argument(
-        "--values", action=argparse.BooleanOptionalAction, default=True, help="compare values"
+        "--rtol",
+        type=float,
+        default=0.0,
+        metavar="R",
+        help="relative tolerance of the value comparison: equal when "
+        "|a-b| <= atol + rtol*max(|a|,|b|) (default 0)",
+    )
+    sp.add_argument(
+        "--atol",
+        type=float,
+        default=0.0,
+        metavar="A",
+        help="absolute tolerance of the value comparison (default 0: exactly equal; NaN "
+        "equals NaN at the same place)",
+    )
+    sp.add_argument(
+        "--values",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="compare values (default); --no-values compares only structure, shapes and dtypes",
     )
     _common(sp)
 
