@@ -168,7 +168,7 @@ def _command_named(argv: Sequence[str]) -> str | None:
 
 
 _TARGET_HELP = (
-    "a checkpoint file or directory, a URL (s3://, gs://, http(s)://, hf://), an orbax run "
+    "a checkpoint file or directory, a URL (s3://, gs://, http(s)://), an orbax run "
     "(dir[@STEP]) or module:attr"
 )
 
