@@ -28,6 +28,7 @@ from treetool._tree._node_table import (
     NAMEDTUPLE,
     NONE,
     TUPLE,
+    UNSORTABLE,
     NodeKind,
     children,
     jax_children,
@@ -52,6 +53,7 @@ __all__ = [
     "Cycle",
     "Node",
     "NodeError",
+    "UnsortableKeysError",
     "NodeKind",
     "Unopened",
     "children",
@@ -71,16 +73,35 @@ class NodeError(TreetoolError):
     The views that show a tree (`render`, HTML, `summary`, the TUI, `diff`) show such a node
     as an error entry at its path; the flat views (`leaves_with_path`, `flatten`,
     `to_flat_dict`), which cannot leave a leaf out, raise this instead, naming the path.
+    For a dict whose keys cannot be sorted it is an `UnsortableKeysError`, also a
+    `ValueError` (what jax raises there).
 
     Example:
         >>> str(NodeError("['bad']", "RuntimeError: flatten exploded"))
         "['bad']: cannot open this node: RuntimeError: flatten exploded"
     """
 
+    def __new__(cls, path: str, message: str) -> NodeError:
+        # a dict whose keys cannot be sorted: also the ValueError jax raises for it
+        if cls is NodeError and UNSORTABLE in message:
+            cls = UnsortableKeysError
+        return super().__new__(cls, path, message)
+
     def __init__(self, path: str, message: str) -> None:
         super().__init__(f"{path or '<root>'}: cannot open this node: {message}")
         self.path = path
         self.message = message
+
+
+class UnsortableKeysError(NodeError, ValueError):
+    """The `NodeError` of a dict whose keys cannot be sorted; a `ValueError` too, as jax's
+    own error for such a dict is, so `except ValueError` catches it from every view.
+
+    Example:
+        >>> e = NodeError("['x']", "ValueError: the keys of this dict cannot be sorted, ...")
+        >>> type(e).__name__, isinstance(e, ValueError), e.path
+        ('UnsortableKeysError', True, "['x']")
+    """
 
 
 class Unopened:

@@ -28,6 +28,7 @@ from treetool._typetests import is_getattr_key
 __all__ = [
     "LEAF_TYPES",
     "RULES",
+    "UNSORTABLE",
     "NodeKind",
     "no_gc",
     "Rule",
@@ -77,6 +78,8 @@ LEAF = NodeKind.LEAF
 LEAF_TYPES: set[type] = set()
 
 _SCALARS = (str, bytes, int, float, complex)
+#: leaf types jax cannot have a rule for (its own leaves), so it is not asked about them
+_EXACT_LEAVES = frozenset({*_SCALARS, bool})
 
 #: the most types the table remembers (a hostile file can define classes without end)
 _MAX_TYPES = 10_000
@@ -283,7 +286,11 @@ def unsortable(e: TypeError) -> ValueError:
         >>> unsortable(TypeError("'<' not supported"))
         ValueError("the keys of this dict cannot be sorted, and jax sorts them: '<' not supported")
     """
-    return ValueError(f"the keys of this dict cannot be sorted, and jax sorts them: {e}")
+    return ValueError(f"{UNSORTABLE}, and jax sorts them: {e}")
+
+
+#: what every error of a dict with unsortable keys says (`NodeError` makes it a `ValueError`)
+UNSORTABLE = "the keys of this dict cannot be sorted"
 
 
 def rule_for(obj: Any) -> Rule:
@@ -319,6 +326,9 @@ def _learn(t: type, obj: Any) -> Rule:
             return r
         return _remember(t, _namedtuple_rule(t, obj))
     if is_array(obj) or isinstance(obj, _SCALARS):
+        # a subclass may be registered with jax (`register_static`: a node without children)
+        if jax_loaded and t not in _EXACT_LEAVES and _one_level()(obj) is not None:
+            return _remember(t, _JAX)
         LEAF_TYPES.add(t)
         return _remember(t, _LEAF)
     eqx = sys.modules.get("equinox")
