@@ -16,7 +16,21 @@ from treetool._public import set_module
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Stats", "has_stats", "stats"]
+__all__ = [
+    "REMOTE_STATS_BYTES",
+    "STATS_BYTES",
+    "Stats",
+    "StatsBudget",
+    "has_stats",
+    "is_remote",
+    "stats",
+]
+
+#: `treetool get` computes the stats of leaves still in their file up to this many bytes of a
+#: local file (a fraction of a second to read and sum) ...
+STATS_BYTES = 64_000_000
+#: ... and up to this many of a remote one (a few seconds on a slow link); above, `--stats`
+REMOTE_STATS_BYTES = 8_000_000
 
 # --- stats --------------------------------------------------------------------------------
 
@@ -55,6 +69,53 @@ class Stats:
             if self.histogram is None
             else {"counts": self.histogram[0], "edges": self.histogram[1]},
         }
+
+
+class StatsBudget:
+    """What `treetool get` may read from files for stats without being asked (`--stats`):
+    `STATS_BYTES` of local files and `REMOTE_STATS_BYTES` of remote ones, in all, across the
+    leaves of one call (a subtree's leaves share it). Arrays in memory cost nothing.
+
+    Example:
+        >>> budget = StatsBudget()
+        >>> big = LazyArray((4000, 4000), "float32", "w.bin")  # 64.0 MB
+        >>> budget.take(big), budget.take(big)
+        (True, False)
+        >>> StatsBudget().take(LazyArray((4000, 4000), "float32", "https://host/w.bin"))
+        False
+    """
+
+    __slots__ = ("local", "remote")
+
+    def __init__(self, local: int = STATS_BYTES, remote: int = REMOTE_STATS_BYTES) -> None:
+        self.local, self.remote = local, remote
+
+    def take(self, x: Any) -> bool:
+        """Whether the stats of `x` fit in what is left; if so, its bytes are spent."""
+        if not isinstance(x, LazyArray):
+            return True
+        n = x.nbytes
+        if is_remote(x):
+            if n > self.remote:
+                return False
+            self.remote -= n
+            return True
+        if n > self.local:
+            return False
+        self.local -= n
+        return True
+
+
+def is_remote(x: LazyArray) -> bool:
+    """Whether reading `x` crosses the network (a URL, or a source that says it is remote).
+
+    Example:
+        >>> is_remote(LazyArray((2,), "float32", "s3://b/w.bin")), is_remote(LazyArray((2,), "float32", "w.bin"))
+        (True, False)
+    """
+    from treetool._source import is_url
+
+    return bool(getattr(x.source, "remote", False)) or is_url(x.file)
 
 
 def _chunks(x: Any, max_elems: int = _CHUNK_ELEMS) -> Iterator[np.ndarray]:

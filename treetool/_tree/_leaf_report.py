@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Group
@@ -42,12 +42,29 @@ class LeafReport:
     """What `treetool get` prints about one path.
 
     A file-backed leaf too big to print whole is read only where it is shown (its corners);
-    its stats, which read all of it, are computed only with `stats=True` (`get --stats`).
+    its stats, which read all of it, are computed when `budget` has room for it (64 MB of a
+    local file, 8 MB of a remote one: `StatsBudget`), else only with `stats=True`
+    (`get --stats`).
     """
 
     path: Path
     value: Any
     stats: bool = False
+    budget: Any = None  # a `StatsBudget` shared by the leaves of one `get` (None: a fresh one)
+    _skip: bool = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        from treetool._leaves._stats import StatsBudget
+
+        v = self.value
+        # decided once: the budget is spent by the leaf whose stats it allows
+        self._skip = (
+            not self.stats
+            and isinstance(v, LazyArray)
+            and v.size > _PREVIEW_MAX
+            and has_stats(v)
+            and not (self.budget if self.budget is not None else StatsBudget()).take(v)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Facts, stats and (small) values as JSON."""
@@ -77,9 +94,8 @@ class LeafReport:
         return out
 
     def _skips_stats(self) -> bool:
-        """A file-backed leaf bigger than its preview: stats would read all of it."""
-        v = self.value
-        return not self.stats and isinstance(v, LazyArray) and v.size > _PREVIEW_MAX
+        """A file-backed leaf bigger than its preview and than the stats budget left."""
+        return self._skip
 
     def _skip_note(self) -> str:
         size = fmt_bytes(leaf_info(self.value).nbytes)
@@ -193,8 +209,8 @@ def _bad_code_points(arr: Any) -> bool:
 def leaf_report(path: Path, value: Any, stats: bool = False) -> Any:
     """A rich renderable of one path: a LeafReport for a leaf, a tree for a subtree.
 
-    `stats`: compute the stats of a file-backed leaf bigger than its preview too (they read
-    the whole leaf); smaller and in-memory leaves always get them.
+    `stats`: compute the stats of every file-backed leaf (they read the whole leaf); without
+    it, those the `StatsBudget` allows (in-memory leaves always get them).
     """
     from treetool._tree._model import Node
 
@@ -213,12 +229,14 @@ class _Subtree:
     value: Any
 
     def to_dict(self) -> dict[str, Any]:
+        from treetool._leaves._stats import StatsBudget
         from treetool._tree._views import leaves_with_path
 
+        budget = StatsBudget()  # one for the subtree: its leaves' stats read that much in all
         return {
             "path": str(self.path),
             "leaves": [
-                LeafReport(self.path + p, x).to_dict() | {"path": str(self.path + p)}
+                LeafReport(self.path + p, x, budget=budget).to_dict() | {"path": str(self.path + p)}
                 for p, x in leaves_with_path(self.value)
             ],
         }
