@@ -13,6 +13,8 @@ import sys
 from treetool._cli._target import EXIT_DIFFERENT, EXIT_OK, CliError, console
 from treetool._cli._targets import _import_target, load_target
 
+_FORCE = "use --force to replace it"
+
 
 def port_arguments(sp: argparse.ArgumentParser) -> None:
     """The arguments of `treetool port`."""
@@ -42,6 +44,11 @@ def port_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--atol", type=float, default=1e-4, help="--check tolerance (default 1e-4)")
     sp.add_argument("--cast", action="store_true", help="cast to the target's dtypes")
     sp.add_argument("--rules-out", metavar="FILE", help="write the plan's rule file")
+    sp.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --write / --rules-out file (by default it is refused)",
+    )
     sp.add_argument("--json", action="store_true", help="machine-readable output")
     sp.add_argument("--trust", action="store_true", help="run code from pickles (unsafe)")
 
@@ -50,7 +57,15 @@ def cmd_port(args: argparse.Namespace) -> int:
     """Plan, print, and optionally write and check."""
     from treetool._cli._json import _print_json
     from treetool._port import port
+    from treetool._port._write import write_plan
+    from treetool.io._atomic import atomic_write, refuse_existing
 
+    outputs = [p for p in (args.write, args.rules_out) if p]
+    if len(outputs) == 2 and os.path.abspath(outputs[0]) == os.path.abspath(outputs[1]):
+        raise CliError(f"{args.write}: --write and --rules-out name the same file")
+    if not args.force:  # refused before anything is read, not after
+        for p in outputs:
+            refuse_existing(p, hint=_FORCE)
     if args.rules is not None and not os.path.isfile(args.rules):
         raise CliError(f"{args.rules}: no such rule file")
     source = load_target(args.source, trust=args.trust).tree
@@ -64,8 +79,8 @@ def cmd_port(args: argparse.Namespace) -> int:
             raise CliError(f"{args.check}: not a function")
         check = plan.check(fn, atol=args.atol)
     if args.rules_out:
-        with open(args.rules_out, "w", encoding="utf-8") as fh:
-            fh.write(plan.rules)
+        with atomic_write(args.rules_out, overwrite=args.force, hint=_FORCE) as fh:
+            fh.write(plan.rules.encode("utf-8"))
     if args.json:
         data = plan.to_dict()
         data["rules"] = plan.rules
@@ -78,7 +93,7 @@ def cmd_port(args: argparse.Namespace) -> int:
         if check is not None:
             out.print(str(check))
     if args.write:
-        plan.write(args.write, cast=args.cast)
+        write_plan(plan, args.write, cast=args.cast, overwrite=args.force, hint=_FORCE)
         print(f"treetool: wrote {args.write}", file=sys.stderr)
     ok = plan.complete and (check is None or check.ok)
     return EXIT_OK if ok else EXIT_DIFFERENT

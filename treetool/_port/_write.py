@@ -1,4 +1,8 @@
-"""`Plan.write`: the filled tree saved by extension, safetensors streamed leaf by leaf."""
+"""`Plan.write`: the filled tree saved by extension, safetensors streamed leaf by leaf.
+
+Every format goes through `treetool.io._atomic.atomic_write`: the file appears whole under its
+name or not at all (a failure midway leaves the previous export in place), a link planted at the
+name is replaced rather than followed, and an existing file is refused unless `overwrite`."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from treetool._errors import SaveError
 from treetool._port._error import PortError
+from treetool.io._atomic import atomic_write
 
 if TYPE_CHECKING:
     from treetool._port._plan import Plan
@@ -17,37 +22,47 @@ if TYPE_CHECKING:
 __all__ = ["write_plan"]
 
 
-def write_plan(plan: Plan, path: str, *, cast: bool = False) -> None:
-    """Write what `plan` fills to `path` (`.safetensors`, `.npz`, `.eqx`, `.msgpack`)."""
+_HINT = "pass overwrite=True to replace it"
+
+
+def write_plan(
+    plan: Plan, path: str, *, cast: bool = False, overwrite: bool = False, hint: str = _HINT
+) -> None:
+    """Write what `plan` fills to `path` (`.safetensors`, `.npz`, `.eqx`, `.msgpack`),
+    atomically; an existing `path` is refused (one-line `SaveError`, `hint` says what to do)
+    unless `overwrite`."""
     if plan.ambiguous or plan.unmatched_target:
         raise PortError(
             f"{path}: not written: the plan is incomplete ({'; '.join(plan.problems()[:3])})"
         )
     ext = os.path.splitext(path)[1].lower()
-    if ext == ".safetensors":
-        _write_safetensors(plan, path, cast)
-    elif ext == ".npz":
-        from treetool.io import save
-
-        save(plan.apply(lazy=True, cast=cast), path, format="npz")
-    elif ext == ".eqx":
-        import equinox as eqx
-
-        eqx.tree_serialise_leaves(path, plan.apply(lazy=False, cast=cast))
-    elif ext == ".msgpack":
-        from flax import serialization
-
-        data = serialization.to_bytes(plan.apply(lazy=False, cast=cast))
-        with open(path, "wb") as fh:
-            fh.write(data)
-    else:
+    if ext not in (".safetensors", ".npz", ".eqx", ".msgpack"):
         raise SaveError(
             f"{path}: cannot tell the format from the extension {ext or '(none)'!r}; use "
             ".safetensors, .npz, .eqx or .msgpack"
         )
+    with atomic_write(path, overwrite=overwrite, hint=hint) as fh:
+        if ext == ".safetensors":
+            _write_safetensors(plan, path, cast, fh)
+        elif ext == ".npz":
+            import numpy as np
+
+            from treetool.io._save import _flat
+
+            flat = _flat(plan.apply(lazy=True, cast=cast), path, arrays_only=True)
+            arrays: dict[str, Any] = {k: np.asarray(v) for k, v in flat.items()}
+            np.savez(fh, **arrays)
+        elif ext == ".eqx":
+            import equinox as eqx
+
+            eqx.tree_serialise_leaves(fh, plan.apply(lazy=False, cast=cast))
+        else:
+            from flax import serialization
+
+            fh.write(serialization.to_bytes(plan.apply(lazy=False, cast=cast)))
 
 
-def _write_safetensors(plan: Plan, path: str, cast: bool) -> None:
+def _write_safetensors(plan: Plan, path: str, cast: bool, fh: Any) -> None:
     """The header from shapes and dtypes alone, then each leaf read, transformed, written and
     let go: peak memory is about one leaf (two while a transform copies it)."""
     from treetool._paths._path import Path
@@ -85,10 +100,9 @@ def _write_safetensors(plan: Plan, path: str, cast: bool) -> None:
     header["__metadata__"] = {"format": "pt", PATHS_KEY: keystrs}
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
-    with open(path, "wb") as fh:
-        fh.write(struct.pack("<Q", len(text)))
-        fh.write(text)
-        write_values(plan, fh, order, cast)
+    fh.write(struct.pack("<Q", len(text)))
+    fh.write(text)
+    write_values(plan, fh, order, cast)
 
 
 _BLOCK = 16 << 20  # bytes copied out of a transposed view at a time
