@@ -33,6 +33,7 @@ def run(
     file_facts: dict[str, Any] | None = None,
     note: str | None = None,
     reading: Reading | None = None,
+    stats_limit: int | None = None,
 ) -> None:
     """Open the terminal UI on `obj` and return when the user quits.
 
@@ -48,6 +49,8 @@ def run(
         reading: a file for the app to read itself (`obj` is then ignored): the app opens at
             once and shows the tree as it is read (`treetool._reading._read.Reading`); the
             read's error, if any, is raised once the app has closed.
+        stats_limit: remote leaves over this many bytes get their stats only on `S`
+            (None: 8 MB); each leaf is read once for all its stats and its preview.
 
     Raises:
         AppCrashed: the app stopped on an error (the `treetool` command prints it as one line
@@ -61,7 +64,13 @@ def run(
     from treetool.tui.app import TreetoolApp
 
     app = TreetoolApp(
-        obj, title=title, other=other, file_facts=file_facts, note=note, reading=reading
+        obj,
+        title=title,
+        other=other,
+        file_facts=file_facts,
+        note=note,
+        reading=reading,
+        stats_limit=stats_limit,
     )
     app.run()
     if reading is not None and reading.error is not None:

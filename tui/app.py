@@ -66,6 +66,8 @@ class TreetoolApp(ReadingApp):
         note: a line shown in the header and as a toast when the app opens.
         reading: a file for the app to read itself (`obj` is then ignored): the app opens at
             once and shows the tree as the file is read (see `treetool._reading`).
+        stats_limit: remote leaves over this many bytes show their facts and get their stats
+            only when asked (key S); None: 8 MB. Local leaves: 256 MB.
     """
 
     CSS_PATH = str(FilePath(__file__).with_name("app.tcss"))  # absolute: subclasses live elsewhere
@@ -111,8 +113,11 @@ class TreetoolApp(ReadingApp):
         file_facts: dict[str, Any] | None = None,
         note: str | None = None,
         reading: Reading | None = None,
+        stats_limit: int | None = None,
     ) -> None:
         super().__init__()
+        #: remote leaves over this many bytes get stats only on `S` (None: the pane's 8 MB)
+        self.stats_limit = stats_limit
         #: the file the app reads itself (None: `obj` is the whole tree)
         self.reader: FileReader | None = None
         if reading is not None:
@@ -175,7 +180,11 @@ class TreetoolApp(ReadingApp):
                     with TabPane(spec.title, id=spec.id):
                         yield spec.make(self.obj)
             yield DetailsPane(
-                self.root_name, self.model, id="details", file_facts=self.file_facts
+                self.root_name,
+                self.model,
+                id="details",
+                file_facts=self.file_facts,
+                stats_limit=self.stats_limit,
             ).data_bind(TreetoolApp.totals)
         yield SearchBar(id="search").data_bind(count=TreetoolApp.search_count)
         yield Footer()

@@ -7,6 +7,7 @@ subtree (stats, histogram, preview, totals of an inner node) runs in a thread wo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from treetool.tui.widgets.histogram import histogram_text
 
 from treetool._leaves._arrays import LazyArray, has_stats, stats
 from treetool._leaves._callables import OpaqueFunction
+from treetool._leaves._stats import is_remote
 from treetool._lowering._labels import Budget, dtype_style, fmt_bytes, fmt_count, label
 from treetool._text import safe, safe_text
 from treetool._tree._chain import expression
@@ -45,6 +47,10 @@ STATS_AUTO_BYTES = 256 * 1024 * 1024
 KEEP_LEAVES = 64
 #: bytes of a leaf read for its value preview
 PREVIEW_BYTES = 1 << 20
+#: remote leaves bigger than this get stats only on request (key S; the app's `stats_limit`)
+REMOTE_STATS_AUTO_BYTES = 8 * 1024 * 1024
+#: elements read at a time by the pane's one read of a leaf (a moved cursor stops it between)
+READ_CHUNK_ELEMS = 1 << 20
 
 
 def _facts_table(rows: list[tuple[str, Any]]) -> Table:
@@ -133,7 +139,9 @@ def _short(x: Any, limit: int = 400) -> str:
     return r if len(r) <= limit else r[: limit - 1] + "…"
 
 
-def _preview(x: Any, width: int = 60) -> str:
+def _preview(x: Any, width: int = 60, data: np.ndarray | None = None) -> str:
+    """The value preview of `x`; `data` is its values when they were read already (the
+    pane's one read of a file-backed leaf), so nothing is read again."""
     with np.printoptions(threshold=60, edgeitems=3, precision=4, linewidth=max(width, 20)):
         if isinstance(x, LazyArray):
             rows = x.shape[0] if x.shape else 1
@@ -141,19 +149,59 @@ def _preview(x: Any, width: int = 60) -> str:
             take = max(1, min(rows, PREVIEW_BYTES // row_bytes))
             if x.shape and take < rows:  # too big to read for a preview
                 dims = "x".join(map(str, x.shape))
-                corners = x.corners(3)
+                if data is not None and data.ndim <= 4:
+                    corners: np.ndarray | None = data[np.ix_(*[_ends(n) for n in data.shape])]
+                else:
+                    corners = x.corners(3)
                 if corners is not None:  # what numpy's summary shows: the array's real ends
                     text = np.array2string(corners)
                     return f"{text}\n(the first and last 3 along each axis of {dims})"
-                head = np.array2string(np.asarray(x[0:take]))
+                head = np.array2string(data[0:take] if data is not None else np.asarray(x[0:take]))
                 return f"{head}\n(the first {take} of {rows} rows; the array goes on)"
-            return np.array2string(np.asarray(x))
+            return np.array2string(data if data is not None else np.asarray(x))
         return np.array2string(np.asarray(x))
 
 
-def compute_parts(node: Node, width: int = 60, totals: Aggregates | None = None) -> dict[str, Any]:
+def _ends(n: int, edge: int = 3) -> list[int]:
+    return list(range(n)) if n <= 2 * edge else [*range(edge), *range(n - edge, n)]
+
+
+def read_once(x: LazyArray, cancelled: Callable[[], bool] = lambda: False) -> np.ndarray | None:
+    """All of `x`'s values in one pass over its bytes (chunk by chunk, so that a cursor that
+    moved on stops it between chunks: None when `cancelled()` said so).
+
+    Stats, histogram and preview are then computed from this one read: a remote leaf is
+    fetched once, not once per statistic.
+
+    Example:
+        >>> import tempfile, os
+        >>> f = tempfile.NamedTemporaryFile(delete=False)
+        >>> _ = f.write(np.arange(6, dtype=np.int16).tobytes()); f.close()
+        >>> read_once(LazyArray((2, 3), "int16", f.name)).tolist()
+        [[0, 1, 2], [3, 4, 5]]
+        >>> os.unlink(f.name)
+    """
+    flat = np.empty(x.size, dtype=x.dtype)
+    done = 0
+    for chunk in x.iter_chunks(READ_CHUNK_ELEMS):
+        if cancelled():
+            return None
+        flat[done : done + chunk.size] = chunk
+        done += chunk.size
+    return flat.reshape(x.shape, order="F" if x.fortran_order else "C")
+
+
+def compute_parts(
+    node: Node,
+    width: int = 60,
+    totals: Aggregates | None = None,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> dict[str, Any] | None:
     """Everything slow about a node: stats, histogram and preview of a leaf; totals, dtypes
     and largest children of an inner node. Runs in a worker thread.
+
+    A file-backed leaf is read once (`read_once`) and every part computed from that read;
+    None when `cancelled()` stopped the read (the cursor moved on).
 
     Example:
         >>> from treetool._tree._model import view
@@ -171,13 +219,18 @@ def compute_parts(node: Node, width: int = 60, totals: Aggregates | None = None)
                 except Exception as e:
                     out["error"] = f"preview failed: {type(e).__name__}: {e}"
                 return out
+            data: np.ndarray | None = None
             try:
-                out["stats"] = stats(node.obj)
+                if isinstance(node.obj, LazyArray) and node.obj.nbytes <= STATS_AUTO_BYTES:
+                    data = read_once(node.obj, cancelled)
+                    if data is None:
+                        return None
+                out["stats"] = stats(node.obj if data is None else data)
             except Exception as e:
                 out["error"] = f"stats failed: {type(e).__name__}: {e}"
                 return out  # the preview would fail the same way
             try:
-                out["preview"] = _preview(node.obj, width)
+                out["preview"] = _preview(node.obj, width, data)
             except Exception as e:
                 out["error"] = f"preview failed: {type(e).__name__}: {e}"
         return out
@@ -226,8 +279,11 @@ class DetailsPane(VerticalScroll):
         *,
         id: str | None = None,
         file_facts: dict[str, Any] | None = None,
+        stats_limit: int | None = None,
     ) -> None:
         super().__init__(id=id)
+        #: remote leaves over this many bytes get their stats only when asked (key S)
+        self.stats_limit = REMOTE_STATS_AUTO_BYTES if stats_limit is None else stats_limit
         self.root_name = root_name
         self.node: Node | None = None
         self.root: Node | None = root
@@ -284,11 +340,14 @@ class DetailsPane(VerticalScroll):
         if pending and kept is not None and kept[0] is node.obj:  # computed before (S): show it
             self.post_message(DetailsReady(node, kept[1]))
             return
-        big = node.is_leaf and node.info.nbytes > STATS_AUTO_BYTES and not force
+        nbytes = node.info.nbytes if node.is_leaf else 0
+        remote = isinstance(node.obj, LazyArray) and is_remote(node.obj)
+        big = not force and (nbytes > STATS_AUTO_BYTES or (remote and nbytes > self.stats_limit))
         if pending and big:
+            where = " over the network" if remote else ""
             self.query_one("#details-stats", Static).update(
                 Text(
-                    f"press S to compute stats (reads {fmt_bytes(node.info.nbytes)})",
+                    f"press S to compute stats (reads {fmt_bytes(nbytes)}{where})",
                     style="dim italic",
                 )
             )
@@ -322,8 +381,9 @@ class DetailsPane(VerticalScroll):
         # being read, after the whole tree has replaced it)
         node, width = job.pop()
         totals = self.totals if node is self.root else None
-        parts = compute_parts(node, width, totals)
-        if not get_current_worker().is_cancelled:
+        worker = get_current_worker()
+        parts = compute_parts(node, width, totals, cancelled=lambda: worker.is_cancelled)
+        if parts is not None and not worker.is_cancelled:
             self.post_message(DetailsReady(node, parts))
 
     def on_details_ready(self, message: DetailsReady) -> None:
