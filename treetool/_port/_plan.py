@@ -250,12 +250,18 @@ class Plan:
             diff = float("inf")
         return Check(diff, atol, len(a))
 
-    def write(self, path: str | os.PathLike, *, cast: bool = False) -> None:
+    def write(
+        self, path: str | os.PathLike, *, cast: bool = False, overwrite: bool = False
+    ) -> None:
         """Save the filled tree: safetensors and npz by the target's names, `.eqx` (equinox
-        `tree_serialise_leaves`), `.msgpack` (flax serialization), by the extension."""
+        `tree_serialise_leaves`), `.msgpack` (flax serialization), by the extension.
+
+        The file appears whole or not at all (written beside `path`, then moved over it; a
+        link at `path` is replaced, never followed). An existing `path` raises `SaveError`
+        unless `overwrite=True`."""
         from treetool._port._write import write_plan
 
-        write_plan(self, os.fspath(path), cast=cast)
+        write_plan(self, os.fspath(path), cast=cast, overwrite=overwrite)
 
 
 def _is_jax(x: Any) -> bool:
