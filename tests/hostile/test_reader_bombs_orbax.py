@@ -339,7 +339,7 @@ def test_allow_fill_streams_a_sparse_array_in_bounded_memory(plain, tmp_path):
     run = run_cli("get", "ck", "w", "--allow-fill", "--stats", cwd=tmp_path)
     assert_contained(run, rc=0, max_rss=200 << 20)  # the array alone is 256 MiB
     assert "zeros      67.1M" in run.stdout
-    assert "first and last 3 along each axis:\n[0. 0. 0. 0. 0. 0.]" in run.stdout
+    assert "first and last 3 along each axis:\n[0. 0. 0. ... 0. 0. 0.]" in run.stdout
     run = run_cli("diff", "ck", "ck", cwd=tmp_path)
     assert_contained(run)
     assert "claims 268439552 bytes" in run.stderr and "pass --allow-fill" in run.stderr

@@ -2,6 +2,7 @@
 
 Modules:
     _arrays: Leaf facts: shape, dtype, bytes, devices, keys, stats, and file-backed `LazyArray` leaves.
+    _corners: An array's corners printed as numpy prints the whole array summarised: `...` at each gap.
     _callables: Functions as leaves: `OpaqueFunction` (a function read from a file, not executed) and the
     _dtypes: dtypes in words and values in their own digits: `f32`, `bf16`, `key<fry>`, `-0.079747714`.
     _facts: Leaf facts from metadata only: is it an array, a PRNG key; shape, dtype, bytes, device.

@@ -172,7 +172,15 @@ class LeafReport:
         elif isinstance(self.value, LazyArray) and self.value.size:
             corners = self.value.corners(_EDGE)
             if corners is not None:
-                text = _array_text(corners, max_line_width=max(options.max_width, 40))
+                from treetool._leaves._corners import with_gaps
+
+                # `...` where elements are left out, as numpy's summarised print has
+                text = _array_text(
+                    with_gaps(corners, self.value.shape, _EDGE),
+                    threshold=0,
+                    edgeitems=_EDGE,
+                    max_line_width=max(options.max_width, 40),
+                )
                 parts += [
                     Text(""),
                     Text(f"first and last {_EDGE} along each axis:"),
