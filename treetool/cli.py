@@ -316,6 +316,12 @@ def _diff_arguments(sp: argparse.ArgumentParser) -> None:
         default=True,
         help="compare values (default); --no-values compares only structure, shapes and dtypes",
     )
+    sp.add_argument(
+        "--strict-types",
+        action="store_true",
+        help="also report a change of container type between dict-like nodes (dict, "
+        "OrderedDict, FrozenDict); by default they compare by keys and values",
+    )
     _common(sp)
 
 

@@ -338,6 +338,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from treetool._tree._model import aggregate
 
     opts = {"rtol": args.rtol, "atol": args.atol, "values": args.values}
+    opts["strict_types"] = args.strict_types
     total = aggregate(a).nbytes if args.values and sys.stderr.isatty() else 0
     if total >= 64 << 20:
         # a progress bar on stderr, only on a terminal and only for sizeable value diffs

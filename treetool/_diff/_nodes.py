@@ -13,13 +13,34 @@ from typing import Any
 
 from treetool._diff._compare import leaf_label, no_address
 from treetool._leaves._callables import callable_identity, same_callable
-from treetool._paths._path import GetAttrKey
+from treetool._paths._path import DictKey, GetAttrKey
 from treetool._tree._model import CUSTOM, LEAF, LIST, TUPLE, node_data
 from treetool._typetests import is_opaque
 
-__all__ = ["_SEQUENCES", "_describe", "_node_label", "_static_change"]
+__all__ = ["_SEQUENCES", "_describe", "_node_label", "_static_change", "dict_like"]
 
 _SEQUENCES = (LIST, TUPLE)
+
+
+def dict_like(obj: Any, kind: str, kids: list) -> bool:
+    """Whether a node is a mapping compared by keys and values: a `dict`, an `OrderedDict`
+    (torch's state dicts with `_metadata` too), a `defaultdict`, or a custom node that is a
+    `Mapping` keyed by its keys (flax `FrozenDict`, an `Opaque` one read from a file).
+
+    Example:
+        >>> import collections
+        >>> dict_like(collections.OrderedDict(a=1), "dict", [])
+        True
+    """
+    if kind == "dict":
+        return True
+    if kind != CUSTOM or not all(type(k) is DictKey for k, _ in kids):
+        return False
+    if is_opaque(obj):
+        return bool(kids)
+    import collections.abc
+
+    return isinstance(obj, collections.abc.Mapping)
 
 
 def _node_label(obj: Any, kind: str, kids: list) -> str:

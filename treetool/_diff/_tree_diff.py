@@ -22,7 +22,7 @@ from typing import Any
 
 from treetool._diff._align import align, signature, type_key
 from treetool._diff._compare import LeafComparer, no_address
-from treetool._diff._nodes import _SEQUENCES, _describe, _node_label, _static_change
+from treetool._diff._nodes import _SEQUENCES, _describe, _node_label, _static_change, dict_like
 from treetool._errors import TreetoolError
 from treetool._lowering._drawn import RichDrawn
 from treetool._paths._path import Key, Path
@@ -112,6 +112,7 @@ class TreeDiff(RichDrawn):
         rtol: float = 0.0,
         atol: float = 0.0,
         values: bool = True,
+        strict_types: bool = False,
     ) -> None:
         self.changes = changes
         self.a = a
@@ -120,6 +121,7 @@ class TreeDiff(RichDrawn):
         self.rtol = rtol
         self.atol = atol
         self.values = values
+        self.strict_types = strict_types
 
     def __bool__(self) -> bool:
         return bool(self.changes)
@@ -159,7 +161,12 @@ class TreeDiff(RichDrawn):
             "equal": not self.changes,
             "counts": self.counts,
             "kinds": self.by_kind,
-            "options": {"rtol": self.rtol, "atol": self.atol, "values": self.values},
+            "options": {
+                "rtol": self.rtol,
+                "atol": self.atol,
+                "values": self.values,
+                "strict_types": self.strict_types,
+            },
             "changes": [c.to_dict() for c in self.changes],
         }
 
@@ -193,6 +200,7 @@ def diff(
     atol: float = 0.0,
     is_leaf: IsLeaf = None,
     values: bool = True,
+    strict_types: bool = False,
 ) -> TreeDiff:
     """Every difference between two pytrees, aligned by path.
 
@@ -203,6 +211,10 @@ def diff(
             NaN at the same place.
         is_leaf: treat the nodes it returns True for as leaves, on both sides.
         values: False compares only structure, shapes and dtypes (no array data is read).
+        strict_types: also report a change of container type between two dict-like nodes
+            (`dict`, `OrderedDict`, torch's state-dict `OrderedDict`, flax `FrozenDict`); by
+            default (False) those compare by their keys and values only, so a `.pt` state dict
+            and its safetensors conversion are equal when their tensors are.
 
     Returns:
         A `TreeDiff`: true when anything differs; `.changes` lists one `Change` per path.
@@ -216,7 +228,9 @@ def diff(
         ~ ['b'] dtype f32[3] → f16[3]
         + ['c'] added int
     """
-    return diff_with_progress(a, b, rtol=rtol, atol=atol, is_leaf=is_leaf, values=values)
+    return diff_with_progress(
+        a, b, rtol=rtol, atol=atol, is_leaf=is_leaf, values=values, strict_types=strict_types
+    )
 
 
 def diff_with_progress(
@@ -228,16 +242,26 @@ def diff_with_progress(
     is_leaf: IsLeaf = None,
     values: bool = True,
     progress: Callable[[int], None] | None = None,
+    strict_types: bool = False,
 ) -> TreeDiff:
     """`diff`, calling `progress(nbytes)` as array data is compared (the CLI's progress bar)."""
     cmp = LeafComparer(rtol=rtol, atol=atol, values=values, progress=progress)
     with no_gc():
-        walker = _Walker(is_leaf, cmp)
+        walker = _Walker(is_leaf, cmp, strict_types)
         cmp.pending = []  # remote values are compared after the walk, their bytes read ahead
         walker.run(a, b)
         walker.settle()
         walker.detect_moves()
-    return TreeDiff(walker.changes, a, b, is_leaf=is_leaf, rtol=rtol, atol=atol, values=values)
+    return TreeDiff(
+        walker.changes,
+        a,
+        b,
+        is_leaf=is_leaf,
+        rtol=rtol,
+        atol=atol,
+        values=values,
+        strict_types=strict_types,
+    )
 
 
 # Subtrees this close to the root are first tried as wholes: when both sides have the same jax
@@ -311,9 +335,10 @@ def _leaf_keys(tree: Any, treedef: Any, index: int, is_leaf: IsLeaf) -> tuple[Ke
 class _Walker:
     """The iterative walk over two trees; collects changes in tree order."""
 
-    def __init__(self, is_leaf: IsLeaf, cmp: LeafComparer) -> None:
+    def __init__(self, is_leaf: IsLeaf, cmp: LeafComparer, strict_types: bool = False) -> None:
         self.is_leaf = is_leaf
         self.cmp = cmp
+        self.strict_types = strict_types
         self.changes: list[Change] = []
         self.added: list[tuple[Change, Any]] = []
         self.removed: list[tuple[Change, Any]] = []
@@ -368,7 +393,12 @@ class _Walker:
                     for rel, r in found:
                         self.emit((*ka, *rel), (*kb, *rel), *r)
                     continue
-            if kind_a == LEAF or kind_b == LEAF or type_key(a) != type_key(b):
+            # two dict-like nodes of different types (OrderedDict, dict) compare by content
+            retyped = type_key(a) != type_key(b) and (
+                self.strict_types
+                or not (dict_like(a, kind_a, kids_a) and dict_like(b, kind_b, kids_b))
+            )
+            if kind_a == LEAF or kind_b == LEAF or retyped:
                 self.emit(ka, kb, "node_type", _node_label(a, kind_a, kids_a),
                           _node_label(b, kind_b, kids_b),
                           {"before_kind": kind_a, "after_kind": kind_b,
@@ -457,7 +487,7 @@ class _Walker:
                     break
 
     def _same(self, a: Any, b: Any) -> bool:
-        w = _Walker(self.is_leaf, self.cmp)
+        w = _Walker(self.is_leaf, self.cmp, self.strict_types)
         w.run(a, b)
         return not w.changes
 
