@@ -206,9 +206,9 @@ def _trace_arg(text: str, *, trust: bool) -> Any:
 def _select(tree: Any, pattern: str | None) -> list[tuple[Any, Any]] | None:
     if not pattern:
         return None
-    from treetool._tree._views import find
+    from treetool._tree._search import glob_matches
 
-    return find(tree, pattern)
+    return glob_matches(tree, pattern)  # as the TUI's search: no `None` fields
 
 
 def _print_blocked(spec: str, blocked: list[str], fmt: str = "") -> None:

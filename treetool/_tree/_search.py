@@ -1,7 +1,9 @@
 """Searching the leaves of a tree as the TUI's `/` and `treetool ls --search` do (`search`).
 
-A glob (`*`, `?`) matches nodes at any depth; text matches leaf paths as a substring of the
-`LeafIndex`'s haystack (smart case, dotted form).
+A glob (`*`, `?`) matches leaves at any depth, and the nodes it names that hold leaves (a
+`None` field or an empty container holds none: never a match, so `**.bias` counts the biases
+there are); text matches leaf paths as a substring of the `LeafIndex`'s haystack (smart case,
+dotted form). `inspect --filter` keeps the same matches (`glob_matches`).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ import numpy as np
 from treetool._tree._haystack import CHUNK, SEP, Cancelled, find_rows
 from treetool._tree._leaf_index import LeafIndex
 from treetool._tree._views import find
+from treetool._tree._walk import iter_leaves_with_paths
 
-__all__ = ["glob_query", "is_glob", "match_paths", "search"]
+__all__ = ["glob_matches", "glob_query", "is_glob", "match_paths", "search"]
 
 _GLOB_CHARS = frozenset("*?")
 
@@ -37,6 +40,28 @@ def glob_query(query: str) -> str:
     if q.startswith("**"):
         return q
     return "**" + q if q[:1] in ("[", ".") else "**." + q
+
+
+def _holds_leaves(x: Any, is_leaf: Callable[[Any], bool] | None) -> bool:
+    """Whether `x` is a leaf or a node with a leaf under it (not `None`, not `{}`)."""
+    try:
+        return next(iter(iter_leaves_with_paths(x, is_leaf)), None) is not None
+    except Exception:  # a node whose flatten raises: matched, as `find` matches it
+        return True
+
+
+def glob_matches(
+    tree: Any, pattern: str, is_leaf: Callable[[Any], bool] | None = None
+) -> list[tuple[Any, Any]]:
+    """`find(tree, pattern)` less the matches that hold no leaf (`None` fields, empty
+    containers): what a search, `n`/`N`, `ls --search` and `inspect --filter` all count.
+
+    Example:
+        >>> t = {"a": {"bias": 1.0}, "b": {"bias": None}, "c": {"bias": {"x": 2.0}}}
+        >>> [str(p) for p, _ in glob_matches(t, "**.bias")]
+        ["['a']['bias']", "['c']['bias']"]
+    """
+    return [(p, x) for p, x in find(tree, pattern, is_leaf) if _holds_leaves(x, is_leaf)]
 
 
 def _text_rows(query: str, index: LeafIndex, cancelled: Callable[[], bool] | None) -> np.ndarray:
@@ -74,7 +99,9 @@ def search(
 ) -> tuple[list[str], np.ndarray | None]:
     """A search: the matching paths, and the matching rows of `index` (for its filter).
 
-    A glob (`*`, `?`) matches nodes at any depth unless it starts with `**`; text matches
+    A glob (`*`, `?`) matches leaves and the nodes that hold leaves (`glob_matches`), at any
+    depth unless it starts with `**`; its rows are the leaves matched or under a node
+    matched (what the Leaves tab filters to and `ls --search` lists); text matches
     leaf paths as a substring, case-insensitive unless the query has an upper-case letter,
     and a query without brackets also matches the dotted form (`group9.p9999` finds
     `['group9']['p9999']`). `cancelled()` is polled as it goes (raises `Cancelled`).
@@ -89,12 +116,20 @@ def search(
     if not query:
         return [], None
     if is_glob(query):
-        found = [str(p) for p, _ in find(tree, glob_query(query), is_leaf) if p]
+        pairs = [(p, x) for p, x in glob_matches(tree, glob_query(query), is_leaf) if p]
+        found = [str(p) for p, _ in pairs]
         if index is None:
             return found, None
         if cancelled is not None and cancelled():
             raise Cancelled
         rows = index.rows_of(found)
+        if len(rows) < len(found):  # nodes named: the Leaves filter and ls list their leaves
+            under = [
+                f"{at}{sub}"
+                for at, (_, x) in zip(found, pairs)
+                for sub, _ in iter_leaves_with_paths(x, is_leaf)
+            ]
+            rows = np.union1d(rows, index.rows_of(under)).astype(np.int64)
         return found, rows
     if index is None:
         raise ValueError("a text search needs the leaf index")
