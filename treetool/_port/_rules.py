@@ -25,7 +25,12 @@ from treetool._port._transforms import StepError, parse_steps, steps_shape
 if TYPE_CHECKING:
     from treetool._port._plan import Plan
 
-__all__ = ["ruled", "write_rules"]
+__all__ = ["MAX_RULES_BYTES", "ruled", "write_rules"]
+
+#: the largest rule file read, in bytes (a rule line is ~100 bytes: room for some 150,000 rules);
+#: a larger one is refused in one line, never cut
+MAX_RULES_BYTES = 16 << 20
+_MAX_QUOTE = 300  # characters of a rule file's text quoted in an error
 
 _HEADER = """\
 # treetool port rules
@@ -70,6 +75,8 @@ class _Reader:
         self.dec = json.JSONDecoder()
 
     def fail(self, what: str) -> Exception:
+        if len(what) > _MAX_QUOTE:
+            what = what[:_MAX_QUOTE] + "..."
         return PortError(f"{self.where}: {what}")
 
     def ws(self) -> None:
@@ -78,6 +85,10 @@ class _Reader:
 
     def name(self) -> str:
         self.ws()
+        # only a JSON string is decoded: never an array or an object, whose nesting the
+        # decoder follows by recursion (100,000 `[` were a RecursionError)
+        if not self.s.startswith('"', self.i):
+            raise self.fail('expected a quoted name ("layers.0.weight")')
         try:
             value, self.i = self.dec.raw_decode(self.s, self.i)
         except json.JSONDecodeError:
@@ -147,14 +158,30 @@ def ruled(plan: Plan, rules: str | os.PathLike) -> tuple[Any, ...]:
     ):
         label = os.fspath(rules)
         try:
-            with open(label, encoding="utf-8") as fh:
-                text = fh.read(1 << 24)
-        except (OSError, UnicodeDecodeError) as e:
-            raise PortError(f"{label}: cannot read the rule file: {e}") from None
+            with open(label, "rb") as fh:
+                data = fh.read(MAX_RULES_BYTES + 1)
+                if len(data) > MAX_RULES_BYTES:
+                    size = os.fstat(fh.fileno()).st_size
+                    raise PortError(
+                        f"{label}: the rule file is {max(size, len(data)):,} bytes, over the "
+                        f"{MAX_RULES_BYTES >> 20} MiB a rule file may be; not read"
+                    )
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise PortError(
+                f"{label}: cannot read the rule file: not UTF-8 ({e.reason} at byte {e.start})"
+            ) from None
+        except OSError as e:
+            raise PortError(f"{label}: cannot read the rule file: {e.strerror or e}") from None
     elif rules and "\n" not in rules and not rules.lstrip().startswith(('"', "#", "drop ")):
         raise PortError(f"{rules}: no such rule file")
     else:
         label, text = "rules", str(rules)
+        if len(text) > MAX_RULES_BYTES:
+            raise PortError(
+                f"rules: the rule text is {len(text):,} characters, over the "
+                f"{MAX_RULES_BYTES >> 20} MiB a rule file may be; not read"
+            )
     parsed, drops = _parse(text, label)
     src, dst = plan._source, plan._target_side
     auto = {(r.target, r.part): r for r in plan.rows}
