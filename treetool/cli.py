@@ -176,6 +176,12 @@ _TARGET_HELP = (
 def _common(sp: argparse.ArgumentParser, json: bool = True) -> None:
     sp.add_argument("--trust", action="store_true", help="run code from pickles (unsafe)")
     sp.add_argument(
+        "--raw",
+        action="store_true",
+        help="torch: a pickled nn.Module or TorchScript archive by its attributes "
+        "(._modules['0']._parameters['weight']), not its state_dict() names (0.weight)",
+    )
+    sp.add_argument(
         "--partial",
         action="store_true",
         help="on a damaged file, show what was read before the error",

@@ -60,10 +60,11 @@ def test_read_facts(pt: str) -> None:
     facts = r.facts["torch"]
     assert r.format == "torch" and facts["format"] == "zip"
     assert facts["weights_only"]["accepted"] is True
-    assert facts["tied"] == {
-        "['head.weight']": "same storage as ['layers.0.weight']",
-        "['t']": "same storage as ['layers.0.weight']",
-    }
+    # head.weight is the same tensor (a tie); t is another view of its storage (not a tie)
+    assert facts["tied"] == {"['head.weight']": "same tensor as ['layers.0.weight']"}
+    assert facts["views"] == [
+        {"storage": "0", "views": {"['layers.0.weight']": [0, 48], "['t']": [0, 48]}}
+    ]
     assert facts["records"]["version"] == "3"
 
 
@@ -94,8 +95,11 @@ def test_tui_details_rows(pt: str) -> None:
     rows = _file_rows(facts)
     assert rows[0] == ("torch", "torch checkpoint (zip format)")
     assert ("", "weights_only: torch.load(weights_only=True) would accept this file") in rows
-    assert _tied_row(facts, "['t']") == ("tied", "same storage as ['layers.0.weight']")
+    assert _tied_row(facts, "['head.weight']") == ("tied", "same tensor as ['layers.0.weight']")
+    assert _tied_row(facts, "['t']") is None  # a view of its storage, not a tie
     assert _tied_row(facts, "['layers.0.weight']") is None
+    i = rows.index(("", "views of one storage '0': 2 tensors (not tied; bytes counted once)"))
+    assert rows[i + 1 : i + 3] == [("", "  ['layers.0.weight']: bytes 0-48"), ("", "  ['t']: bytes 0-48")]
 
 
 def test_odd_tensors_are_opaque_with_their_facts(tmp_path: os.PathLike) -> None:

@@ -65,7 +65,8 @@ def test_torchscript_is_named_in_one_line(d: str) -> None:
     )
     ls = run("ls", "script.pt", cwd=d)
     assert ls.returncode == 0, ls.stderr
-    assert ls.stdout.splitlines()[:2] == [".weight\t[3, 2]\tfloat32", ".bias\t[3]\tfloat32"]
+    # its state_dict() names, as torch.jit.load(f).state_dict() gives them
+    assert ls.stdout.splitlines()[:2] == ["['weight']\t[3, 2]\tfloat32", "['bias']\t[3]\tfloat32"]
 
 
 def test_ls(d: str) -> None:
@@ -82,10 +83,12 @@ def test_inspect_text_says_weights_only_and_ties(d: str) -> None:
     r = run("inspect", "--no-tui", "model.pt", cwd=d)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[:3] == [
+    assert lines[:5] == [
         "torch checkpoint (zip format)",
         "weights_only: torch.load(weights_only=True) would accept this file",
-        "tied: ['col']: same storage as ['layers.0.weight']",
+        "views of one storage '0': 2 tensors (not tied; bytes counted once)",
+        "  ['layers.0.weight']: bytes 0-24",
+        "  ['col']: bytes 4-20",
     ]
     assert "['layers.0.weight']  f32[2,3]" in r.stdout
 
@@ -100,8 +103,10 @@ def test_inspect_json_has_the_report(d: str) -> None:
     assert names == set(
         torch.serialization.get_unsafe_globals_in_checkpoint(os.path.join(d, "net.pt"))
     )
-    paths = {leaf["path"] for leaf in out["leaves"]}
-    assert "._modules['fc']._parameters['weight']" in paths
+    paths = [leaf["path"] for leaf in out["leaves"]]
+    assert paths == ["['fc.weight']", "['fc.bias']"]  # its state_dict() names
+    raw = json.loads(run("inspect", "--json", "--raw", "net.pt", cwd=d).stdout)
+    assert "._modules['fc']._parameters['weight']" in {leaf["path"] for leaf in raw["leaves"]}
 
 
 def test_get_reads_values(d: str) -> None:

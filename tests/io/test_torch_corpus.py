@@ -132,14 +132,16 @@ def test_views_are_strided_where_torch_views_are(read: dict) -> None:
         "['step']": "StridedArray", "['perm']": "StridedArray", "['row']": "LazyArray",
         "['narrow']": "LazyArray", "['expand']": "StridedArray",
     }  # fmt: skip
-    tied = read["views.pt"]["facts"]["tied"]
-    assert tied["['col']"] == "same storage as ['whole']"
-    assert "['expand']" not in tied  # its own storage
+    facts = read["views.pt"]["facts"]
+    assert "tied" not in facts  # views of one storage are not ties
+    (group,) = facts["views"]  # `expand` has a storage of its own
+    assert group["views"]["['col']"] == [20, 200]  # a[:, 1, :]: elements 5 to 49
+    assert group["views"]["['whole']"] == [0, 240] and "['expand']" not in group["views"]
 
 
 def test_ties_are_named_and_counted_once(read: dict) -> None:
     facts = read["tied.pt"]["facts"]
-    assert facts["tied"] == {"['lm_head.weight']": "same storage as ['embed.weight']"}
+    assert facts["tied"] == {"['lm_head.weight']": "same tensor as ['embed.weight']"}
 
 
 def test_state_dict_names_are_kept_flat(read: dict, corpus: dict) -> None:
@@ -152,15 +154,16 @@ def test_state_dict_names_are_kept_flat(read: dict, corpus: dict) -> None:
 def test_whole_module_lists_its_parameters(read: dict) -> None:
     got = read["module.pt"]
     paths = {p: dt for p, _, dt, _, _ in got["leaves"]}
-    assert paths["._modules['1']._parameters['weight']"] == "float32"
-    assert paths["._modules['2']._buffers['running_var']"] == "float32"
+    # its state_dict() names, in torch's order: those of the same model's state_dict file
+    assert list(paths) == [p for p, *_ in read["state_dict.bin"]["leaves"]]
+    assert paths["['1.weight']"] == "float32" and paths["['2.running_var']"] == "float32"
     assert "torch.nn.modules.container.Sequential" in got["blocked"]
 
 
 def test_torchscript_lists_its_tensors(read: dict) -> None:
     got = read["script.pt"]
     assert got["facts"]["format"] == "torchscript"
-    assert sorted(p for p, s, *_ in got["leaves"] if s is not None) == [".bias", ".weight"]
+    assert [p for p, s, *_ in got["leaves"] if s is not None] == ["['weight']", "['bias']"]
 
 
 _ZIPS = ["dtypes.pt", "views.pt", "buffer.pth", "state_dict.bin", "tied.pt", "adam.pt",

@@ -57,4 +57,4 @@ def test_root_and_leaf_details(tmp_path: os.PathLike) -> None:
     )
     assert "posix.system: runs commands or code when loaded" in root
     leaf = _details(r.tree, facts, "['head']")
-    assert "tied" in leaf and "same storage as ['emb']" in leaf
+    assert "tied" in leaf and "same tensor as ['emb']" in leaf

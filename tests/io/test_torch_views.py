@@ -22,24 +22,24 @@ from treetool._tree._totals import totals
 T = torch.arange(24, dtype=torch.float32).reshape(4, 6)  # 24 floats, 96 bytes
 
 
-def _cases() -> dict[str, tuple[Callable[[], dict[str, Any]], int, int, int, dict[str, str]]]:
-    """name -> (the dict torch saves, params, bytes, tied, the `tied` facts)."""
+def _cases() -> dict[str, tuple[Callable[[], dict[str, Any]], int, int, int, dict, list]]:
+    """name -> (the dict torch saves, params, bytes, tied, the `tied` facts, the byte ranges
+    of the `views` facts: different tensors over one storage are views, not ties)."""
     t = T.clone()
     b = torch.arange(10, dtype=torch.bfloat16)
     return {
         # a slice and its base: the slice lies inside the base
-        "slice": (lambda: {"a": t, "b": t[2:]}, 24, 96, 1, {"['b']": "same storage as ['a']"}),
+        "slice": (
+            lambda: {"a": t, "b": t[2:]}, 24, 96, 1, {}, [{"['a']": [0, 96], "['b']": [48, 96]}]
+        ),
         # view and transpose of the same 24 elements, and the same tensor twice (a tie)
         "view_T": (
             lambda: {"a": t, "v": t.view(6, 4), "T": t.T, "tie": t},
             24,
             96,
             3,
-            {
-                "['T']": "same storage as ['a']",
-                "['tie']": "same storage as ['a']",
-                "['v']": "same storage as ['a']",
-            },
+            {"['tie']": "same tensor as ['a']"},
+            [{"['a']": [0, 96], "['v']": [0, 96], "['T']": [0, 96]}],
         ),
         # two columns: 8 distinct elements, not their windows (14)
         "columns": (
@@ -47,7 +47,8 @@ def _cases() -> dict[str, tuple[Callable[[], dict[str, Any]], int, int, int, dic
             8,
             32,
             1,
-            {"['c1']": "same storage as ['c0']"},
+            {},
+            [{"['c0']": [0, 76], "['c1']": [4, 80]}],
         ),
         # disjoint rows: the union is 12 elements, not the storage's 24
         "rows": (
@@ -55,7 +56,8 @@ def _cases() -> dict[str, tuple[Callable[[], dict[str, Any]], int, int, int, dic
             12,
             48,
             1,
-            {"['y']": "same storage as ['x']"},
+            {},
+            [{"['x']": [0, 24], "['y']": [72, 96]}],
         ),
         # overlapping slices [0, 6) and [4, 10) of a bfloat16 storage: 10 elements
         "overlap": (
@@ -63,10 +65,11 @@ def _cases() -> dict[str, tuple[Callable[[], dict[str, Any]], int, int, int, dic
             10,
             20,
             1,
-            {"['q']": "same storage as ['p']"},
+            {},
+            [{"['p']": [0, 12], "['q']": [8, 20]}],
         ),
         # a lone slice counts its own elements, whatever its storage holds
-        "lone": (lambda: {"s": t[1:3], "other": torch.ones(3)}, 12 + 3, 48 + 12, 0, {}),
+        "lone": (lambda: {"s": t[1:3], "other": torch.ones(3)}, 12 + 3, 48 + 12, 0, {}, []),
     }
 
 
@@ -90,10 +93,13 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], str
 def test_views_of_one_storage_count_once(
     files: dict[tuple[str, str], str], name: str, fmt: str
 ) -> None:
-    _, params, nbytes, tied, facts = CASES[name]
+    _, params, nbytes, tied, facts, views = CASES[name]
     path = files[name, fmt]
     r = tio.read(path)
     assert r.facts["torch"].get("tied", {}) == facts
+    got = r.facts["torch"].get("views", [])
+    assert [g["views"] for g in got] == views
+    assert all(type(g["storage"]) is str for g in got)
     tree = r.tree
     agg = totals(tree)
     assert (agg.params, agg.nbytes, agg.tied, agg.leaves) == (params, nbytes, tied, len(tree))
@@ -132,7 +138,7 @@ def test_hf_style_tie_and_module_state_dict(tmp_path: os.PathLike) -> None:
     p = str(tmp_path / "tied.bin")
     torch.save(net.state_dict(), p)
     r = tio.read(p)
-    assert r.facts["torch"]["tied"] == {"['lm_head.weight']": "same storage as ['embed.weight']"}
+    assert r.facts["torch"]["tied"] == {"['lm_head.weight']": "same tensor as ['embed.weight']"}
     agg = totals(r.tree)
     assert (agg.params, agg.nbytes, agg.tied) == (15 + 3 + 3, 4 * 21, 1)
 

@@ -78,6 +78,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
                 trust=args.trust,
                 partial=args.partial,
                 like=like_skeleton(args),
+                raw=args.raw,
             )
     tree = target.tree
     result = _result_object(tree)
@@ -160,7 +161,9 @@ def _show(target: Target, args: argparse.Namespace, title: str) -> None:
 def cmd_ls(args: argparse.Namespace) -> int:
     target = _files.target_spec(args, args.target)
     with _listing():
-        read = load_target(target, trust=args.trust, partial=args.partial, like=like_skeleton(args))
+        read = load_target(
+            target, trust=args.trust, partial=args.partial, like=like_skeleton(args), raw=args.raw
+        )
     tree = read.tree
     found = _searched(tree, args) if args.search is not None else None
     if args.json:
@@ -290,7 +293,7 @@ def cmd_get(args: argparse.Namespace) -> int:
 
     target = _files.target_spec(args, args.target)
     tree = load_target(
-        target, trust=args.trust, partial=args.partial, like=like_skeleton(args)
+        target, trust=args.trust, partial=args.partial, like=like_skeleton(args), raw=args.raw
     ).tree
     try:
         path = resolve(tree, args.path)
@@ -320,7 +323,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     target = _files.target_spec(args, args.target)
     with _listing():
         tree = load_target(
-            target, trust=args.trust, partial=args.partial, like=like_skeleton(args)
+            target, trust=args.trust, partial=args.partial, like=like_skeleton(args), raw=args.raw
         ).tree
     s = summary(tree, depth=args.depth)
     if args.json:

@@ -34,7 +34,7 @@ def diff_sides(args: argparse.Namespace) -> tuple[Any, Any]:
     import treetool.io as io
 
     like = like_skeleton(args)
-    opts = {"trust": args.trust, "partial": args.partial}
+    opts = {"trust": args.trust, "partial": args.partial, "raw": getattr(args, "raw", False)}
 
     def structureless(spec: str) -> bool:
         return os.path.isfile(spec) and io.detect(spec) == "equinox"
@@ -75,7 +75,7 @@ def _both_at_once(a: str, b: str, like: Any) -> bool:
 _STOP_WAIT = 0.5
 
 
-def _read_both(a: str, b: str, *, trust: bool, partial: bool) -> tuple[Any, Any]:
+def _read_both(a: str, b: str, *, trust: bool, partial: bool, raw: bool = False) -> tuple[Any, Any]:
     """Both sides read at once, each in its own thread (remote reads wait on the network, with
     the GIL released).
 
@@ -99,7 +99,7 @@ def _read_both(a: str, b: str, *, trust: bool, partial: bool) -> tuple[Any, Any]
     def read(i: int) -> None:
         try:
             with stop_on(stop):
-                loaded[i] = io.read(specs[i], trust=trust, partial=partial)
+                loaded[i] = io.read(specs[i], trust=trust, partial=partial, raw=raw)
         except BaseException as e:  # re-raised by the main thread, in the order of the sides
             failed[i] = e
             if i == 0:

@@ -36,7 +36,7 @@ def report_loaded(spec: str, loaded: Any) -> None:
 
 
 def load_target(
-    spec: str, *, trust: bool = False, partial: bool = False, like: Any = None
+    spec: str, *, trust: bool = False, partial: bool = False, like: Any = None, raw: bool = False
 ) -> Target:
     """Turn `FILE`, `DIR` or `module:attr` into a `Target` (the pytree, its format name and
     what the read found besides it).
@@ -59,7 +59,7 @@ def load_target(
         if like is not None and os.path.isfile(spec) and io.detect(spec) == "equinox":
             return Target(_files.load_eqx_like(spec, like), "equinox")
         with ReadProgress(spec):  # a line on a terminal's stderr while a big file is read
-            loaded = io.read(spec, trust=trust, partial=partial)
+            loaded = io.read(spec, trust=trust, partial=partial, raw=raw)
         return finish_load(spec, loaded)
     if _is_module_spec(spec):
         from treetool._progress import ReadProgress

@@ -115,6 +115,8 @@ class ReadOptions:
         partial: on a damaged file, return what was read up to the error (`Loaded.error`).
         step: the step of an orbax run (`run@STEP`), None for the latest.
         watch: a `PartialWatch` handing out snapshots of a read in progress (pickle).
+        raw: show a pickled object as it is stored (torch: a whole `nn.Module` or a
+            TorchScript archive by its attributes, not its `state_dict()` names).
     """
 
     trust: bool = False
@@ -123,6 +125,7 @@ class ReadOptions:
     partial: bool = False
     step: int | None = None
     watch: PartialWatch | None = None
+    raw: bool = False
 
 
 def _never(probe: Probe) -> bool:

@@ -66,6 +66,7 @@ def read(
     like: Any = None,
     partial: bool = False,
     watch: PartialWatch | None = None,
+    raw: bool = False,
 ) -> Loaded:
     """Load a checkpoint and report what was not executed; `load` returns just the tree.
 
@@ -78,6 +79,8 @@ def read(
         like: a skeleton tree (equinox `tree_serialise_leaves` files load into it).
         partial: on a damaged file, return the tree read up to the error (see `Loaded.error`)
             instead of raising, where the format allows it.
+        raw: torch only: a pickled `nn.Module` or a TorchScript archive by its attributes
+            (`._modules['0']._parameters['weight']`) instead of its `state_dict()` names.
         watch: a `treetool.io._partial.PartialWatch`: while this read runs in a worker
             thread, it hands out snapshots of the tree read so far (pickle only; the other
             formats read fast and ignore it).
@@ -96,8 +99,9 @@ def read(
         if format is None and is_url(path):
             _first_get_now(path)
         return _read(
-            path, trust=trust, lazy=lazy, format=format, like=like, partial=partial, watch=watch
-        )
+            path, trust=trust, lazy=lazy, format=format, like=like, partial=partial, watch=watch,
+            raw=raw,
+        )  # fmt: skip
 
 
 def _read(
@@ -109,6 +113,7 @@ def _read(
     like: Any,
     partial: bool,
     watch: PartialWatch | None = None,
+    raw: bool = False,
 ) -> Loaded:
     from treetool.io._detect import detect
     from treetool.io._formats import ReadOptions, format_for
@@ -129,7 +134,7 @@ def _read(
     from treetool._tree._model import no_gc
 
     options = ReadOptions(
-        trust=trust, lazy=lazy, like=like, partial=partial, step=step, watch=watch
+        trust=trust, lazy=lazy, like=like, partial=partial, step=step, watch=watch, raw=raw
     )
     try:
         with no_gc():  # readers make many small objects: collection passes cost ~40%
@@ -166,6 +171,7 @@ def load(
     lazy: bool = True,
     format: str | None = None,
     like: Any = None,
+    raw: bool = False,
 ) -> Any:
     """Load a checkpoint as a pytree, safely: nothing in the file is executed unless `trust=True`.
 
@@ -188,4 +194,4 @@ def load(
         >>> [(str(path), leaf) for path, leaf in tt.leaves_with_path(tree)]
         [("['params']['w']", array(...)), ("['step']", 10)]
     """
-    return read(path, trust=trust, lazy=lazy, format=format, like=like).tree
+    return read(path, trust=trust, lazy=lazy, format=format, like=like, raw=raw).tree

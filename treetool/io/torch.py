@@ -132,6 +132,7 @@ def _guess(probe: Probe) -> bool:
 def _read(src: Source, opts: ReadOptions) -> Loaded:
     """`treetool.io.read` for torch files: a `Loaded` whose `facts["torch"]` says what it is."""
     from treetool.io._save import _materialize
+    from treetool.io._torch._weights_only import ALLOWED, saved_on
 
     path, trust, lazy, format = src.name, opts.trust, opts.lazy, "torch"
     if trust:
@@ -140,16 +141,39 @@ def _read(src: Source, opts: ReadOptions) -> Loaded:
             "torch and never runs their code (torch.load runs it)"
         )
     r = _read_torch(path, lazy)
-    tied = _tied(r.tree, r.storage_of)
-    facts: dict[str, Any] = {"format": r.kind, "weights_only": r.weights_only}
+    tree = r.tree
+    facts: dict[str, Any] = {
+        "format": r.kind,
+        "weights_only": saved_on(r.weights_only, r.locations),
+    }
+    if not opts.raw:
+        from treetool.io._torch._modules import state_dicts
+
+        tree, modules = state_dicts(tree)
+        if modules:
+            facts["modules"] = modules
     if r.facts:
         facts["records"] = r.facts
+    tied, views = _shared(tree, r.storage_of)
     if tied:
         facts["tied"] = tied
+    if views:
+        facts["views"] = views
     if r.state_metadata:
         facts["state_dict_metadata"] = r.state_metadata[0]
-    tree = r.tree if lazy else _materialize(r.tree, path, refuse_opaque=False)
-    return Loaded(tree, format, r.blocked, facts={"torch": facts})
+    # every global the file names that is not a torch reconstructor, wherever it lies (a
+    # module's classes hidden under its state_dict names too)
+    from treetool.io._pickle._ops import ALLOWED as REBUILT
+
+    unsafe = [str(g["global"]) for g in r.weights_only.get("unsafe_globals", ())]
+    blocked = sorted(
+        {
+            *r.blocked,
+            *(g for g in unsafe if g not in ALLOWED and tuple(g.rsplit(".", 1)) not in REBUILT),
+        }
+    )
+    tree = tree if lazy else _materialize(tree, path, refuse_opaque=False)
+    return Loaded(tree, format, blocked, facts={"torch": facts})
 
 
 FORMAT = Format("torch", sniff=_sniff, read=_read, guess=_guess)
@@ -166,10 +190,15 @@ def read_flat(src: Source, lazy: bool) -> dict[str, Any]:
     return dict(tree)
 
 
-def _tied(tree: Any, storage_of: dict[int, str]) -> dict[str, str]:
-    """Paths whose tensor shares the storage of one met before: path -> "same storage as P"."""
-    first: dict[Any, str] = {}
-    out: dict[str, str] = {}
+def _shared(tree: Any, storage_of: dict[int, str]) -> tuple[dict[str, str], list[dict]]:
+    """Tensors that share a storage. A tie is the same tensor (storage, offset, shape and
+    strides: one leaf object) at two paths: `{path: "same tensor as P"}`. Different tensors
+    over one storage (slices of one flat buffer, a transpose, a view) are not ties: one entry
+    per such storage, `{"storage": key, "views": {path: [first byte, end byte]}}`, the byte
+    range each covers in the storage (a strided view: from its first element to its last)."""
+    first: dict[int, str] = {}
+    tied: dict[str, str] = {}
+    groups: dict[str, dict[str, list[int]]] = {}
     stack: list[tuple[Any, tuple]] = [(tree, ())]
     seen: set[int] = set()
     while stack:
@@ -177,12 +206,14 @@ def _tied(tree: Any, storage_of: dict[int, str]) -> dict[str, str]:
         t = type(x)
         if isinstance(x, LazyArray):
             text = str(Path(keys))
-            key = storage_of.get(id(x), id(x))
-            prev = first.get(key)
-            if prev is None:
-                first[key] = text
-            else:
-                out[text] = f"same storage as {prev}"
+            prev = first.get(id(x))
+            if prev is not None:
+                tied[text] = f"same tensor as {prev}"
+                continue
+            first[id(x)] = text
+            key = storage_of.get(id(x))
+            if key is not None:
+                groups.setdefault(key, {})[text] = _byte_range(x)
             continue
         if id(x) in seen:
             continue
@@ -199,4 +230,12 @@ def _tied(tree: Any, storage_of: dict[int, str]) -> dict[str, str]:
         else:
             continue
         stack.extend((v, (*keys, k)) for k, v in reversed(kids))
-    return dict(sorted(out.items()))
+    views = [{"storage": k, "views": v} for k, v in groups.items() if len(v) > 1]
+    return dict(sorted(tied.items())), views
+
+
+def _byte_range(x: LazyArray) -> list[int]:
+    """[first byte, end byte) of a tensor in its storage."""
+    at = x.view_of[1] if x.view_of is not None else 0
+    size = getattr(x, "window", None)
+    return [at, at + (x.size * x.itemsize if size is None else size)]

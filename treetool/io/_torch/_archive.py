@@ -41,6 +41,7 @@ class TorchRead:
     facts: dict[str, Any] = field(default_factory=dict)
     state_metadata: list[Any] = field(default_factory=list)
     storage_of: dict[int, str] = field(default_factory=dict)  # id of a leaf -> storage key
+    locations: list[str] = field(default_factory=list)  # the devices its tensors were saved on
 
 
 def read_archive(src: Source, lazy: bool, zd: ZipDir | None = None) -> TorchRead:
@@ -132,7 +133,10 @@ def _run(
     kind = "torchscript" if scripted else "zip"
     refuse = "a TorchScript archive (torch.load hands it to torch.jit.load)" if scripted else None
     report = verdict([pkl], refuse=refuse)
-    return TorchRead(tree, blocked, kind, report, facts, machine.state_metadata, maker.storage_of)
+    return TorchRead(
+        tree, blocked, kind, report, facts, machine.state_metadata, maker.storage_of,
+        list(maker.locations),
+    )  # fmt: skip
 
 
 def _text(zd: ZipDir, rec: Record) -> str:

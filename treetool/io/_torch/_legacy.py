@@ -111,7 +111,10 @@ def _read(src: Source, data: Any, name: str, size: int, lazy: bool) -> TorchRead
     tree, _ = run_pickle(m2, start)
     blocked = check_tree(tree, budget)
     report = verdict([bytes(data[start:end])])
-    return TorchRead(tree, blocked, "legacy", report, {}, m2.state_metadata, maker.storage_of)
+    return TorchRead(
+        tree, blocked, "legacy", report, {}, m2.state_metadata, maker.storage_of,
+        list(maker.locations),
+    )  # fmt: skip
 
 
 def _pid(pid: Any, name: str) -> tuple[str, str, int, str, tuple | None]:

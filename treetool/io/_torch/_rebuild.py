@@ -153,6 +153,7 @@ class TensorMaker:
         self._made: dict[tuple, Any] = {}
         self._buffers: dict[str, TorchStorage] = {}  # root key -> the storage naming its bytes
         self.storage_of: dict[int, str] = {}  # id of a leaf -> its storage's key
+        self.locations: dict[str, None] = {}  # the devices its tensors were saved from, in order
 
     def tensor(
         self, storage: Any, offset: Any, size: Any, stride: Any, dtype: str | None = None
@@ -169,6 +170,7 @@ class TensorMaker:
         strides = _ints(stride, "stride", where)
         if len(shape) != len(strides):
             raise LoadError(f"{where}: a tensor of {len(shape)} dims with {len(strides)} strides")
+        self.locations.setdefault(storage.location)
         dt = dtype or storage.storage_dtype
         if dt is None:
             return Opaque("torch.quantized_tensor", (storage.storage_type, shape))

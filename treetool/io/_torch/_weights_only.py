@@ -15,7 +15,7 @@ from typing import Any
 
 from treetool._text import safe
 
-__all__ = ["WeightsOnly", "describe", "fact_lines", "scan", "verdict"]
+__all__ = ["WeightsOnly", "describe", "fact_lines", "saved_on", "scan", "verdict"]
 
 _TYPES = ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte")
 _DTYPES = (
@@ -126,6 +126,8 @@ def describe(name: str) -> str:
     top = module.split(".", 1)[0]
     if top in _BLOCKED_MODULES or name in _RUNS_CODE or top in ("subprocess", "shutil", "socket"):
         return "runs commands or code when loaded (a malicious or unsafe file)"
+    if top == "__torch__":
+        return "a TorchScript class compiled into the archive (its code is under code/)"
     if top == "__main__":
         return "a class or function defined in the script that saved the file (__main__)"
     if module.startswith("torch.nn.modules") or module.startswith("torch.nn."):
@@ -240,19 +242,96 @@ def verdict(pkls: list[bytes], *, refuse: str | None = None) -> WeightsOnly:
     return out
 
 
+def saved_on(report: WeightsOnly, locations: list[str]) -> WeightsOnly:
+    """The report with the devices the tensors were saved on: any but the CPU means that
+    `torch.load` without `map_location` fails on a machine without that device (torch
+    restores each storage to its saved location), weights_only or not.
+
+    Example:
+        >>> r = saved_on(verdict([b"\\x80\\x02}q\\x00."]), ["cpu", "cuda:0"])
+        >>> r["accepted"], r["saved_on"], r["map_location"]
+        (True, ['cpu', 'cuda:0'], 'needed: saved on cuda:0')
+    """
+    out = WeightsOnly(report)
+    if locations:
+        out["saved_on"] = list(locations)
+    away = [d for d in locations if d.split(":", 1)[0] != "cpu"]
+    if away:
+        out["map_location"] = f"needed: saved on {', '.join(away)}"
+        out["reason"] = (
+            f"{out['reason']}; saved on {', '.join(away)}: without map_location it fails on a "
+            "machine without that device"
+        )
+    return out
+
+
+#: a package with more globals than this is one group: a header, then its names wrapped
+_GROUP_OVER = 3
+_WIDTH = 100
+
+
+def _grouped(unsafe: list[dict[str, str]]) -> list[str]:
+    """The refused globals, one line each, but a package with more than `_GROUP_OVER` of
+    them grouped: `  pkg: N globals, what they are` and their names under it, wrapped."""
+    by_top: dict[str, list[dict[str, str]]] = {}
+    for g in unsafe:
+        by_top.setdefault(str(g["global"]).split(".", 1)[0], []).append(g)
+    lines: list[str] = []
+    for top, group in by_top.items():
+        if len(group) <= _GROUP_OVER:
+            lines.extend(f"  {safe(g['global'])}: {safe(g['what'])}" for g in group)
+            continue
+        whats = list(dict.fromkeys(str(g["what"]) for g in group))
+        what = whats[0] if len(whats) == 1 else f"{len(whats)} kinds"
+        lines.append(f"  {safe(top)}: {len(group)} globals, {safe(what)}:")
+        row = "   "
+        for g in group:
+            name = safe(str(g["global"])[len(top) + 1 :] or str(g["global"]))
+            if len(row) > 4 and len(row) + len(name) + 2 > _WIDTH:
+                lines.append(row + ",")
+                row = "   "
+            row += ("," if len(row) > 4 else "") + " " + name
+        lines.append(row)
+    return lines
+
+
 def fact_lines(torch: dict[str, Any]) -> list[str]:
     """A torch file's facts as text lines: its kind, the weights_only report, tied names."""
     report = torch.get("weights_only") or {}
     lines = [f"torch checkpoint ({safe(str(torch.get('format', '?')))} format)"]
-    if report.get("accepted"):
+    away = [d for d in report.get("saved_on", ()) if str(d).split(":", 1)[0] != "cpu"]
+    where = safe(", ".join(map(str, away)))
+    if report.get("accepted") and away:
+        lines.append(
+            f"weights_only: saved on {where}: torch.load(weights_only=True) fails on a "
+            f"machine without {where} (map_location needed); its globals are all on the "
+            "allow-list: torch.load(f, weights_only=True, map_location='cpu') would accept it"
+        )
+    elif report.get("accepted"):
         lines.append("weights_only: torch.load(weights_only=True) would accept this file")
     else:
         lines.append(
             "weights_only: torch.load(weights_only=True) would refuse this file: "
             + safe(str(report.get("reason", "")))
         )
-        for g in report.get("unsafe_globals", []):
-            lines.append(f"  {safe(g['global'])}: {safe(g['what'])}")
+        lines.extend(_grouped(report.get("unsafe_globals", [])))
+        if away:
+            lines.append(
+                f"  saved on {where}: without map_location='cpu' torch.load also fails on a "
+                f"machine without {where}"
+            )
+    for cls in torch.get("modules") or ():
+        lines.append(
+            f"module: a pickled {safe(str(cls))}, shown by its state_dict() names "
+            "(its attributes with --raw / raw=True)"
+        )
     for path, what in (torch.get("tied") or {}).items():
         lines.append(f"tied: {safe(path)}: {safe(what)}")
+    for group in torch.get("views") or ():
+        views = group.get("views") or {}
+        lines.append(
+            f"views of one storage {safe(repr(str(group.get('storage'))))}: {len(views)} tensors "
+            "(not tied; bytes counted once)"
+        )
+        lines.extend(f"  {safe(p)}: bytes {a}-{b}" for p, (a, b) in views.items())
     return lines
