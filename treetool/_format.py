@@ -6,7 +6,7 @@ so a core result's `repr` and a renderer's label say `4.8 KB` the same way.
 
 from __future__ import annotations
 
-__all__ = ["fmt_bytes", "fmt_count"]
+__all__ = ["fmt_bytes", "fmt_count", "fold"]
 
 
 def fmt_count(n: int) -> str:
@@ -37,3 +37,20 @@ def fmt_bytes(n: int) -> str:
         if n >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n} B"
+
+
+def fold(text: str, width: int = 80, length: int | None = None) -> str:
+    """`text` (one line, escaped) kept to about `width` characters: a longer one is cut and
+    says how long it was, `length` (default: its own length; the raw value's, say, when
+    `text` is its escaped form).
+
+    Example:
+        >>> fold("x" * 10_000, 24)
+        'xxxxxxxx… (10,000 chars)'
+        >>> fold("short")
+        'short'
+    """
+    if len(text) <= width:
+        return text
+    tail = f"… ({len(text) if length is None else length:,} chars)"
+    return text[: max(width - len(tail), 8)] + tail

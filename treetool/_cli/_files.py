@@ -18,6 +18,7 @@ __all__ = [
     "file_facts",
     "is_run_step",
     "load_eqx_like",
+    "metadata_text",
     "note_positional",
     "note_steps",
     "print_facts",
@@ -63,12 +64,10 @@ def file_facts(loaded: Any) -> dict[str, Any]:
 
 def print_facts(console: Any, facts: dict[str, Any]) -> None:
     """The file's metadata and step as header lines; file text goes out JSON-escaped."""
-    import json
-
     from rich.text import Text
 
     if "metadata" in facts:
-        console.print(Text("metadata: " + json.dumps(facts["metadata"], ensure_ascii=True)))
+        console.print(Text("metadata: " + metadata_text(facts["metadata"])))
     if "steps" in facts:
         steps = facts["steps"]
         console.print(Text(f"step {facts['step']}; steps: {', '.join(map(str, steps))}"))
@@ -77,6 +76,33 @@ def print_facts(console: Any, facts: dict[str, Any]) -> None:
 
         for line in fact_lines(facts["torch"]):
             console.print(Text(line))
+
+
+#: a metadata value whose JSON text is longer than this is shown cut, with its length
+METADATA_VALUE_WIDTH = 80
+
+
+def metadata_text(metadata: Any) -> str:
+    """A file's metadata as one line of JSON (escaped: file text), each value longer than a
+    line folded to `METADATA_VALUE_WIDTH` characters with its length (`--json` has them whole).
+
+    Example:
+        >>> print(metadata_text({"format": "pt", "paths": "x" * 10_000}))
+        {"format": "pt", "paths": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx… (10,000 chars)}
+    """
+    import json
+
+    from treetool._format import fold
+
+    def one(value: Any) -> str:
+        text = json.dumps(value, ensure_ascii=True, default=str)
+        n = len(value) if isinstance(value, str) else None
+        return fold(text, METADATA_VALUE_WIDTH, n)
+
+    if not isinstance(metadata, dict):
+        return one(metadata)
+    items = (f"{json.dumps(str(k), ensure_ascii=True)}: {one(v)}" for k, v in metadata.items())
+    return "{" + ", ".join(items) + "}"
 
 
 def target_spec(args: argparse.Namespace, spec: str) -> str:

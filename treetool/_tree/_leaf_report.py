@@ -187,7 +187,9 @@ class LeafReport:
                     Text(safe(text, newlines=True)),
                 ]
         elif info.shape is None:
-            parts += [Text(""), safe_text(repr(self.value)[:2000])]
+            from treetool._format import fold
+
+            parts += [Text(""), safe_text(fold(repr(self.value), 2000))]  # cut: says its length
         yield Group(*parts)
 
 
