@@ -24,7 +24,14 @@ from treetool.tui._file_reader import FileReader
 from treetool.tui._gc import freeze, frozen_after, hand_back, take_over
 from treetool.tui._workers import report_failure
 from treetool.tui.commands import APP_BINDINGS, COMMANDS, TREE_KEYS
-from treetool.tui.messages import IndexReady, LeafChosen, NodeFocused, SearchDone
+from treetool.tui.messages import (
+    IndexReady,
+    ItemFocused,
+    LeafChosen,
+    NodeFocused,
+    SearchDone,
+    TabItem,
+)
 from treetool.tui.screens import HelpScreen
 from treetool.tui.tabs import TabSpec, load_tab_modules, tabs_for
 from treetool.tui.widgets import DetailsPane, DiffTab, LeavesTable, PytreeTree, SearchBar, TotalsBar
@@ -149,6 +156,8 @@ class TreetoolApp(ReadingApp):
         self.crash_log = CrashLog()
         self.error_console = self.crash_log.console
         self._tab_errors: list[str] = []
+        #: tab id -> what its cursor points at (Diff, Jaxpr, Devices, Port: not tree nodes)
+        self.tab_items: dict[str, TabItem] = {}
         self._details_timer: Timer | None = None
         #: the search's matches and the way to its first, for the tree once typing pauses
         self._follow: tuple[AbstractSet[str], list[tuple[Node, int]] | None] | None = None
@@ -361,6 +370,18 @@ class TreetoolApp(ReadingApp):
     def on_node_focused(self, message: NodeFocused) -> None:
         self._focus(message.node)
 
+    def on_item_focused(self, message: ItemFocused) -> None:
+        """A tab's cursor moved (a change, an equation, a device, a plan row): the details
+        pane and `y`/`Y` follow it while that tab is the visible one."""
+        self.tab_items[message.tab] = message.item
+        if self._alive() and self.query_one(TabbedContent).active == message.tab:
+            self.query_one(DetailsPane).show_item(message.item)
+
+    def tab_item(self) -> TabItem | None:
+        """What the visible tab's cursor points at, when it is not a tree node."""
+        active = self.query_one(TabbedContent).active
+        return None if active in ("tree", "leaves", "") else self.tab_items.get(active)
+
     def _focus(self, node: Node) -> None:
         # The pane follows the cursor once it rests: holding a key down only repaints rows.
         self.node = node
@@ -434,6 +455,10 @@ class TreetoolApp(ReadingApp):
                 focusable[0].focus()
             else:
                 self.set_focus(None)
+        item = self.tab_item()
+        if item is not None:
+            self.query_one(DetailsPane).show_item(item)
+            return
         node = self.cursor_node()
         if node is not None:
             self._focus(node)
@@ -546,11 +571,19 @@ class TreetoolApp(ReadingApp):
 
     def action_copy_path(self) -> None:
         """Copy the path under the cursor as an expression: `model.layers[0].weight`."""
+        item = self.tab_item()
+        if item is not None:  # a change, an equation, a device, a plan row
+            self._copy(item.expression, "what the cursor is on (Y: keystr)")
+            return
         keystr = safe(str(self._copy_node().path))  # never a file's raw escapes
         self._copy(expression(self.root_name, keystr), "path as an expression (Y: keystr)")
 
     def action_copy_keystr(self) -> None:
         """Copy the path under the cursor in keystr form: `.layers[0].weight`."""
+        item = self.tab_item()
+        if item is not None:
+            self._copy(item.keystr, "what the cursor is on, in keystr form")
+            return
         self._copy(safe(str(self._copy_node().path)), "path in keystr form")
 
     def action_show_tab(self, tab: str) -> None:

@@ -15,6 +15,8 @@ from treetool._tree._model import Node
 
 __all__ = [
     "DetailsReady",
+    "ItemFocused",
+    "TabItem",
     "IndexReady",
     "LeafChosen",
     "NodeFocused",
@@ -25,6 +27,45 @@ __all__ = [
     "SearchDone",
     "SnapshotReady",
 ]
+
+
+class TabItem:
+    """What the cursor of a tab other than Tree and Leaves points at (a change, an equation,
+    a device, a plan row): the details pane's title and rows, and what `y`/`Y` copy.
+
+    `rows` are (label, value) pairs, the values plain `str` (escaped by the pane) or `Text`.
+
+    Example:
+        >>> TabItem("~ ['w']", [("kind", "shape")], "model['w']", "['w']").keystr
+        "['w']"
+    """
+
+    __slots__ = ("expression", "keystr", "rows", "title")
+
+    def __init__(
+        self, title: str, rows: list[tuple[str, Any]], expression: str, keystr: str
+    ) -> None:
+        self.title = title
+        self.rows = rows
+        self.expression = expression
+        self.keystr = keystr
+
+
+class ItemFocused(Message):
+    """A tab's cursor moved onto `item`; `tab` is the id of its pane (`diff`, `port`, …)."""
+
+    def __init__(self, tab: str, item: TabItem) -> None:
+        super().__init__()
+        self.tab = tab
+        self.item = item
+
+    @classmethod
+    def of(cls, widget: Any, item: TabItem) -> ItemFocused:
+        """The message for `item` from `widget`, which sits in a tab pane."""
+        from textual.widgets import TabPane
+
+        pane = next((a for a in widget.ancestors if isinstance(a, TabPane)), None)
+        return cls(pane.id if pane is not None and pane.id else "", item)
 
 
 class NodeFocused(Message):

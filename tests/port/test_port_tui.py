@@ -1,4 +1,5 @@
-"""The TUI's Port tab: opened on a plan, it shows the plan's rows, ambiguities and verdict."""
+"""The TUI's Port tab: opened on a plan, its table shows the plan's rows and ambiguities, and
+the verdict below."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import io
 import numpy as np
 import pytest
 from rich.console import Console
-from textual.widgets import Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Static, TabbedContent, TabPane
 from treetool.tui.app import TreetoolApp
 
 import treetool as tt
@@ -35,13 +36,15 @@ def test_the_port_tab_shows_the_plan() -> None:
             assert "port" in [pane.id for pane in app.query(TabPane)]
             app.query_one(TabbedContent).active = "port"
             await pilot.pause()
-            shown = app.query_one("#port-plan", Static)
-            assert shown.region.height > 5  # laid out and visible
-            console = Console(width=140, file=io.StringIO(), color_system=None)
-            console.print(shown.content)
-            text = console.file.getvalue()
+            table = app.query_one("#port-table", DataTable)
+            assert table.region.height > 5  # laid out and visible
+            cells = [" ".join(str(c) for c in table.get_row_at(i)) for i in range(table.row_count)]
+            text = "\n".join(cells)
             assert "['params']['head']['kernel']" in text and "head.weight" in text
-            assert "ambiguous: ['params']['Dense_0']['kernel']" in text
-            assert "incomplete: 2 problem(s)" in text
+            assert "ambiguous" in text and "['params']['Dense_0']['kernel']" in text
+            verdict = app.query_one("#port-verdict", Static)
+            console = Console(width=140, file=io.StringIO(), color_system=None)
+            console.print(verdict.content)
+            assert "incomplete: 2 problem(s)" in console.file.getvalue()
 
     asyncio.run(run())

@@ -20,7 +20,7 @@ from textual.reactive import var
 from textual.widgets import Static
 from textual.worker import Worker, get_current_worker
 from treetool.tui._workers import report_failure
-from treetool.tui.messages import DetailsReady
+from treetool.tui.messages import DetailsReady, TabItem
 from treetool.tui.widgets.histogram import histogram_text
 
 from treetool._leaves._arrays import LazyArray, has_stats, stats
@@ -361,6 +361,21 @@ class DetailsPane(VerticalScroll):
             return  # the root waits for the leaf index's totals (`watch_totals` shows it)
         if pending:
             self._compute([(node, max(20, self.scrollable_content_region.width - 1))])
+
+    def show_item(self, item: TabItem) -> None:
+        """Show what another tab's cursor is on (a change, an equation, a device, a plan
+        row): its title and facts; no stats."""
+        self.node = None  # a stats answer still on its way is for a node: dropped
+        self.workers.cancel_group(self, "stats")
+        path = Text()
+        path.append(safe(item.title), style="bold")
+        if item.keystr and item.keystr != item.title:
+            path.append("\n")
+            path.append(safe(item.keystr), style="dim")
+        self.query_one("#details-path", Static).update(path)
+        self.query_one("#details-facts", Static).update(_facts_table(item.rows))
+        self.query_one("#details-stats", Static).update("")
+        self.query_one("#details-preview", Static).update("")
 
     def watch_totals(self, totals: Aggregates | None) -> None:
         """The whole tree's totals (from the leaf index), used when the root is shown."""

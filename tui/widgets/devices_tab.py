@@ -19,7 +19,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 from textual.worker import Worker, get_current_worker
 from treetool.tui._workers import report_failure
-from treetool.tui.messages import LeafChosen
+from treetool.tui.messages import ItemFocused, LeafChosen, TabItem
 
 from treetool._lowering._labels import fmt_bytes
 from treetool._sharding._devices import LeafPlacement, Placement, layout_label, placement
@@ -246,8 +246,58 @@ class DevicesTab(Vertical):
         if event.data_table.id == "devices-table":
             if key != self.device:
                 self.show_device(key)
+            self.post_message(ItemFocused.of(self, self.device_item(key)))
         elif event.data_table.id == "devices-leaves":
             self._draw_grid(key)
+            item = self.leaf_item(key) if event.data_table.has_focus else None
+            if item is not None:  # (a list refilled for another device says nothing)
+                self.post_message(ItemFocused.of(self, item))
+
+    def device_item(self, name: str) -> TabItem:
+        """A device-list row for the details pane: its bytes and leaves; `y` copies its name."""
+        p = self.placement
+        leaves = self.leaves_for(name)
+        dev = self._devices.get(name)
+        if p is not None and dev is not None:
+            usage = p.per_device[dev]
+            nbytes, count = usage.bytes, usage.leaves
+            where = "this process" if usage.addressable else "another process"
+        else:
+            nbytes = sum(lp.nbytes for lp in leaves) if name != ALL else p.device_bytes if p else 0
+            count, where = len(leaves), ""
+        rows: list[tuple[str, Any]] = [
+            ("device", name),
+            ("bytes", f"{nbytes:,} ({fmt_bytes(nbytes)})"),
+            ("leaves", f"{count:,}"),
+        ]
+        if where:
+            rows.append(("held by", where))
+        largest = sorted(leaves, key=lambda lp: -lp.nbytes)[:5]
+        for i, lp in enumerate(largest):
+            rows.append(
+                ("largest" if i == 0 else "", f"{safe(str(lp.path))}  {fmt_bytes(lp.nbytes)}")
+            )
+        return TabItem(f"device {name}", rows, name, name)
+
+    def leaf_item(self, key: str) -> TabItem | None:
+        """A leaf row for the details pane: its layout and bytes; `y` copies its path."""
+        from treetool._tree._chain import expression
+
+        p = self.placement
+        if p is None:
+            return None
+        try:
+            lp = p[key]
+        except (KeyError, ValueError, TypeError):
+            return None
+        rows: list[tuple[str, Any]] = [
+            ("layout", layout_label(lp)),
+            ("sharding", _short_description(lp)),
+            ("bytes", f"{lp.nbytes:,} ({fmt_bytes(lp.nbytes)})"),
+            ("devices", f"{len(lp.devices):,}"),
+        ]
+        root = getattr(self.app, "root_name", "tree")
+        return TabItem(safe(key) or "(root)", rows, expression(root, safe(key)), safe(key))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

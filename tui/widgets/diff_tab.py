@@ -22,9 +22,9 @@ from textual.strip import Strip
 from textual.widgets import Static
 from textual.worker import Worker, get_current_worker
 from treetool.tui._workers import report_failure
-from treetool.tui.messages import LeafChosen
+from treetool.tui.messages import ItemFocused, LeafChosen, TabItem
 
-from treetool._text import safe_text
+from treetool._text import safe, safe_text
 
 __all__ = ["ChangeList", "DiffTab"]
 
@@ -98,7 +98,30 @@ class ChangeList(ScrollView, can_focus=True):
     def on_resize(self, event: events.Resize) -> None:
         self.virtual_size = Size(event.size.width, len(self.changes))
 
+    def item(self, i: int) -> TabItem:
+        """Change `i` for the details pane: kind, the detail line, before and after; `y`
+        copies its path as an expression, `Y` in keystr form."""
+        from treetool._tree._chain import expression
+
+        c = self.changes[i]
+        try:
+            summary = c.summary
+        except Exception as e:  # one odd value must not break the pane
+            summary = f"({type(e).__name__}: {e})"
+        rows: list[tuple[str, Any]] = [
+            ("change", f"{c.sign} {c.kind}"),
+            ("what", summary),
+            ("before", _value_text(c.before)),
+            ("after", _value_text(c.after)),
+        ]
+        for k, v in (c.detail or {}).items():
+            rows.append((str(k), _value_text(v)))
+        root = getattr(self.app, "root_name", "tree")
+        return TabItem(c.path or "(root)", rows, expression(root, safe(c.path)), safe(c.path))
+
     def watch_cursor(self, new: int) -> None:
+        if 0 <= new < len(self.changes):
+            self.post_message(ItemFocused.of(self, self.item(new)))
         page = max(1, self.scrollable_content_region.height)
         top = int(self.scroll_offset.y)
         if new < top:
@@ -132,6 +155,14 @@ class ChangeList(ScrollView, can_focus=True):
             if row == self.cursor and event.chain > 1:
                 self.action_choose()
             self.cursor = row
+
+
+def _value_text(v: Any, limit: int = 300) -> str:
+    try:
+        text = v if isinstance(v, str) else repr(v)
+    except Exception as e:
+        text = f"<repr failed: {type(e).__name__}>"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class DiffTab(Vertical):

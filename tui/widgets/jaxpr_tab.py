@@ -24,6 +24,7 @@ from textual.widgets import Input, Static, TabbedContent, TabPane, Tree
 from textual.widgets.tree import TreeNode
 from textual.worker import Worker, get_current_worker
 from treetool.tui._workers import report_failure
+from treetool.tui.messages import ItemFocused, TabItem
 
 from treetool._jaxpr._rich import counts_text, eqn_text, scope_text
 from treetool._jaxpr._view import Equation, JaxprView, Scope
@@ -453,6 +454,33 @@ class JaxprTab(Vertical):
             t.append(f"{_n(len(v.equations), 'equation')} in all\n", style="bold")
             t.append(counts_text(v.counts(), limit=40))
         out.update(t)
+        item = self._item(kind, obj, t)
+        if item is not None:
+            self.post_message(ItemFocused.of(self, item))
+
+    def _item(self, kind: str, obj: Any, text: Text) -> TabItem | None:
+        """The highlighted row for the app's details pane; `y` copies the parameter paths an
+        equation uses (or a variable's path), `Y` the same in keystr form."""
+        from treetool._tree._chain import expression
+
+        root = getattr(self.app, "root_name", "tree")
+        if kind == _EQN:
+            eq: Equation = obj
+            paths = []
+            for x in eq.inputs:
+                p = None if hasattr(x, "val") else eq.scope._origin.get(x)
+                if p is not None and safe(str(p)) not in paths:
+                    paths.append(safe(str(p)))
+            exprs = ", ".join(expression(root, p) for p in paths) or eq.id
+            return TabItem(
+                f"equation {eq.id} {eq.primitive}", [("", text)], exprs, ", ".join(paths) or eq.id
+            )
+        if kind == _VAR:
+            path = safe(str(obj[0]))
+            return TabItem(path or "(root)", [("", text)], expression(root, path), path)
+        if kind in (_SCOPE, _EQNS):
+            return TabItem("jaxpr", [("", text)], "", "")
+        return None
 
     # --- actions --------------------------------------------------------------------------------
 

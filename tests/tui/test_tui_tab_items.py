@@ -1,0 +1,132 @@
+"""Every tab owns what its cursor points at (issue 40, point 3): in the Diff, Devices and Port
+tabs the details pane and `y`/`Y` follow that tab's cursor, and back in the Tree tab they follow
+the tree again; a port plan opens on its Port tab, a navigable table."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+
+import numpy as np
+import pytest
+from rich.console import Console
+from textual.widgets import DataTable, TabbedContent
+from treetool.tui import TreetoolApp
+from treetool.tui.widgets import DetailsPane
+from tui_helpers import no_delays, settle  # noqa: F401 (no_delays: a fixture, by name)
+
+import treetool as tt
+
+pytestmark = pytest.mark.usefixtures("no_delays")
+
+
+def _text(widget) -> str:
+    console = Console(width=120, file=io.StringIO(), color_system=None)
+    console.print(widget.content)
+    return console.file.getvalue()
+
+
+def _pane(app: TreetoolApp) -> tuple[str, str]:
+    pane = app.query_one(DetailsPane)
+    return _text(pane.query_one("#details-path")), _text(pane.query_one("#details-facts"))
+
+
+def test_the_diff_tab_details_and_copy_follow_its_cursor() -> None:
+    before = {"a": np.zeros(3, np.float32), "b": np.ones(2, np.float32)}
+    after = {"a": np.zeros(4, np.float32), "b": np.full(2, 2.0, np.float32)}
+    app = TreetoolApp(before, other=after, title="model")
+
+    async def run():
+        async with app.run_test(size=(140, 40)) as pilot:
+            await settle(pilot)
+            await pilot.press("3")  # Tree, Leaves, Diff
+            await settle(pilot)
+            assert app.query_one(TabbedContent).active == "diff"
+            first = _pane(app)
+            await pilot.press("y")
+            copied_first = app.clipboard
+            await pilot.press("down")
+            await settle(pilot)
+            second = _pane(app)
+            await pilot.press("Y")
+            copied_second = app.clipboard
+            await pilot.press("t")  # the Tree tab: the pane follows the tree again
+            await settle(pilot)
+            tree_path = _pane(app)[0]
+            return first, copied_first, second, copied_second, tree_path
+
+    first, copied_first, second, copied_second, tree_path = asyncio.run(run())
+    assert first[0].splitlines()[0] == "['a']"
+    assert "shape" in first[1] and "(3,)" in first[1] and "(4,)" in first[1]
+    assert copied_first == "model['a']"  # was `params`/the root whatever the change
+    assert second[0].splitlines()[0] == "['b']"
+    assert "value" in second[1]
+    assert copied_second == "['b']"
+    assert "(root)" in tree_path
+
+
+def test_a_plan_opens_on_its_port_tab_as_a_table() -> None:
+    src = {"a.weight": np.ones((4, 4), np.float32), "head.weight": np.ones((2, 4), np.float32)}
+    target = {
+        "params": {
+            "Dense_0": {"kernel": np.zeros((4, 4), np.float32)},
+            "head": {"kernel": np.zeros((4, 2), np.float32)},
+        }
+    }
+    plan = tt.port(src, target)
+    app = TreetoolApp(plan, title="plan")
+
+    async def run():
+        async with app.run_test(size=(160, 40)) as pilot:
+            await settle(pilot)
+            active = app.query_one(TabbedContent).active
+            table = app.query_one("#port-table", DataTable)
+            rows = table.row_count
+            panes = []
+            copies = []
+            for _ in range(rows):
+                panes.append(_pane(app))
+                await pilot.press("y")
+                copies.append(app.clipboard)
+                await pilot.press("down")
+                await settle(pilot)
+            return active, rows, panes, copies, table.has_focus
+
+    active, rows, panes, copies, focused = asyncio.run(run())
+    assert active == "port" and focused
+    targets = sorted(r.target for r in plan.rows)
+    assert rows == len(plan.rows) + len(plan.unmatched_target) + len(plan.unmatched_source) + sum(
+        len(a.targets) for a in plan.ambiguous
+    ) + len(plan.dropped)
+    filled = [c for c, (_, facts) in zip(copies, panes) if "filled" in facts]
+    assert sorted(filled) == targets
+    for (path, facts), copied in zip(panes, copies):
+        assert path.splitlines()[0] in (copied, *(s for r in plan.rows for s in r.sources))
+        assert "status" in facts
+
+
+def test_the_devices_tab_details_follow_the_device_row() -> None:
+    import jax
+
+    tree = {"w": jax.numpy.zeros((4, 4)), "b": jax.numpy.ones(4)}
+    app = TreetoolApp(tree, title="params")
+
+    async def run():
+        async with app.run_test(size=(160, 40)) as pilot:
+            await settle(pilot)
+            ids = app.tab_ids()
+            await pilot.press(str(ids.index("devices") + 1))
+            await settle(pilot)
+            table = app.query_one("#devices-table", DataTable)
+            table.focus()
+            await pilot.press("down")  # from "all" onto the first device
+            await settle(pilot)
+            pane = _pane(app)
+            await pilot.press("y")
+            return pane, app.clipboard
+
+    (path, facts), copied = asyncio.run(run())
+    name = str(jax.devices()[0].platform) + ":0"
+    assert path.splitlines()[0] == f"device {name}"
+    assert "bytes" in facts and "80 (80 B)" in facts and "leaves  2" in facts.replace("   ", "  ")
+    assert copied == name
