@@ -328,6 +328,12 @@ def _diff_arguments(sp: argparse.ArgumentParser) -> None:
         help="also report a change of container type between dict-like nodes (dict, "
         "OrderedDict, FrozenDict); by default they compare by keys and values",
     )
+    sp.add_argument(
+        "--stat",
+        action="store_true",
+        help="a summary only: the changes counted by kind, per top-level path and in all "
+        "(as git diff --stat); with --json, `stat` rows instead of `changes`",
+    )
     _common(sp)
 
 

@@ -360,7 +360,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
             d = diff_with_progress(a, b, progress=lambda n: bar.advance(task, n), **opts)
     else:
         d = diff_with_progress(a, b, **opts)
-    if args.json:
+    if args.stat:  # a summary: counts by kind and top-level path
+        from treetool._diff._stat import diff_stat, stat_lines
+
+        if args.json:
+            _print_json(diff_stat(d))
+        else:
+            sys.stdout.write("".join(safe(line) + "\n" for line in stat_lines(d)))
+    elif args.json:
         _print_json(d.to_dict())
     else:
         _console().print(d)
