@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual import events, work
@@ -36,6 +37,23 @@ _MIN_PATH = 24
 _RIGHT = frozenset({"params", "nbytes"})
 
 
+def _head_cells(text: str, cells: int) -> str:
+    """The longest start of `text` that fits in `cells` terminal cells."""
+    out, used = [], 0
+    for ch in text:
+        w = cell_len(ch)
+        if used + w > cells:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out)
+
+
+def _tail_cells(text: str, cells: int) -> str:
+    """The longest end of `text` that fits in `cells` terminal cells."""
+    return _head_cells(text[::-1], cells)[::-1]
+
+
 class LeavesTable(ScrollView, can_focus=True):
     """Every leaf as a row (path, type, dtype, params, bytes, device); sortable, filterable."""
 
@@ -56,6 +74,12 @@ class LeavesTable(ScrollView, can_focus=True):
         Binding("home", "edge(0)", "First", show=False, tooltip="First leaf", id="leaves.home"),
         Binding("end", "edge(1)", "Last", show=False, tooltip="Last leaf", id="leaves.end"),
         Binding("s", "sort_next", "Sort", tooltip="Sort by the next column", id="leaves.sort"),
+        Binding("B", "sort_key('nbytes')", "By bytes", tooltip="Sort by bytes, largest first"),
+        Binding("P", "sort_key('params')", "By params", tooltip="Sort by params, largest first"),
+        Binding("A", "sort_key('path')", "By path", show=False, tooltip="Sort by path (A-Z)"),
+        Binding("T", "sort_key('type')", "By type", show=False, tooltip="Sort by type"),
+        Binding("D", "sort_key('dtype')", "By dtype", show=False, tooltip="Sort by dtype"),
+        Binding("V", "sort_key('device')", "By device", show=False, tooltip="Sort by device"),
         Binding("r", "reverse", "Reverse", tooltip="Reverse the sort order", id="leaves.reverse"),
         Binding(
             "enter",
@@ -71,6 +95,8 @@ class LeavesTable(ScrollView, can_focus=True):
     | up/down, j/k | Move the cursor. |
     | pageup/pagedown, home/end | Move by a page, to the first/last leaf. |
     | s | Sort by the next column (path, type, dtype, params, bytes, device). |
+    | B, P | Sort by bytes, by params: largest first (again: smallest first). |
+    | A, T, D, V | Sort by path, type, dtype, device (again: reversed). |
     | r | Reverse the sort order. |
     | enter | Show the leaf in the Tree tab. |
     | click on a header | Sort by that column (again: reverse). |
@@ -95,13 +121,21 @@ class LeavesTable(ScrollView, can_focus=True):
     cursor = reactive(0, always_update=True)
     sort_column: reactive[str | None] = reactive(None)
     sort_reverse = reactive(False)
+    #: the order of the rows on screen, (column, reverse): the header's arrow is drawn from it,
+    #: so it changes with the rows (the sort runs in a worker), never before them
+    shown_order: var[tuple[str | None, bool]] = var((None, False))
 
     class Sorted(Message, bubble=False):
         """The sort worker's rows; newer rows replace rows not shown yet."""
 
-        def __init__(self, rows: np.ndarray) -> None:
+        def __init__(
+            self, rows: np.ndarray, column: str | None = None, reverse: bool = False
+        ) -> None:
             super().__init__()
             self.rows = rows
+            #: the order the rows are in: the header shows it with them, never before
+            self.column = column
+            self.reverse = reverse
 
         def can_replace(self, message: Message) -> bool:
             return isinstance(message, LeavesTable.Sorted)
@@ -174,7 +208,7 @@ class LeavesTable(ScrollView, can_focus=True):
                 if self.filter_rows is None
                 else self.filter_rows
             )
-            self._set_rows(rows)
+            self._set_rows(rows, (None, False))
         else:
             self._sort(self.sort_column, self.sort_reverse)
 
@@ -185,13 +219,15 @@ class LeavesTable(ScrollView, can_focus=True):
             return
         rows = index.order(column, reverse, self.filter_rows)
         if not get_current_worker().is_cancelled:
-            self.post_message(self.Sorted(rows))
+            self.post_message(self.Sorted(rows, column, reverse))
 
     def on_leaves_table_sorted(self, message: Sorted) -> None:
-        self._set_rows(message.rows)
+        self._set_rows(message.rows, (message.column, message.reverse))
 
-    def _set_rows(self, rows: np.ndarray) -> None:
+    def _set_rows(self, rows: np.ndarray, order: tuple[str | None, bool] | None = None) -> None:
         self.rows = rows
+        if order is not None:
+            self.shown_order = order
         self.virtual_size = Size(self.size.width, len(rows) + 1)
         self.cursor = min(self.cursor, max(len(rows) - 1, 0))
         self.refresh()
@@ -216,7 +252,7 @@ class LeavesTable(ScrollView, can_focus=True):
             sample = range(min(len(index), 2_000))
             for col in ("type", "dtype", "device"):
                 values = index.column(col)
-                cells = max(len(values[i]) for i in sample)
+                cells = max(cell_len(safe(values[i])) for i in sample)
                 title = len(dict(COLUMNS)[col]) + 2
                 widths[col] = max(title, min(_MAX_WIDTHS[col], cells))
         return widths
@@ -238,15 +274,24 @@ class LeavesTable(ScrollView, can_focus=True):
 
     @staticmethod
     def _fit(text: str, width: int, right: bool, middle: bool) -> str:
-        """Pad or cut a cell; paths are cut in the middle, so both the root-most step (which
-        subtree) and the leaf-most steps (which parameter) stay visible."""
-        if len(text) > width:
+        """Pad or cut a cell to `width` terminal cells (rich's `cell_len`: CJK and emoji take
+        two, combining marks none); paths are cut in the middle, so both the root-most step
+        (which subtree) and the leaf-most steps (which parameter) stay visible.
+
+        Example:
+            >>> LeavesTable._fit("重みw", 6, False, False), LeavesTable._fit("ab", 4, True, False)
+            ('重みw ', '  ab')
+        """
+        cells = cell_len(text)
+        if cells > width:
             if middle and width > 8:
                 head = (width - 1) // 3
-                text = text[:head] + "…" + text[len(text) - (width - 1 - head) :]
+                text = _head_cells(text, head) + "…" + _tail_cells(text, width - 1 - head)
             else:
-                text = text[: width - 1] + "…"
-        return text.rjust(width) if right else text.ljust(width)
+                text = _head_cells(text, width - 1) + "…"
+            cells = cell_len(text)
+        pad = " " * max(0, width - cells)
+        return pad + text if right else text + pad
 
     def render_line(self, y: int) -> Strip:
         widths = self._widths()
@@ -258,8 +303,9 @@ class LeavesTable(ScrollView, can_focus=True):
             for col, w in widths:
                 title = titles[col]
                 mark = ""
-                if col == self.sort_column:
-                    mark = " ▼" if self.sort_reverse else " ▲"
+                shown_col, shown_rev = self.shown_order
+                if col == shown_col:
+                    mark = " ▼" if shown_rev else " ▲"
                 cells.append(self._fit(title + mark, w, col in _RIGHT, False))
             segs = [Segment(" ".join(cells), style)]
             return Strip(segs).adjust_cell_length(width, style)
@@ -353,6 +399,13 @@ class LeavesTable(ScrollView, can_focus=True):
         self.set_reactive(LeavesTable.sort_reverse, reverse)
         self.set_reactive(LeavesTable.sort_column, column)
         self._apply_order()
+
+    def action_sort_key(self, column: str) -> None:
+        """Sort by `column`: numbers largest first, text A to Z; the same key again reverses."""
+        if column == self.sort_column:
+            self.sort_by(column, not self.sort_reverse)
+        else:
+            self.sort_by(column, column in _RIGHT)
 
     def action_reverse(self) -> None:
         """Reverse the current sort."""
