@@ -201,7 +201,10 @@ def _lazy_info(x: LazyArray, tname: str) -> LeafInfo:
         if len(_lazy_bits) < 1024:
             _lazy_bits[name] = bits
     size = math.prod(shape)
-    return LeafInfo(kind, tname, shape, name, (size * bits + 7) // 8, size, False, device)
+    nbytes = (size * bits + 7) // 8
+    if kind == "lazy" and type(x) is not LazyArray:  # block-quantized storage: bytes on disk
+        nbytes = getattr(x, "disk_nbytes", nbytes)
+    return LeafInfo(kind, tname, shape, name, nbytes, size, False, device)
 
 
 def _jax_info(x: Any, tname: str) -> LeafInfo:

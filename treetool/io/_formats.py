@@ -199,6 +199,7 @@ TABLE: tuple[Row, ...] = (
     Row("equinox", "treetool.io.equinox", magic=_NPY),
     Row("npy", "treetool.io.npz", magic=_NPY, attr="NPY_FORMAT"),
     Row("npz", "treetool.io.npz", magic=_ZIP),
+    Row("gguf", "treetool.io.gguf", magic=(b"GGUF",)),
     Row("safetensors", "treetool.io.safetensors"),
     Row("pickle", "treetool.io.pickle", magic=(b"\x80",), guesses=True),
     Row("msgpack", "treetool.io.msgpack", magic=_MSGPACK_MAPS),
@@ -212,7 +213,7 @@ def names() -> list[str]:
 
     Example:
         >>> names()
-        ['equinox', 'msgpack', 'npy', 'npz', 'orbax', 'pickle', 'safetensors', 'sharded', 'torch']
+        ['equinox', 'gguf', 'msgpack', 'npy', 'npz', 'orbax', 'pickle', 'safetensors', 'sharded', 'torch']
     """
     return sorted(_BY_NAME)
 
