@@ -66,7 +66,7 @@ def test_json_reports_the_value_change_with_its_index_and_exit_1():
     data = json.loads(out.stdout)
     assert data["equal"] is False
     assert data["counts"] == {"added": 0, "removed": 0, "changed": 1}
-    assert data["options"] == {"rtol": 0.0, "atol": 0.0, "values": True}
+    assert data["options"] == {"rtol": 0.0, "atol": 0.0, "values": True, "strict_types": False}
     (change,) = data["changes"]
     assert (change["path"], change["kind"]) == (".layers[2].bias", "value")
     assert change["detail"]["first_index"] == [1]
