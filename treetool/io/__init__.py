@@ -132,14 +132,24 @@ def materialize(tree: Any) -> Any:
     return _materialize(tree, "", refuse_opaque=False)
 
 
-def save(tree: Any, path: str | os.PathLike, format: str | None = None) -> None:
-    """Write a pytree of arrays to safetensors, npz or pickle (`format` or the file extension).
+def save(
+    tree: Any, path: str | os.PathLike, format: str | None = None, *, overwrite: bool = True
+) -> None:
+    """Write any pytree to safetensors, npz, an equinox `.eqx` file or a pickle (`format`:
+    'safetensors', 'npz', 'equinox', 'pickle', or from the extension).
 
-    npz names each leaf by its key path (`['params']['w']`). safetensors names it by its
-    dotted path (`params.w`, `layers.0.weight`: the names Hugging Face and `safetensors.flax`
-    use) and keeps the key paths in `__metadata__["treetool_paths"]`; when two paths would get
-    one dotted name, the key paths are the names. Either way `load` gives back the nested dicts
-    and lists. `LazyArray` leaves are read; `Opaque` nodes are refused. What cannot be saved
+    safetensors and npz store each array leaf (jax, numpy, `LazyArray`: read) under its
+    dotted path (`layers.0.bias`, the names Hugging Face, `safetensors.numpy.load_file` and
+    `np.load` show) and a structure record of the rest (in the safetensors `__metadata__`,
+    in the npz member `__treetool_tree__`): containers, classes and functions by their import
+    names (never code), Python scalars, strings and None. `load` rebuilds the same tree from it
+    with jax's paths, without a skeleton (classes as inert `Opaque` nodes, functions as
+    `OpaqueFunction` leaves), or fills `like=` with it. `.eqx` is written as
+    `eqx.tree_serialise_leaves` writes it (equinox reads it back; loading it needs `like=`).
+
+    The file is written to a temporary name beside `path` and moved into place whole: a
+    failed save leaves nothing behind and what was there untouched. `overwrite` (default
+    True) replaces an existing file; False refuses it in one line. What cannot be saved
     raises `SaveError` (one line naming the file and the path in the tree).
 
     Example:
@@ -148,7 +158,10 @@ def save(tree: Any, path: str | os.PathLike, format: str | None = None) -> None:
         >>> tt.save({"layers": [{"w": np.zeros((2, 2), np.float32)}]}, p)
         >>> tt.load(p)["layers"][0]["w"].shape
         (2, 2)
+        >>> from safetensors.numpy import load_file
+        >>> sorted(load_file(p))
+        ['layers.0.w']
     """
     from treetool.io._save import save as _save
 
-    _save(tree, os.fspath(path), format)
+    _save(tree, os.fspath(path), format, overwrite=overwrite)

@@ -1,7 +1,16 @@
-"""`tt.save`: write a pytree of arrays as safetensors, npz or pickle."""
+"""`tt.save`: write a pytree as safetensors, npz, an equinox `.eqx` file or a pickle.
+
+safetensors and npz hold the array leaves as tensors under their dotted names (`layers.0.bias`,
+what other libraries show) and a structure record of everything else (`_structure`), from
+which `load` rebuilds the tree without a skeleton. `.eqx` is written as
+`eqx.tree_serialise_leaves` writes it (one `.npy` record per array or scalar leaf, in jax
+order), so equinox reads it back. Every write goes to a temporary file beside the name and is
+moved into place whole (`_atomic`).
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 from typing import Any, cast
@@ -14,24 +23,36 @@ from treetool._leaves._callables import OpaqueFunction
 from treetool._leaves._prng import KeyArray
 from treetool._paths._path import DictKey
 from treetool.io._opaque import GlobalRef, Opaque
+from treetool.io._structure import RECORD_KEY
 
 __all__ = ["save"]
 
-_EXT = {".safetensors": "safetensors", ".npz": "npz", ".pkl": "pickle", ".pickle": "pickle"}
+_EXT = {
+    ".safetensors": "safetensors",
+    ".npz": "npz",
+    ".eqx": "equinox",
+    ".pkl": "pickle",
+    ".pickle": "pickle",
+}
+_FORMATS = ("safetensors", "npz", "equinox", "pickle")
+#: the npz member that holds the structure record (`np.load` shows it as a uint8 array)
+NPZ_RECORD = "__treetool_tree__"
 
 
 def _format_of(path: str, format: str | None) -> str:
     if format is not None:
-        if format not in ("safetensors", "npz", "pickle"):
+        format = "equinox" if format == "eqx" else format
+        if format not in _FORMATS:
             raise SaveError(
-                f"{path}: cannot save as {format!r}; use 'safetensors', 'npz' or 'pickle'"
+                f"{path}: cannot save as {format!r}; use 'safetensors', 'npz', 'equinox' or "
+                "'pickle'"
             )
         return format
     ext = os.path.splitext(path)[1].lower()
     if ext not in _EXT:
         raise SaveError(
             f"{path}: cannot tell the format from the extension {ext or '(none)'!r}; "
-            "pass format='safetensors', 'npz' or 'pickle'"
+            "pass format='safetensors', 'npz', 'equinox' or 'pickle'"
         )
     return _EXT[ext]
 
@@ -129,38 +150,93 @@ def _rebuild(x: Any, kids: list, where: str, conv: Any) -> Any:
     return jax.tree_util.tree_unflatten(treedef, [conv(c, where + str(k)) for (k, c) in kids])
 
 
-def save(tree: Any, path: str, format: str | None = None) -> None:
+def save(tree: Any, path: str, format: str | None = None, *, overwrite: bool = True) -> None:
     """Write `tree` to `path`; see `treetool.io.save`."""
+    from treetool.io._atomic import atomic_write
+
     fmt = _format_of(path, format)
+    if os.path.isdir(path):
+        raise SaveError(f"{path}: is a folder; not replaced")
     if fmt == "pickle":
-        opened = False
-        try:
-            data = _materialize(tree, path)
-            with open(path, "wb") as fh:
-                opened = True
-                pickle.dump(data, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        except RecursionError:
-            # both the walk here and the pickler recurse once per level
-            if opened:
-                os.unlink(path)  # a partial pickle
-            raise SaveError(
-                f"{path}: the tree is nested too deeply to pickle (Python's recursion limit); "
-                "save it as safetensors or npz, which store flat key paths"
-            ) from None
+        data = _materialize(tree, path)
+        with atomic_write(path, overwrite=overwrite) as fh:
+            _pickle(data, fh, path)
         return
+    if fmt == "equinox":
+        leaves = _eqx_leaves(tree, path)
+        with atomic_write(path, overwrite=overwrite) as fh:
+            for x in leaves:
+                np.save(fh, x, allow_pickle=False)
+        return
+    tensors, meta = _tensors_and_record(tree, path, npz=fmt == "npz")
     if fmt == "safetensors":
-        import json
+        from treetool.io.safetensors import write
 
-        from treetool.io.safetensors import PATHS_KEY, write
-
-        pairs = _flat_paths(tree, path, arrays_only=True)
-        names = dotted_names([p for p, _ in pairs])
-        keystrs = {name: str(p) for name, (p, _) in zip(names, pairs)}
-        meta = {PATHS_KEY: json.dumps(keystrs, separators=(",", ":"))}
-        write({name: leaf for name, (_, leaf) in zip(names, pairs)}, path, meta)
+        write(tensors, path, meta, overwrite=overwrite)
         return
-    flat = _flat(tree, path, arrays_only=True)
-    # Any: numpy's stub types savez's keyword `allow_pickle`, which a keystr name never is
-    arrays: dict[str, Any] = {k: np.asarray(v) for k, v in flat.items()}
-    with open(path, "wb") as fh:
-        np.savez(fh, **arrays)
+    arrays: dict[str, Any] = {k: np.asarray(v) for k, v in tensors.items()}
+    arrays[NPZ_RECORD] = np.frombuffer(meta[RECORD_KEY].encode(), np.uint8)
+    with atomic_write(path, overwrite=overwrite) as fh:
+        try:
+            np.savez(fh, **arrays)
+        except (ValueError, TypeError) as e:
+            raise SaveError(f"{path}: npz cannot store the tree: {e}") from None
+
+
+def _pickle(data: Any, fh: Any, path: str) -> None:
+    try:
+        pickle.dump(data, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    except RecursionError:
+        # both the walk here and the pickler recurse once per level
+        raise SaveError(
+            f"{path}: the tree is nested too deeply to pickle (Python's recursion limit); "
+            "save it as safetensors or npz, which store flat key paths"
+        ) from None
+    except (pickle.PicklingError, TypeError, AttributeError) as e:
+        msg = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise SaveError(
+            f"{path}: cannot pickle the tree ({msg}); save it as .safetensors, .npz or .eqx, "
+            "which record functions and classes by name"
+        ) from None
+
+
+def _tensors_and_record(tree: Any, path: str, npz: bool) -> tuple[dict[str, Any], dict[str, str]]:
+    """`({name: leaf}, {RECORD_KEY: record JSON})`: the tensors under their dotted names
+    (key paths where two would collide), the record naming them."""
+    from treetool.io._structure import record, rename
+
+    pairs, node = record(tree, path)
+    names = dotted_names([p for p, _ in pairs])
+    if npz and NPZ_RECORD in names:
+        names = [str(p) for p, _ in pairs]
+    by_keystr = {str(p): n for (p, _), n in zip(pairs, names)}
+    try:
+        text = json.dumps({"version": 1, "tree": rename(node, by_keystr)}, separators=(",", ":"))
+    except RecursionError:
+        raise SaveError(f"{path}: the tree is nested too deeply to record") from None
+    return {n: leaf for n, (_, leaf) in zip(names, pairs)}, {RECORD_KEY: text}
+
+
+def _eqx_leaves(tree: Any, path: str) -> list[Any]:
+    """The arrays `eqx.tree_serialise_leaves` writes, in its order: every array leaf (read
+    if lazy) and Python bool/int/float/complex (as `jnp.save` stores them); other leaves are
+    not written, as equinox skips them."""
+    import jax
+
+    out = []
+    for p, x in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        where = jax.tree_util.keystr(p)
+        if isinstance(x, Opaque | GlobalRef) or type(x) is OpaqueFunction:
+            continue
+        if is_key(x):
+            raise SaveError(
+                f"{path}: {where} is a typed PRNG key array; save its key data "
+                "(jax.random.key_data) first"
+            )
+        if isinstance(x, LazyArray | np.ndarray | np.generic):
+            out.append(np.asarray(x))
+        elif is_array(x) or isinstance(x, bool | int | float | complex):
+            import jax.numpy as jnp
+
+            out.append(np.asarray(jnp.asarray(x)))
+    return out

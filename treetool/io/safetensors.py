@@ -70,12 +70,32 @@ def _sniff(probe: Probe) -> bool:
 
 
 def _read_file(src: Source, opts: ReadOptions) -> Loaded:
-    """`treetool.io.read` for safetensors files."""
+    """`treetool.io.read` for safetensors files.
+
+    A file `tt.save` wrote has a structure record (`_structure`) in its `__metadata__`: the
+    tree is rebuilt from it on top of the tensors' own names (`layers.0.bias`), with jax's
+    paths (`.layers[0].bias`). Other files are the flat dict of their names. With `like=`,
+    the leaves fill `like`'s structure (by path, or by the dotted names other tools write);
+    a mismatch is one line naming the paths.
+    """
+    from treetool.io import _structure
+
     flat, meta = _read(src, opts.lazy)
-    paths = _saved_paths(meta, flat) if meta else None
-    if paths is not None:  # written by tt.save: the dotted names back to the tree's paths
-        flat = {paths[name]: leaf for name, leaf in flat.items()}
-    return Loaded(tree_from_keystrs(flat), "safetensors", metadata=meta)
+    tree: Any = None
+    text = meta.get(_structure.RECORD_KEY) if meta else None
+    if isinstance(text, str):
+        node = _structure.parse(src.name, text)
+        tree = _structure.rebuild(src.name, node, flat)
+        meta = {**(meta or {}), _structure.RECORD_KEY: _structure.summary(node, text)}
+    else:
+        paths = _saved_paths(meta, flat) if meta else None
+        if paths is not None:  # written by an older tt.save: the key paths by name
+            tree = tree_from_keystrs({paths[name]: leaf for name, leaf in flat.items()})
+        else:
+            tree = tree_from_keystrs(flat)
+    if opts.like is not None:
+        tree = _structure.fit_like(src.name, opts.like, tree, flat)
+    return Loaded(tree, "safetensors", metadata=meta)
 
 
 def read_flat(src: Source, lazy: bool = True) -> dict[str, Any]:
@@ -188,18 +208,31 @@ def _leaf(src: Source, name: str, entry: Any, base: int, size: int) -> Any:
     return LazyArray(tuple(shape), dtype, path, base + start, source=src if src.remote else None)
 
 
-def write(flat: dict[str, Any], path: str, metadata: dict[str, str] | None = None) -> None:
-    """Write `{name: array}` as a safetensors file (arrays are read if they are lazy).
+def write(
+    flat: dict[str, Any],
+    path: str,
+    metadata: dict[str, str] | None = None,
+    *,
+    overwrite: bool = True,
+) -> None:
+    """Write `{name: array}` as a safetensors file (arrays are read if they are lazy), through
+    a temporary file beside `path` moved into place whole (`overwrite=False` refuses an
+    existing name).
 
     `metadata` (strings) is stored in `__metadata__`, next to `"format": "treetool"`.
     """
+    import numpy as np
+
+    from treetool.io._atomic import atomic_write
+
     header: dict[str, Any] = {}
     arrays = []
     offset = 0
-    import numpy as np
-
     for name, leaf in flat.items():
-        arr = np.asarray(leaf, order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
+        try:
+            arr = np.asarray(leaf, order="C")  # (np.ascontiguousarray makes a 0-d array 1-d)
+        except (TypeError, ValueError) as e:
+            raise SaveError(f"{path}: {name} is not an array ({e})") from None
         dt = _NAMES.get(arr.dtype.name)
         if dt is None:
             raise SaveError(f"{path}: safetensors cannot store dtype {arr.dtype.name} (at {name})")
@@ -213,7 +246,7 @@ def write(flat: dict[str, Any], path: str, metadata: dict[str, str] | None = Non
     header["__metadata__"] = {"format": "treetool", **(metadata or {})}
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
-    with open(path, "wb") as fh:
+    with atomic_write(path, overwrite=overwrite) as fh:
         fh.write(struct.pack("<Q", len(text)))
         fh.write(text)
         for arr in arrays:
