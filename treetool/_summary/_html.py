@@ -36,10 +36,10 @@ def summary_html(s: Any) -> str:
         '<th class="tt-n">params</th><th class="tt-n">%</th><th></th><th class="tt-n">bytes</th>'
         "<th>dtypes</th></tr></thead><tbody>"
     ]
-    for r in s.rows:
+    for r in [*s.rows, s.more] if s.more is not None else s.rows:
         pct = f"{100 * r.params / total.params:.1f}%" if total.params else ""
         out.append(
-            f"<tr>{path_cell(r.path)}<td>{badge(r.type, None)}</td>"
+            f"<tr>{path_cell(r.path) if r is not s.more else _more_cell(r.path)}<td>{badge(r.type, None)}</td>"
             f'<td class="tt-n">{fmt_count(r.leaves)}</td><td class="tt-n">{fmt_count(r.params)}</td>'
             f'<td class="tt-n">{pct}</td><td>{bar_html(r.params, total.params, small=True)}</td>'
             f'<td class="tt-n">{fmt_bytes(r.nbytes)}</td><td>{_dtypes(r.dtypes)}</td></tr>'
@@ -58,3 +58,8 @@ def summary_html(s: Any) -> str:
             f"({esc(', '.join(paths))}), {fmt_count(params)} params counted once in the total</div>"
         )
     return wrap("summary", "".join(out))
+
+
+def _more_cell(text: str) -> str:
+    """The cell of the "N more" row: not a path, so no copy button."""
+    return f'<td class="tt-dim">{esc(text)}</td>'

@@ -113,7 +113,8 @@ def summary_table(s: Any) -> Iterator[Any]:
         columns.append(_ERRORS)
         footer.append(fmt_count(total.errors))
     rows = []
-    for r in s.rows:
+    listed = [*s.rows, s.more] if s.more is not None else s.rows  # capped: "N more" last
+    for r in listed:
         row = [
             safe(r.path or "(root)"),
             safe(r.type),

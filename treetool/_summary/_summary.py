@@ -19,7 +19,11 @@ from treetool._tree._model import IsLeaf, Unopened, no_gc, view
 from treetool._tree._totals import Tally
 from treetool._tree._views import _walk
 
-__all__ = ["Summary", "SummaryRow", "summary"]
+__all__ = ["MAX_ROWS", "Summary", "SummaryRow", "summary"]
+
+#: the most rows a summary lists; the subtrees past them are added up in one "N more" row (a
+#: file of 200,000 empty containers made a table of 200,000 rows: 16 s and 600 MB)
+MAX_ROWS = 1000
 
 
 @dataclass
@@ -65,16 +69,25 @@ class Summary(RichDrawn):
     total: SummaryRow
     tied: list[tuple[list[str], int]]
     errors: list[tuple[str, str]] = field(default_factory=list)
+    #: the subtrees past the first `MAX_ROWS` rows, added up (its `path` says how many)
+    more: SummaryRow | None = None
+    #: how many subtrees `more` adds up (0: every subtree has its row)
+    more_rows: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-friendly dict: `{"depth", "rows", "totals", "tied", "errors"}`."""
-        return {
+        """A JSON-friendly dict: `{"depth", "rows", "totals", "tied", "errors"}`, and `"more"`
+        (the totals of the subtrees past the listed rows, with their count as `"rows"`) when
+        the rows were capped."""
+        d = {
             "depth": self.depth,
             "rows": [r.to_dict() for r in self.rows],
             "totals": self.total.to_dict(),
             "tied": [{"paths": p, "params": n} for p, n in self.tied],
             "errors": [{"path": p, "error": m} for p, m in self.errors],
         }
+        if self.more is not None:
+            d["more"] = {**self.more.to_dict(), "rows": self.more_rows}
+        return d
 
     def __str__(self) -> str:
         return str(self.__treetool_lower__("text"))
@@ -97,8 +110,13 @@ class Summary(RichDrawn):
 
 
 @set_module("treetool")
-def summary(tree: Any, depth: int = 1, is_leaf: IsLeaf = None) -> Summary:
+def summary(
+    tree: Any, depth: int = 1, is_leaf: IsLeaf = None, *, max_rows: int = MAX_ROWS
+) -> Summary:
     """Parameters, bytes and dtypes of every subtree at `depth`, with totals.
+
+    At most `max_rows` rows are listed; the subtrees past them are added up in `more` (one
+    row, "N more"), and the totals count everything.
 
     Example:
         >>> import numpy as np
@@ -111,13 +129,19 @@ def summary(tree: Any, depth: int = 1, is_leaf: IsLeaf = None) -> Summary:
     """
     if depth < 0:
         raise ValueError(f"summary: depth must be >= 0, got {depth}")
+    if max_rows < 1:
+        raise ValueError(f"summary: max_rows must be >= 1, got {max_rows}")
     root = view(tree, is_leaf)
     rows: dict[str, SummaryRow] = {}
     order: list[str] = []
     stack = [(root, 0)]
+    more_rows = 0
     while stack:  # the nodes at `depth` (and leaves or empty nodes above it), in tree order
         n, d = stack.pop()
         if d == depth or n.is_leaf or n.num_children == 0:
+            if len(order) >= max_rows:  # past the cap: counted, neither named nor opened
+                more_rows += 1
+                continue
             key = str(n.path)
             rows[key] = SummaryRow(key, n.info.label if n.is_leaf else n.type_name)
             order.append(key)
@@ -128,9 +152,12 @@ def summary(tree: Any, depth: int = 1, is_leaf: IsLeaf = None) -> Summary:
     facts: dict[tuple[Any, Any, Any], LeafInfo] = {}  # numpy/lazy facts by type, shape, dtype
     np = loaded_numpy()  # no numpy imported: no numpy array exists
     ndarray = np.ndarray if np is not None else LazyArray
+    more = SummaryRow(f"... {more_rows:,} more", "") if more_rows else None
+    find = rows.get
     with no_gc():
         for p, x in (px for chunk in _walk(tree, is_leaf, False, True) for px in chunk):
-            row = rows[str(p[:depth])] if len(p) >= depth else rows[str(p)]
+            row = find(str(p[:depth]) if len(p) >= depth else str(p)) or more
+            assert row is not None  # (every leaf is in a listed row when none is left out)
             t = type(x)
             if t is Unopened:  # a node whose flatten raised: an error at its path
                 row.errors += 1
@@ -154,4 +181,4 @@ def summary(tree: Any, depth: int = 1, is_leaf: IsLeaf = None) -> Summary:
     total = SummaryRow("total", root.type_name, agg.leaves, agg.params, agg.nbytes, agg.dtypes)
     total.errors = agg.errors
     rows_ = [rows[k] for k in order]
-    return Summary(depth, rows_, total, tally.tied_paths(), agg.error_entries)
+    return Summary(depth, rows_, total, tally.tied_paths(), agg.error_entries, more, more_rows)

@@ -41,8 +41,24 @@ from treetool.io._pickle._layers import run_layers
 from treetool.io._pickle._ops import SHAREABLE, _appends, _setitems
 from treetool.io._pickle._salvage import offer_snapshot
 from treetool.io._pickle._state import _SIMPLE_KEYS, _STATE_C, _STATE_F, _UNDEF, _Fail, _Special
+from treetool.io._safety._budget import NODE_COST
 
 __all__ = ["_Fail", "_Machine"]
+
+#: what each opcode that makes a container or an object costs, in units of `_UNIT` bytes
+#: charged to the allocation budget (`_safety/_budget.py`): a list, dict, set or object two
+#: (NODE_COST, 300 bytes: itself and the tree node a view builds for it), a tuple one (it is
+#: as often a dict key or a reconstructor's arguments, which become no node)
+_UNIT = NODE_COST // 2
+_COST = bytes(
+    2 if op in b"]}ld\x8f\x91Roi\x81\x92" else 1 if op in b")t\x85\x86\x87" else 0
+    for op in range(256)
+)
+_BATCH = 2048  # units counted between two charges
+
+
+def _why(pos: int) -> str:
+    return f"containers and objects made ({NODE_COST} bytes each, a tuple half), at byte {pos - 1}"
 
 
 class _Machine(_Families):
@@ -98,6 +114,11 @@ class _Machine(_Families):
         fast_array = self.fast_array
         reconstruct = self.reconstruct
         end = self.end
+        # every container or object made is charged to the allocation budget (`_COST`), in
+        # batches of `_BATCH` units: one add and one compare per opcode that makes one
+        cost = _COST
+        made, charge_at = 0, _BATCH
+        charge_alloc = self.budget.charge_alloc
         watch = self.watch
         stop = stop_event()  # set when a read beside this one failed (a diff's other side)
         undef, special, state_c, state_f = _UNDEF, _Special, _STATE_C, _STATE_F
@@ -333,6 +354,10 @@ class _Machine(_Families):
                     append(data[pos])
                     pos += 1
                 elif op == 0x85:  # TUPLE1
+                    made += 1
+                    if made >= charge_at:
+                        charge_alloc((made - charge_at + _BATCH) * _UNIT, _why(pos))
+                        charge_at = made + _BATCH
                     stack[-1] = (stack[-1],)
                 elif op == 0x28:  # MARK
                     metastack.append(stack)
@@ -377,12 +402,24 @@ class _Machine(_Families):
                         self.pos = pos
                         offer_snapshot(self)
                 elif op == 0x7D:  # EMPTY_DICT
+                    made += 2
+                    if made >= charge_at:
+                        charge_alloc((made - charge_at + _BATCH) * _UNIT, _why(pos))
+                        charge_at = made + _BATCH
                     append({})
                 elif op == 0x87:  # TUPLE3
+                    made += 1
+                    if made >= charge_at:
+                        charge_alloc((made - charge_at + _BATCH) * _UNIT, _why(pos))
+                        charge_at = made + _BATCH
                     if len(stack) < 3:
                         raise fail("stack underflow in TUPLE3", pos - 1)
                     stack[-3:] = [(stack[-3], stack[-2], stack[-1])]
                 elif op == 0x86:  # TUPLE2
+                    made += 1
+                    if made >= charge_at:
+                        charge_alloc((made - charge_at + _BATCH) * _UNIT, _why(pos))
+                        charge_at = made + _BATCH
                     if len(stack) < 2:
                         raise fail("stack underflow in TUPLE2", pos - 1)
                     stack[-2:] = [(stack[-2], stack[-1])]
@@ -403,8 +440,16 @@ class _Machine(_Families):
                     append(f64(data, pos)[0])
                     pos += 8
                 elif op == 0x5D:  # EMPTY_LIST
+                    made += 2
+                    if made >= charge_at:
+                        charge_alloc((made - charge_at + _BATCH) * _UNIT, _why(pos))
+                        charge_at = made + _BATCH
                     append([])
                 elif op == 0x29:  # EMPTY_TUPLE
+                    made += 1
+                    if made >= charge_at:
+                        charge_alloc((made - charge_at + _BATCH) * _UNIT, _why(pos))
+                        charge_at = made + _BATCH
                     append(())
                 elif op == 0x65:  # APPENDS
                     if not metastack:
@@ -431,6 +476,11 @@ class _Machine(_Families):
                     self.pos = pos
                     return stack[-1]  # as pickle does, whatever else is left on the stacks
                 else:  # every other opcode: its family's method
+                    if cost[op]:
+                        made += cost[op]
+                        if made >= charge_at:
+                            charge_alloc((made - charge_at + _BATCH) * _UNIT, _why(pos))
+                            charge_at = made + _BATCH
                     self.pos = pos
                     table[op](op)
                     pos = self.pos

@@ -8,21 +8,23 @@ gigabytes:
 ===========  ===========================================================  =====================
 limit        counts                                                       allowed for N bytes
 ===========  ===========================================================  =====================
-objects      containers, strings and other values a reader makes          1,000,000 + 4 N
 depth        nesting of containers (values and dict keys alike)           1,000 (keys: 100)
 expanded     leaves and edges of the tree, a shared subtree counted at    100,000 + 8 N
              every reference (what every view walks); also the work of
              hashing tuple keys, counted the same way
-alloc        bytes a reader allocates beyond what it reads (copies made   64 MiB + 16 N
-             by reconstructors, memo slots skipped over by a PUT)
+alloc        bytes a reader allocates beyond what it reads: copies made   64 MiB + 16 N
+             by reconstructors, memo slots skipped over by a PUT, what a
+             deflated record inflates to, and `NODE_COST` (300) bytes
+             for every container or object a pickle makes, half for a
+             tuple (what it and the node treetool builds for it cost)
 ===========  ===========================================================  =====================
 
-The object limit is for readers whose counts come from the file's headers (a msgpack map
-length); the pickle reader stays under it by construction (one object at most per opcode, and
-each opcode consumes a byte). What a reader makes in proportion to the bytes it consumes is
-not charged: each byte may make up to 64 bytes of objects (a pickle opcode makes at most one
-empty dict or list); whatever costs more than that is (an empty set, memo slots skipped over,
-a copy of a shared value). Exceeding a limit raises `BudgetError` (a `LoadError`) with one
+Objects are charged as bytes, to the one allocation budget, not counted against a separate
+limit: a pickle's container costs `NODE_COST` bytes (an empty list is 56 bytes, the tree node
+and row made for it by a view some 250 more; a tuple, as often a dict key or a reconstructor's
+arguments, half), so a 5 MB pickle of 5 million empty lists is refused after some 500,000 of
+them, while a checkpoint (arrays of kilobytes, a few containers each) is far inside. Scalars (numbers, strings) are not charged: each costs less than the bytes
+that encode it are allowed. Exceeding a limit raises `BudgetError` (a `LoadError`) with one
 line naming the file, what was exceeded and the limit; readers that salvage (`partial=True`)
 keep what fits.
 
@@ -42,7 +44,7 @@ from __future__ import annotations
 
 from treetool._errors import LoadError
 
-__all__ = ["MAX_DEPTH", "MAX_KEY_DEPTH", "Budget", "BudgetError"]
+__all__ = ["MAX_DEPTH", "MAX_KEY_DEPTH", "NODE_COST", "Budget", "BudgetError", "alloc_allowance"]
 
 #: deepest nesting of containers accepted in a loaded tree
 MAX_DEPTH = 1000
@@ -50,15 +52,27 @@ MAX_DEPTH = 1000
 #: through repr, which Python limits to about 1,000 levels in all)
 MAX_KEY_DEPTH = 100
 
-_OBJECTS_FLOOR, _OBJECTS_PER_BYTE = 1_000_000, 4
+#: the bytes charged to the allocation budget for each container or object a pickle makes:
+#: the object (56-232 bytes) and the tree node, path and row treetool builds for it (~250)
+NODE_COST = 300
 _EXPANDED_FLOOR, _EXPANDED_PER_BYTE = 100_000, 8
 _ALLOC_FLOOR, _ALLOC_PER_BYTE = 64 * 2**20, 16
 
 _HINT = "`--partial` shows what fits"
 
 
+def alloc_allowance(size: int) -> int:
+    """The allocation budget of a file of `size` bytes (64 MiB + 16 per byte).
+
+    Example:
+        >>> alloc_allowance(18 << 20) >> 20
+        352
+    """
+    return _ALLOC_FLOOR + _ALLOC_PER_BYTE * size
+
+
 class BudgetError(LoadError):
-    """A budget was exceeded; `what` names it ("objects", "depth", "expanded", "alloc")."""
+    """A budget was exceeded; `what` names it ("depth", "expanded", "alloc")."""
 
     def __init__(self, message: str, what: str) -> None:
         super().__init__(message)
@@ -70,8 +84,14 @@ class Budget:
 
     Example:
         >>> b = Budget("x.pkl", 10)
-        >>> b.max_objects, b.max_depth
-        (1000040, 1000)
+        >>> b.max_alloc, b.max_depth
+        (67109024, 1000)
+        >>> b.charge_alloc(200_000 * NODE_COST)
+        >>> try:
+        ...     b.charge_alloc(30_000 * NODE_COST, "containers made, at byte 9")
+        ... except LoadError as e:
+        ...     print(e)
+        x.pkl: the reader would allocate more than 67,109,024 bytes for a 10-byte file (a budget of 64 MiB + 16 per file byte) (containers made, at byte 9); `--partial` shows what fits
     """
 
     __slots__ = (
@@ -80,7 +100,6 @@ class Budget:
         "max_alloc",
         "max_depth",
         "max_expanded",
-        "max_objects",
         "path",
         "size",
     )
@@ -88,25 +107,19 @@ class Budget:
     def __init__(self, path: str, size: int, *, max_depth: int = MAX_DEPTH) -> None:
         self.path = path
         self.size = size
-        self.max_objects = _OBJECTS_FLOOR + _OBJECTS_PER_BYTE * size
         self.max_depth = max_depth
         self.max_expanded = _EXPANDED_FLOOR + _EXPANDED_PER_BYTE * size
-        self.max_alloc = _ALLOC_FLOOR + _ALLOC_PER_BYTE * size
+        self.max_alloc = alloc_allowance(size)
         self.alloc = 0
         self.expanded = 0
 
     def exceeded(self, what: str, why: str = "") -> BudgetError:
-        """The error for the limit `what` ("objects", "depth", "expanded", "alloc").
+        """The error for the limit `what` ("depth", "expanded", "alloc").
 
         `why` says what was being built (shown in parentheses), `at` where in the file.
         """
         n = f"{self.size:,}-byte file"
-        if what == "objects":
-            msg = (
-                f"more than {self.max_objects:,} objects for a {n} "
-                f"(a budget of 1,000,000 + {_OBJECTS_PER_BYTE} per file byte)"
-            )
-        elif what == "depth":
+        if what == "depth":
             msg = f"nested deeper than {self.max_depth} levels"
         elif what == "expanded":
             msg = (
@@ -137,8 +150,3 @@ class Budget:
         self.expanded += n
         if self.expanded > self.max_expanded:
             raise self.exceeded("expanded", why)
-
-    def check_objects(self, n: int) -> None:
-        """Raise if `n` objects made so far are past the limit."""
-        if n > self.max_objects:
-            raise self.exceeded("objects")

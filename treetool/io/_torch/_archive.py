@@ -26,7 +26,8 @@ from treetool.io._torch._zip import Record, ZipDir, local_data_offset, read_zip_
 __all__ = ["TorchRead", "read_archive", "read_deferred"]
 
 _MAX_PKL = 1 << 30  # a data.pkl larger than this is refused (it is metadata only)
-_PKL_PER_BYTE = 64  # a deflated data.pkl may inflate to 64 bytes per byte of the file (+16 MiB)
+_PKL_PER_BYTE = 64  # a deflated data.pkl may inflate to 64 bytes per byte of the file (+16 MiB),
+# and never past the file's allocation budget (64 MiB + 16 per byte), charged below
 _FACT_RECORDS = ("version", ".format_version", ".storage_alignment", ".data/serialization_id")
 
 
@@ -55,15 +56,23 @@ def read_archive(src: Source, lazy: bool, zd: ZipDir | None = None) -> TorchRead
     small = [recs[f"{root}/{k}"] for k in _FACT_RECORDS if f"{root}/{k}" in recs]
     facts.update({r.name[len(root) + 1 :]: _text(zd, r) for r in small})
     scripted = f"{root}/constants.pkl" in recs or any(r.startswith(f"{root}/code/") for r in recs)
-    pkl = zd.read(pkl_rec, min(_MAX_PKL, (16 << 20) + _PKL_PER_BYTE * src.size))
-    base = pkl_rec.data if pkl_rec.method == 0 and not src.remote else None
     where = f"{name}[{pkl_rec.name}]"
+    limit = min(_MAX_PKL, (16 << 20) + _PKL_PER_BYTE * src.size)
+    budget = None
+    if pkl_rec.method != 0 and pkl_rec.size <= limit:  # (past the limit: zd.read says so)
+        # what a deflated data.pkl inflates to is allocated, not read: charged to the file's
+        # allocation budget (64 MiB + 16 per file byte) before anything is inflated; the
+        # pickle is then read against what is left of that same budget
+        budget = Budget(where, src.size)
+        budget.charge_alloc(pkl_rec.size, f"{pkl_rec.name} inflates to {pkl_rec.size:,} bytes")
+    pkl = zd.read(pkl_rec, limit)
+    base = pkl_rec.data if pkl_rec.method == 0 and not src.remote else None
     storages: dict[str, TorchStorage] = {}
 
     def persistent_load(pid: Any) -> Any:
         return _storage(pid, zd, root, storages, where)
 
-    return _run(pkl, where, lazy, base, persistent_load, scripted, facts)
+    return _run(pkl, where, lazy, base, persistent_load, scripted, facts, budget)
 
 
 def read_deferred(src: Source, lazy: bool, first: tuple[str, int, bytes]) -> TorchRead:
@@ -124,8 +133,9 @@ def _run(
     persistent_load: Any,
     scripted: bool,
     facts: dict[str, Any],
+    budget: Budget | None = None,
 ) -> TorchRead:
-    budget = Budget(where, len(pkl))
+    budget = budget if budget is not None else Budget(where, len(pkl))
     maker = TensorMaker(where)
     machine = TorchMachine(pkl, where, lazy, budget, persistent_load, maker, base)
     tree, _ = run_pickle(machine)
