@@ -273,3 +273,43 @@ def test_inspect_folds_the_structure_record(tmp_path, mlp, capsys):
     meta = tt.io.read(f).metadata
     assert meta["format"] == "treetool"
     assert meta["treetool_tree"].startswith("treetool structure record: 13 nodes, ")
+
+
+@pytest.mark.slow
+def test_diff_between_an_orbax_run_and_its_tt_save_is_clean(tmp_path, capsys):
+    import optax
+    import orbax.checkpoint as ocp
+
+    from treetool.cli import main
+
+    params = {"dense": {"kernel": jnp.ones((3, 2)), "bias": jnp.zeros(2)}, "scale": jnp.ones(())}
+    opt = optax.adam(1e-3).init(params)
+    # orbax without a target keeps dicts and lists only (optax's namedtuples become dicts)
+    state = {"params": params, "mu": opt[0].mu, "step": jnp.asarray(10)}
+    with ocp.CheckpointManager(tmp_path / "run") as mngr:
+        mngr.save(10, args=ocp.args.StandardSave(state))
+        mngr.wait_until_finished()
+    tt.save(state, tmp_path / "step10.safetensors")
+    a, b = tt.load(f"{tmp_path / 'run'}@10"), tt.load(tmp_path / "step10.safetensors")
+    assert [str(p) for p, _ in tt.leaves_with_path(b)] == [
+        "['mu']['dense']['bias']",
+        "['mu']['dense']['kernel']",
+        "['mu']['scale']",
+        "['params']['dense']['bias']",
+        "['params']['dense']['kernel']",
+        "['params']['scale']",
+        "['step']",
+    ]
+    assert not tt.diff(a, b), [(c.path, c.summary) for c in tt.diff(a, b)]
+    assert not tt.diff(state, b)
+    # the optimizer state itself, namedtuples and all, against the file written from it
+    tt.save(opt, tmp_path / "opt.npz")
+    back = tt.load(tmp_path / "opt.npz")
+    assert [type(x).__name__ for x in back] == ["Opaque", "Opaque"]
+    assert back[0].class_path == "optax._src.transform.ScaleByAdamState"
+    assert not tt.diff(opt, back)
+    assert jax.tree_util.tree_structure(tt.load(tmp_path / "opt.npz", like=opt)) == (
+        jax.tree_util.tree_structure(opt)
+    )
+    assert main(["diff", f"{tmp_path / 'run'}@10", str(tmp_path / "step10.safetensors")]) == 0
+    assert "no differences" in capsys.readouterr().out
