@@ -62,6 +62,24 @@ def root_name_for(title: str | None) -> str:
     return name if _IDENT.match(name) else "tree"
 
 
+def weights_only_verdict(file_facts: dict[str, Any] | None) -> str:
+    """The header's word on a torch file: `weights_only: accepted` or `weights_only: refused`
+    (the root's details say why); "" for other files.
+
+    Example:
+        >>> weights_only_verdict({"torch": {"weights_only": {"accepted": True}}})
+        'weights_only=True: accepted'
+        >>> weights_only_verdict({"torch": {"weights_only": {"accepted": False}}}), weights_only_verdict(None)
+        ('weights_only=True: refused (see the root)', '')
+    """
+    torch = (file_facts or {}).get("torch")
+    if not isinstance(torch, dict) or not isinstance(torch.get("weights_only"), dict):
+        return ""
+    if torch["weights_only"].get("accepted"):
+        return "weights_only=True: accepted"
+    return "weights_only=True: refused (see the root)"
+
+
 class TreetoolApp(ReadingApp):
     """Browse a pytree: `TreetoolApp(tree).run()`, or `treetool.tui.run(tree)`.
 
@@ -141,6 +159,9 @@ class TreetoolApp(ReadingApp):
         self.note = note
         if note:
             self.sub_title = f"{self.sub_title} · ⚠ {note}"
+        verdict = weights_only_verdict(file_facts)
+        if verdict:  # a torch file: what torch.load(weights_only=True) would do, in the header
+            self.sub_title = f"{self.sub_title} · {verdict}"
         self.model: Node = view(obj, is_leaf)
         #: the tree is frozen out of the collector's sight here (see `_gc`): unfrozen at exit
         take_over()
@@ -488,13 +509,29 @@ class TreetoolApp(ReadingApp):
     # --- actions ---------------------------------------------------------------------------
 
     def action_help(self) -> None:
-        """Show every key binding."""
-        groups: list[tuple[str, list[BindingType]]] = [
-            ("Everywhere", list(self.BINDINGS)),
+        """Show every key binding: the focused panel's first, then the app's, then the rest."""
+        panels: list[tuple[str, list[BindingType]]] = [
             ("Tree", list(PytreeTree.BINDINGS) + list(TREE_KEYS)),
             ("Leaves table", list(LeavesTable.BINDINGS)),
             ("Search bar", list(SearchBar.BINDINGS)),
         ]
+        focused = self.focused
+        first: tuple[str, list[BindingType]] | None = None
+        if isinstance(focused, PytreeTree):
+            first = panels.pop(0)
+        elif isinstance(focused, LeavesTable):
+            first = panels.pop(1)
+        elif focused is not None and focused.id == "search-input":
+            first = panels.pop(2)
+        elif focused is not None:  # a tab's widget: its own keys and its tab's
+            own: list[BindingType] = []
+            for w in (focused, *focused.ancestors):
+                if isinstance(w, TabbedContent):
+                    break
+                own.extend(getattr(w, "BINDINGS", []))
+            tab = self.query_one(TabbedContent).active
+            first = (f"This tab ({tab})", own) if own else None
+        groups = ([first] if first else []) + [("Everywhere", list(self.BINDINGS)), *panels]
         self.push_screen(HelpScreen(groups))
 
     def action_search(self) -> None:

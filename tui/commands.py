@@ -15,6 +15,8 @@ TREE_KEYS: tuple[Binding, ...] = (
     ),
     Binding("shift+left", "", "Parent", tooltip="Cursor to the parent"),
     Binding("shift+up,shift+down", "", "Siblings", tooltip="Previous, next sibling"),
+    Binding("home,end", "", "First, last", tooltip="The first row, the last row"),
+    Binding("pageup,pagedown", "", "Page", tooltip="One page up, one page down"),
 )
 
 #: (title, help, action) of the command palette's entries (tabs beyond Leaves are added
@@ -75,7 +77,6 @@ APP_BINDINGS: list[BindingType] = [
         "L",
         "show_tab('leaves')",
         "Leaves",
-        show=False,
         tooltip="Show the Leaves tab",
         id="app.tab_leaves",
     ),
@@ -110,7 +111,6 @@ APP_BINDINGS: list[BindingType] = [
         "d",
         "toggle_details",
         "Details",
-        show=False,
         tooltip="Show or hide the details pane",
         id="app.details",
     ),

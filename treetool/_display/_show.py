@@ -62,7 +62,9 @@ def show(
         depth: levels shown (open, in HTML) before folding.
         width: rows per node before `… N more`.
         is_leaf: treat the nodes it returns True for as leaves.
-        title: the TUI's title; an identifier also names the root in copied paths.
+        title: the TUI's title; an identifier also names the root in copied paths. By
+            default the TUI names the root as the calling code named `obj` (`tt.show(params)`
+            copies `params['dense']['kernel']`), else `model`.
 
     `mode="html"` outside a notebook prints the HTML fragment (to save or pipe it).
     Summaries and placements have no TUI of their own: in `"tui"` mode they print.
@@ -84,9 +86,30 @@ def show(
     if mode == "html":
         _show_html(obj, depth=depth, width=width, is_leaf=is_leaf)
     elif mode == "tui" and _tui_can_show(obj):
+        if title is None:  # the root is named as the caller named it: `y` copies `model.w`
+            title = _caller_name(obj, sys._getframe(1))
         _show_tui(obj, other=other, title=title)
     else:
         _show_text(obj, depth=depth, width=width, is_leaf=is_leaf)
+
+
+def _caller_name(obj: Any, frame: Any) -> str:
+    """The name the caller's frame binds to `obj` (its locals, then its globals), so the
+    TUI's copied paths paste back into that code; `model` when no name holds it.
+
+    Example:
+        >>> params = {"w": 1}
+        >>> _caller_name(params, sys._getframe()), _caller_name({"w": 2}, sys._getframe())
+        ('params', 'model')
+    """
+    try:
+        for scope in (frame.f_locals, frame.f_globals):
+            for name, value in scope.items():
+                if value is obj and name.isidentifier() and not name.startswith("_"):
+                    return name
+    except Exception:  # a frame whose locals cannot be read: the default name
+        pass
+    return "model"
 
 
 # --- the three ways to draw ---------------------------------------------------------------

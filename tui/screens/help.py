@@ -37,17 +37,44 @@ def key_display(key: str) -> str:
 
 
 def bindings_table(groups: list[tuple[str, list[BindingType]]]) -> Table:
-    """A table of (key, description) per group of bindings."""
+    """A table of (key, description) per group of bindings; a key is listed once per group,
+    and the numbered tab keys are one row (`1…6`).
+
+    Example:
+        >>> from textual.binding import Binding
+        >>> keys = [Binding(str(n), f"tab_number({n})", f"Tab {n}", tooltip="Nth tab") for n in (1, 2)]
+        >>> t = bindings_table([("Tabs", keys + [Binding("q", "quit", "Quit")])])
+        >>> [str(c) for c in t.columns[0].cells]
+        ['Tabs', '1…2', 'q', '']
+    """
     t = Table(box=None, padding=(0, 2), show_header=False, expand=True)
     t.add_column(style="bold cyan", no_wrap=True)
     t.add_column()
     for title, bindings in groups:
-        t.add_row(Text(title, style="bold underline"), "")
+        seen: set[str] = set()
+        rows: list[tuple[str, str]] = []
+        numbered: list[Binding] = []
         for b in bindings:
             if not isinstance(b, Binding):
                 continue
-            keys = ", ".join(key_display(k.strip()) for k in b.key.split(","))
-            t.add_row(Text(keys), Text(b.tooltip or b.description))  # `[` is a key, not markup
+            if b.action.startswith("tab_number("):
+                numbered.append(b)
+                continue
+            keys = [k.strip() for k in b.key.split(",")]
+            fresh = [k for k in keys if k not in seen]
+            if not fresh:
+                continue
+            seen.update(fresh)
+            rows.append((", ".join(key_display(k) for k in fresh), b.tooltip or b.description))
+        if numbered and numbered[0].key not in seen:
+            seen.update(b.key for b in numbered)
+            tip = "Show the Nth tab (1 Tree, 2 Leaves, then Diff, Jaxpr, Devices, Port when shown)"
+            rows.insert(0, (f"{numbered[0].key}…{numbered[-1].key}", tip))
+        if not rows:
+            continue
+        t.add_row(Text(title, style="bold underline"), "")
+        for keys_text, tip in rows:
+            t.add_row(Text(keys_text), Text(tip))  # `[` is a key, not markup
         t.add_row("", "")
     return t
 

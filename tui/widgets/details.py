@@ -53,6 +53,24 @@ REMOTE_STATS_AUTO_BYTES = 8 * 1024 * 1024
 READ_CHUNK_ELEMS = 1 << 20
 
 
+#: characters of a path the pane shows whole; a longer one shows its two ends (y copies it all)
+LONG_NAME = 300
+
+
+def fold_long(text: str, limit: int = LONG_NAME) -> str:
+    """`text`, or its first and last characters around the count of those left out, so a
+    5,000-character name does not push the facts out of the pane.
+
+    Example:
+        >>> fold_long("a" * 10 + "b" * 10, 12)
+        'aaaa…(12 more characters)…bbbb'
+    """
+    if len(text) <= limit:
+        return text
+    keep = limit // 3
+    return f"{text[:keep]}…({len(text) - 2 * keep:,} more characters)…{text[-keep:]}"
+
+
 def _facts_table(rows: list[tuple[str, Any]]) -> Table:
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold dim", no_wrap=True)
@@ -312,9 +330,9 @@ class DetailsPane(VerticalScroll):
         self.node = node
         keystr = safe(str(node.path))
         path = Text()
-        path.append(expression(self.root_name, keystr), style="bold")
+        path.append(fold_long(expression(self.root_name, keystr)), style="bold")
         path.append("\n")
-        path.append(keystr or "(root)", style="dim")
+        path.append(fold_long(keystr) or "(root)", style="dim")
         self.query_one("#details-path", Static).update(path)
         if node.is_leaf:
             facts = leaf_facts(node)

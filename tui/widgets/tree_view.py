@@ -7,8 +7,10 @@ adds the next page when selected. Runs of structurally identical siblings fold i
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from time import monotonic
 from typing import ClassVar
 
 from rich.cells import cell_len
@@ -44,6 +46,8 @@ CHAIN_MIN = 16
 FOLD_BUDGET = 50_000
 #: open rows that a new tree (the next snapshot of a file being read) opens again
 KEEP_OPEN = 32
+#: rows `e` (expand all) adds at most: a 1e6-leaf subtree is opened a level at a time
+EXPAND_ALL_ROWS = 5000
 
 
 @dataclass
@@ -80,6 +84,23 @@ class PytreeTree(RowTree[Entry]):
         ),
         Binding("j", "cursor_down", "Down", show=False, tooltip="Cursor down", id="tree.down"),
         Binding("k", "cursor_up", "Up", show=False, tooltip="Cursor up", id="tree.up"),
+        Binding(
+            "e,E",
+            "expand_all",
+            "Expand all",
+            tooltip="Expand the node and everything below it",
+            id="tree.expand_all",
+        ),
+        Binding(
+            "c,C",
+            "collapse_all",
+            "Collapse all",
+            show=False,
+            tooltip="Collapse the node and everything below it",
+            id="tree.collapse_all",
+        ),
+        Binding("g", "g_prefix", "Top", show=False, tooltip="g g: the first row", id="tree.gg"),
+        Binding("G", "scroll_end", "Bottom", show=False, tooltip="The last row", id="tree.end"),
     ]
     """
     | Key(s) | Description |
@@ -87,6 +108,8 @@ class PytreeTree(RowTree[Entry]):
     | right, l | Expand the node under the cursor (or move into it). |
     | left, h | Collapse the node, or move to its parent. |
     | j, k | Cursor down, up. |
+    | e, E / c, C | Expand / collapse the node and everything below it. |
+    | g g, G | The first row, the last row (also home, end). |
     | enter, space | Toggle; on `… more` rows, add the next page. |
     """
 
@@ -108,6 +131,8 @@ class PytreeTree(RowTree[Entry]):
         #: the row `set_model` puts the cursor on once the new rows are laid out
         self._cursor_to: TreeRow[Entry] | None = None
         self.guide_depth = 3
+        #: when `g` was last pressed (`g g` goes to the first row)
+        self._last_g = 0.0
 
     # --- labels ------------------------------------------------------------------------
 
@@ -373,6 +398,50 @@ class PytreeTree(RowTree[Entry]):
             tn.expand()
         elif tn.is_expanded and tn.children:
             self.move_cursor(tn.children[0])
+
+    def action_expand_all(self) -> None:
+        """Open the node under the cursor and every node below it, breadth first, until
+        `EXPAND_ALL_ROWS` rows were added (wide nodes keep their `… more` rows)."""
+        tn = self.cursor_node
+        if tn is None:
+            return
+        queue, added = deque([tn]), 0
+        while queue and added < EXPAND_ALL_ROWS:
+            row = queue.popleft()
+            e = row.data
+            if e is None or e.kind == "more" or not row.allow_expand:
+                continue
+            self.load(row)
+            row.expand()
+            added += len(row.children)
+            queue.extend(row.children)
+        if queue:
+            self.notify(
+                f"opened {added:,} rows; nodes below them stay closed (press e on one)",
+                timeout=4,
+                markup=False,
+            )
+
+    def action_collapse_all(self) -> None:
+        """Close the node under the cursor and every open node below it."""
+        tn = self.cursor_node
+        if tn is None:
+            return
+        stack = [tn]
+        while stack:
+            row = stack.pop()
+            if row.is_expanded:
+                stack.extend(row.children)
+                row.collapse()
+
+    def action_g_prefix(self) -> None:
+        """`g g` (twice within half a second): the first row, as in vim and less."""
+        now = monotonic()
+        if now - self._last_g < 0.5:
+            self._last_g = 0.0
+            self.action_scroll_home()
+        else:
+            self._last_g = now
 
     def action_close(self) -> None:
         """Collapse the node under the cursor, or move to its parent."""
