@@ -42,7 +42,9 @@ def detect(path: str | os.PathLike) -> str:
         what = "a prefix (directory)" if probe.remote else "a directory"
         kinds = [row.format() for row in TABLE if row.dirs]
         expected = " or ".join(
-            f"an {f.name} checkpoint" + (f" (no {f.expects})" if f.expects else "") for f in kinds
+            f"{'an' if f.name[0] in 'aeiou' else 'a'} {f.name} checkpoint"
+            + (f" (no {f.expects})" if f.expects else "")
+            for f in kinds
         )
         raise LoadError(f"{path}: {what} that is not {expected}")
     for row in TABLE:

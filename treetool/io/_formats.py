@@ -12,7 +12,7 @@ Adding a format is one module (its reader and `FORMAT`) and one row here.
 
 Example:
     >>> [row.name for row in TABLE][:3]
-    ['orbax', 'torch', 'equinox']
+    ['orbax', 'dcp', 'torch']
     >>> format_for("safetensors").name
     'safetensors'
 """
@@ -195,6 +195,7 @@ _MSGPACK_MAPS = tuple(bytes([b]) for b in (*range(0x80, 0x90), 0xDE, 0xDF))
 #: msgpack map).
 TABLE: tuple[Row, ...] = (
     Row("orbax", "treetool.io.orbax", dirs=True, files=False),
+    Row("dcp", "treetool.io.dcp", dirs=True, files=False),
     Row("torch", "treetool.io.torch", magic=(*_ZIP, b"\x80\x02\x8a\x0a"), guesses=True),
     Row("equinox", "treetool.io.equinox", magic=_NPY),
     Row("npy", "treetool.io.npz", magic=_NPY, attr="NPY_FORMAT"),
@@ -213,7 +214,7 @@ def names() -> list[str]:
 
     Example:
         >>> names()
-        ['equinox', 'gguf', 'msgpack', 'npy', 'npz', 'orbax', 'pickle', 'safetensors', 'sharded', 'torch']
+        ['dcp', 'equinox', 'gguf', 'msgpack', 'npy', 'npz', 'orbax', 'pickle', 'safetensors', 'sharded', 'torch']
     """
     return sorted(_BY_NAME)
 
