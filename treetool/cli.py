@@ -334,6 +334,11 @@ def _diff_arguments(sp: argparse.ArgumentParser) -> None:
         help="a summary only: the changes counted by kind, per top-level path and in all "
         "(as git diff --stat); with --json, `stat` rows instead of `changes`",
     )
+    sp.add_argument(
+        "--no-tui",
+        action="store_true",
+        help="print the changes instead of opening the TUI on its Diff tab (on a terminal)",
+    )
     _common(sp)
 
 

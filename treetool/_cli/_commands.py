@@ -369,9 +369,21 @@ def cmd_diff(args: argparse.Namespace) -> int:
             sys.stdout.write("".join(safe(line) + "\n" for line in stat_lines(d)))
     elif args.json:
         _print_json(d.to_dict())
+    elif _diff_tui(args):  # a terminal: the Diff tab, every change navigable (--no-tui prints)
+        from treetool.tui import run
+
+        run(a, title=f"{args.a} → {args.b}", other=b, tab="diff")
     else:
         _console().print(d)
     return EXIT_DIFFERENT if d else EXIT_OK
+
+
+def _diff_tui(args: argparse.Namespace) -> bool:
+    """Whether `diff` opens the TUI: on a terminal, without --no-tui, and with the Diff tab's
+    own options (it compares values exactly: --rtol/--atol/--strict-types print instead)."""
+    if args.no_tui or not args.values or args.rtol or args.atol or args.strict_types:
+        return False
+    return sys.stdout.isatty() and sys.stdin.isatty()
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
