@@ -34,6 +34,7 @@ def run(
     note: str | None = None,
     reading: Reading | None = None,
     stats_limit: int | None = None,
+    tab: str | None = None,
 ) -> None:
     """Open the terminal UI on `obj` and return when the user quits.
 
@@ -51,6 +52,7 @@ def run(
             read's error, if any, is raised once the app has closed.
         stats_limit: remote leaves over this many bytes get their stats only on `S`
             (None: 8 MB); each leaf is read once for all its stats and its preview.
+        tab: the tab to open on (`"diff"` with `other`); None: the Tree tab.
 
     Raises:
         AppCrashed: the app stopped on an error (the `treetool` command prints it as one line
@@ -71,6 +73,7 @@ def run(
         note=note,
         reading=reading,
         stats_limit=stats_limit,
+        tab=tab,
     )
     app.run()
     if reading is not None and reading.error is not None:

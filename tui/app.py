@@ -93,6 +93,7 @@ class TreetoolApp(ReadingApp):
             once and shows the tree as the file is read (see `treetool._reading`).
         stats_limit: remote leaves over this many bytes show their facts and get their stats
             only when asked (key S); None: 8 MB. Local leaves: 256 MB.
+        tab: the id of the tab to open on (`"diff"`, `"leaves"`); None: the Tree tab.
     """
 
     CSS_PATH = str(FilePath(__file__).with_name("app.tcss"))  # absolute: subclasses live elsewhere
@@ -139,8 +140,11 @@ class TreetoolApp(ReadingApp):
         note: str | None = None,
         reading: Reading | None = None,
         stats_limit: int | None = None,
+        tab: str | None = None,
     ) -> None:
         super().__init__()
+        #: the tab shown first (`"diff"` for `treetool diff`); None: Tree
+        self.initial_tab = tab
         #: remote leaves over this many bytes get stats only on `S` (None: the pane's 8 MB)
         self.stats_limit = stats_limit
         #: the file the app reads itself (None: `obj` is the whole tree)
@@ -222,6 +226,8 @@ class TreetoolApp(ReadingApp):
     def on_mount(self) -> None:
         self.query_one(PytreeTree).focus()
         self.query_one(DetailsPane).show(self.model)
+        if self.initial_tab and self.initial_tab in self.tab_ids():
+            self.call_after_refresh(self.action_show_tab, self.initial_tab)
         if self.reader is not None:
             self.reader.start()
         if self.note:

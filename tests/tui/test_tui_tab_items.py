@@ -130,3 +130,25 @@ def test_the_devices_tab_details_follow_the_device_row() -> None:
     assert path.splitlines()[0] == f"device {name}"
     assert "bytes" in facts and "80 (80 B)" in facts and "leaves  2" in facts.replace("   ", "  ")
     assert copied == name
+
+
+def test_treetool_diff_opens_on_the_diff_tab_and_no_tui_prints(tmp_path) -> None:
+    from cli_runner import treetool
+
+    a = {"w": np.zeros(3, np.float32)}
+    b = {"w": np.zeros(4, np.float32)}
+    app = TreetoolApp(a, other=b, title="a → b", tab="diff")  # what `treetool diff` opens
+
+    async def run():
+        async with app.run_test(size=(140, 40)) as pilot:
+            await settle(pilot)
+            return app.query_one(TabbedContent).active, _pane(app)[0]
+
+    active, path = asyncio.run(run())
+    assert active == "diff"
+    assert path.splitlines()[0] == "['w']"  # the first change, in the details pane
+    np.savez(tmp_path / "a.npz", **a)
+    np.savez(tmp_path / "b.npz", **b)
+    out = treetool("diff", tmp_path / "a.npz", tmp_path / "b.npz", "--no-tui")
+    assert out.returncode == 1, out.stderr
+    assert "['w']" in out.stdout and "shape" in out.stdout
