@@ -407,7 +407,7 @@ def test_equinox_model_runs_on_leaves_loaded_from_each_format(tmp_path):
     x = jnp.linspace(-1, 1, 3)
     want = np.asarray(model(x))
     eqx.tree_serialise_leaves(tmp_path / "m.eqx", model)
-    lazy = tt.load(tmp_path / "m.eqx", like=model)
+    lazy = tt.load(tmp_path / "m.eqx", like=model, lazy=True)  # eager by default with like=
     assert type(lazy.layers[0].weight).__name__ == "LazyArray"
     # the lazy leaves read themselves in `weight @ x` and `+ bias`
     assert np.allclose(np.asarray(lazy(x)), want)

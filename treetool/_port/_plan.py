@@ -130,13 +130,19 @@ class Plan:
         return f"Plan({len(self.rows)} rows, {state})"
 
     # --- applying
-    def apply(self, *, lazy: bool = True, cast: bool = False, strict: bool = True) -> Any:
+    def apply(self, *, lazy: bool = False, cast: bool = False, strict: bool = True) -> Any:
         """A new tree of exactly the target's structure, filled with the source's values.
 
-        Leaves are read lazily (`PortedArray`/`LazyArray`, read by `np.asarray`); `lazy=False`
-        reads them now (numpy arrays). `cast=True` casts to the target leaves' dtypes. With
-        `strict=False`, target leaves the plan does not fill keep their own values; otherwise
-        an incomplete or ambiguous plan raises `PortError`. The target is never changed.
+        Eager by default: every filled leaf is read now, a jax array where the target had a
+        jax array or a `jax.ShapeDtypeStruct` (on the target's devices when it was sharded),
+        a numpy array elsewhere, so the result runs in jax at once: called, under `jit`,
+        `vmap`, `grad` and `lax.scan`, with any layer (conv, attention, embedding, norm).
+        `lazy=True` opts in to leaves that stay in the source file (`PortedArray`/`LazyArray`,
+        read by `np.asarray`, an operator or `tt.materialize`) for inspection; jax
+        primitives do not accept those. `plan.write` streams leaf by leaf either way.
+        `cast=True` casts to the target leaves' dtypes. With `strict=False`, target leaves
+        the plan does not fill keep their own values; otherwise an incomplete or ambiguous
+        plan raises `PortError`. The target is never changed.
         """
         if strict and (self.ambiguous or self.unmatched_target):
             raise PortError(
@@ -145,6 +151,7 @@ class Plan:
                 "or pass strict=False to keep the target's own values there"
             )
         from treetool._tree._views import flatten, leaves_with_path, unflatten
+        from treetool.io._read import like_leaf
 
         by_target: dict[str, list[Row]] = {}
         for r in self.rows:
@@ -156,11 +163,7 @@ class Plan:
             rows = by_target.get(name)
             if rows:
                 value = self._fill(name, rows, lazy=lazy, cast=cast)
-                if not lazy and _is_jax(leaves[k]):
-                    import jax.numpy as jnp
-
-                    value = jnp.asarray(value)
-                out[k] = value
+                out[k] = value if lazy else like_leaf(value, leaves[k])
         return unflatten(treedef, out)
 
     def iter_filled(
@@ -264,12 +267,6 @@ class Plan:
         write_plan(self, os.fspath(path), cast=cast, overwrite=overwrite)
 
 
-def _is_jax(x: Any) -> bool:
-    """Whether a target leaf is a jax array or a `jax.ShapeDtypeStruct` (its filled value is
-    then a jax array too)."""
-    return type(x).__module__.startswith("jax")
-
-
 @set_module("treetool")
 def port(source: Any, target: Any, rules: str | os.PathLike | None = None) -> Plan:
     """Plan how a checkpoint fills a model of another framework, and prove it.
@@ -286,8 +283,9 @@ def port(source: Any, target: Any, rules: str | os.PathLike | None = None) -> Pl
 
     The plan: `plan.rows`, `plan.unmatched_source`, `plan.unmatched_target`,
     `plan.ambiguous`, `plan.dropped`, `plan.complete`, `plan.rules`, `rich.print(plan)`,
-    `plan.to_dict()`; `plan.apply()` returns a new tree of exactly the target's structure
-    (the target is not changed), `plan.check(fn, inputs, expected)` compares the ported
+    `plan.to_dict()`; `plan.apply()` returns a new tree of exactly the target's structure,
+    its leaves read now (jax arrays where the target had jax arrays; `lazy=True` leaves them
+    in the file; the target is not changed), `plan.check(fn, inputs, expected)` compares the ported
     model's outputs with reference ones, `plan.write(path)` saves the filled tree.
 
     Example:
@@ -298,7 +296,7 @@ def port(source: Any, target: Any, rules: str | os.PathLike | None = None) -> Pl
         >>> plan = tt.port(torch_sd, flax_params)
         >>> [(r.target, r.sources[0], r.steps) for r in plan.rows]
         [("['params']['Dense_0']['bias']", '0.bias', ()), ("['params']['Dense_0']['kernel']", '0.weight', ('T',))]
-        >>> plan.complete, plan.apply(lazy=False)["params"]["Dense_0"]["kernel"].shape
+        >>> plan.complete, plan.apply()["params"]["Dense_0"]["kernel"].shape
         (True, (3, 4))
     """
     label = os.fspath(source) if isinstance(source, str | os.PathLike) else type(source).__name__

@@ -61,7 +61,7 @@ def read(
     path: str | os.PathLike,
     *,
     trust: bool = False,
-    lazy: bool = True,
+    lazy: bool | None = None,
     format: str | None = None,
     like: Any = None,
     partial: bool = False,
@@ -74,9 +74,12 @@ def read(
         path: a file, or an orbax checkpoint directory; `run@1200` reads step 1200 of an
             orbax CheckpointManager run (the latest step without it).
         trust: run the file's code (pickle only: the plain `pickle.load`).
-        lazy: keep array payloads in the file as `LazyArray` leaves.
+        lazy: keep array payloads in the file as `LazyArray` leaves. By default True
+            without `like` (inspection) and False with it (see `load`).
         format: skip detection (one of `FORMATS`).
-        like: a skeleton tree (equinox `tree_serialise_leaves` files load into it).
+        like: a skeleton tree to fill (equinox `tree_serialise_leaves` files load into it);
+            unless `lazy=True`, its leaves come back read: jax arrays where `like` had jax
+            arrays, numpy arrays elsewhere.
         partial: on a damaged file, return the tree read up to the error (see `Loaded.error`)
             instead of raising, where the format allows it.
         raw: torch only: a pickled `nn.Module` or a TorchScript archive by its attributes
@@ -95,6 +98,8 @@ def read(
         (Opaque('os.system', fields=['[0]']), ['os.system'])
     """
     path = os.fspath(path)
+    if lazy is None:
+        lazy = like is None
     with session():
         if format is None and is_url(path):
             _first_get_now(path)
@@ -150,7 +155,48 @@ def _read(
         msg = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
         raise LoadError(f"{path}: not a valid {fmt} file: {msg}") from None
     out.format = fmt
+    if like is not None and not lazy:
+        out.tree = fill_eager(out.tree, like)
     return out
+
+
+def fill_eager(tree: Any, like: Any) -> Any:
+    """A result in `like`'s structure with its array leaves read now, each the kind of array
+    `like` has at its path (`like_leaf`): what `load(path, like=model)` returns, ready for
+    `jit`, `vmap`, `grad` and `lax` primitives. Leaves at paths `like` lacks are numpy."""
+    import jax
+    import numpy as np
+
+    from treetool._leaves._lazy_array import LazyArray
+
+    keystr = jax.tree_util.keystr
+    like_at = {keystr(p): x for p, x in jax.tree_util.tree_flatten_with_path(like)[0]}
+    flat, treedef = jax.tree_util.tree_flatten_with_path(tree)
+    out = []
+    for p, x in flat:
+        if isinstance(x, LazyArray):
+            x = np.asarray(x)
+        if isinstance(x, np.ndarray | np.generic):
+            x = like_leaf(x, like_at.get(keystr(p)))
+        out.append(x)
+    return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def like_leaf(value: Any, target: Any) -> Any:
+    """`value` (a numpy array) as the kind of array `target` is: a jax array where `target`
+    is a jax array or a `jax.ShapeDtypeStruct` (a typed PRNG key again from its key data,
+    placed by `target`'s sharding when that spans more than one device); else `value`."""
+    if not type(target).__module__.startswith("jax"):
+        return value
+    import jax
+    import jax.numpy as jnp
+
+    if isinstance(target, jax.Array) and jax.dtypes.issubdtype(target.dtype, jax.dtypes.prng_key):
+        return jax.random.wrap_key_data(value, impl=jax.random.key_impl(target))
+    sharding = getattr(target, "sharding", None)
+    if sharding is not None and len(getattr(sharding, "device_set", ())) > 1:
+        return jax.device_put(value, sharding)
+    return jnp.asarray(value)
 
 
 def _first_get_now(path: str) -> None:
@@ -168,7 +214,7 @@ def load(
     path: str | os.PathLike,
     *,
     trust: bool = False,
-    lazy: bool = True,
+    lazy: bool | None = None,
     format: str | None = None,
     like: Any = None,
     raw: bool = False,
@@ -179,11 +225,14 @@ def load(
     objects of classes that were not run are `Opaque` nodes with the same key paths as the live
     objects. `read` also tells which classes were not run.
 
+    With `like=` (a skeleton: the freshly built model), the result has `like`'s structure and
+    is read now: jax arrays where `like` had jax arrays, numpy arrays elsewhere, so the model
+    runs at once, called or under `jit`, `vmap`, `grad` and `lax.scan`; `lazy=True` keeps the
+    leaves in the file instead. Without `like`, the tree is lazy (inspection costs no reads).
     A `LazyArray` reads itself where numpy, `jnp.asarray` (so flax layers) or an operator
-    (`w @ x`, `w + b`) needs its data: `model.apply(tt.load(p), x)` runs, and so does an
-    equinox model loaded with `like=`. `jax.jit` arguments, `lax` primitives and other `jnp`
-    functions accept only real arrays: load with `lazy=False` (numpy arrays, read now) or call
-    `materialize(tree)`.
+    (`w @ x`, `w + b`) needs its data; `jax.jit` arguments, `lax` primitives (a conv, an
+    embedding lookup under `vmap`) and `lax.scan` accept only real arrays: load with
+    `lazy=False` (numpy arrays, read now) or call `materialize(tree)`.
 
     Example:
         >>> import numpy as np, pickle, tempfile, os, treetool as tt
