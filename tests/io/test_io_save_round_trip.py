@@ -313,3 +313,36 @@ def test_diff_between_an_orbax_run_and_its_tt_save_is_clean(tmp_path, capsys):
     )
     assert main(["diff", f"{tmp_path / 'run'}@10", str(tmp_path / "step10.safetensors")]) == 0
     assert "no differences" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ("{not json", "the treetool structure record is not valid JSON"),
+        ('{"version": 2, "tree": ["n"]}', "has no version-1 tree"),
+        ('{"version": 1, "tree": ["d", "dict", "w", ["a", "w"], "v", ["a", "w"]]}', "twice"),
+        ('{"version": 1, "tree": ["d", "dict", "w", ["a", "nope"]]}', "a tensor the file lacks"),
+        ('{"version": 1, "tree": ["d", "os.system", "w", ["a", "w"]]}', "an unknown dict type"),
+        ('{"version": 1, "tree": ["l"]}', "does not name the tensors 'w'"),
+        ('{"version": 1, "tree": ' + "[" * 5000 + "]" * 5000 + "}", "structure record"),
+    ],
+)
+def test_a_forged_structure_record_is_one_line(tmp_path, record, message):
+    from safetensors.numpy import save_file
+
+    f = tmp_path / "forged.safetensors"
+    save_file({"w": np.ones(2, np.float32)}, str(f), metadata={"treetool_tree": record})
+    with pytest.raises(LoadError, match=message) as e:
+        tt.load(f)
+    assert "\n" not in str(e.value)
+
+
+def test_a_forged_record_names_a_class_and_runs_nothing(tmp_path):
+    from safetensors.numpy import save_file
+
+    f = tmp_path / "forged.safetensors"
+    rec = '{"version": 1, "tree": ["o", "os.system", {}, "a", "cmd", ["a", "w"]]}'
+    save_file({"w": np.ones(2, np.float32)}, str(f), metadata={"treetool_tree": rec})
+    back = tt.load(f)
+    assert type(back).__name__ == "Opaque" and back.class_path == "os.system"
+    assert [str(p) for p, _ in tt.leaves_with_path(back)] == [".cmd"]
