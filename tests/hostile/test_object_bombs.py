@@ -45,8 +45,8 @@ def test_millions_of_empty_containers_are_refused_in_one_line(tmp_path, op, n):
             f"treetool: error: bomb.pkl: the reader would allocate more than "
             f"{alloc_allowance(size):,} bytes for a {size:,}-byte file"
         ), str(run)
-        assert "containers and objects made" in run.stderr
-    with pytest.raises(tt.LoadError, match="containers and objects made"):
+        assert ("empty sets" if op == b"\x8f" else "containers and objects made") in run.stderr
+    with pytest.raises(tt.LoadError, match=r"empty sets|containers and objects made"):
         tt.load(str(tmp_path / "bomb.pkl"))
 
 

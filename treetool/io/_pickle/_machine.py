@@ -45,20 +45,19 @@ from treetool.io._safety._budget import NODE_COST
 
 __all__ = ["_Fail", "_Machine"]
 
-#: what each opcode that makes a container or an object costs, in units of `_UNIT` bytes
-#: charged to the allocation budget (`_safety/_budget.py`): a list, dict, set or object two
-#: (NODE_COST, 300 bytes: itself and the tree node a view builds for it), a tuple one (it is
-#: as often a dict key or a reconstructor's arguments, which become no node)
-_UNIT = NODE_COST // 2
-_COST = bytes(
-    2 if op in b"]}ld\x8f\x91Roi\x81\x92" else 1 if op in b")t\x85\x86\x87" else 0
+#: the bytes each opcode that makes a container or an object charges to the allocation budget
+#: (`_safety/_budget.py`): a list, dict or object NODE_COST (300: itself and the tree node a
+#: view builds for it), a tuple 64 (itself: it is as often a dict key or a reconstructor's
+#: arguments, which become no node); sets are charged by their family (`_SET_COST`, items)
+_COST = tuple(
+    NODE_COST if op in b"]}ldRoi\x81\x92" else 64 if op in b")t\x85\x86\x87" else 0
     for op in range(256)
 )
-_BATCH = 2048  # units counted between two charges
+_BATCH = 1 << 18  # bytes counted between two charges
 
 
 def _why(pos: int) -> str:
-    return f"containers and objects made ({NODE_COST} bytes each, a tuple half), at byte {pos - 1}"
+    return f"containers and objects made ({NODE_COST} bytes each, a tuple 64), at byte {pos - 1}"
 
 
 class _Machine(_Families):
@@ -115,7 +114,7 @@ class _Machine(_Families):
         reconstruct = self.reconstruct
         end = self.end
         # every container or object made is charged to the allocation budget (`_COST`), in
-        # batches of `_BATCH` units: one add and one compare per opcode that makes one
+        # batches of `_BATCH` bytes: one add and one compare per opcode that makes one
         cost = _COST
         made, charge_at = 0, _BATCH
         charge_alloc = self.budget.charge_alloc
@@ -354,9 +353,9 @@ class _Machine(_Families):
                     append(data[pos])
                     pos += 1
                 elif op == 0x85:  # TUPLE1
-                    made += 1
+                    made += 64
                     if made >= charge_at:
-                        charge_alloc((made - charge_at + _BATCH) * _UNIT, _why(pos))
+                        charge_alloc(made - charge_at + _BATCH, _why(pos))
                         charge_at = made + _BATCH
                     stack[-1] = (stack[-1],)
                 elif op == 0x28:  # MARK
@@ -402,23 +401,23 @@ class _Machine(_Families):
                         self.pos = pos
                         offer_snapshot(self)
                 elif op == 0x7D:  # EMPTY_DICT
-                    made += 2
+                    made += 300  # NODE_COST
                     if made >= charge_at:
-                        charge_alloc((made - charge_at + _BATCH) * _UNIT, _why(pos))
+                        charge_alloc(made - charge_at + _BATCH, _why(pos))
                         charge_at = made + _BATCH
                     append({})
                 elif op == 0x87:  # TUPLE3
-                    made += 1
+                    made += 64
                     if made >= charge_at:
-                        charge_alloc((made - charge_at + _BATCH) * _UNIT, _why(pos))
+                        charge_alloc(made - charge_at + _BATCH, _why(pos))
                         charge_at = made + _BATCH
                     if len(stack) < 3:
                         raise fail("stack underflow in TUPLE3", pos - 1)
                     stack[-3:] = [(stack[-3], stack[-2], stack[-1])]
                 elif op == 0x86:  # TUPLE2
-                    made += 1
+                    made += 64
                     if made >= charge_at:
-                        charge_alloc((made - charge_at + _BATCH) * _UNIT, _why(pos))
+                        charge_alloc(made - charge_at + _BATCH, _why(pos))
                         charge_at = made + _BATCH
                     if len(stack) < 2:
                         raise fail("stack underflow in TUPLE2", pos - 1)
@@ -440,15 +439,15 @@ class _Machine(_Families):
                     append(f64(data, pos)[0])
                     pos += 8
                 elif op == 0x5D:  # EMPTY_LIST
-                    made += 2
+                    made += 300  # NODE_COST
                     if made >= charge_at:
-                        charge_alloc((made - charge_at + _BATCH) * _UNIT, _why(pos))
+                        charge_alloc(made - charge_at + _BATCH, _why(pos))
                         charge_at = made + _BATCH
                     append([])
                 elif op == 0x29:  # EMPTY_TUPLE
-                    made += 1
+                    made += 64
                     if made >= charge_at:
-                        charge_alloc((made - charge_at + _BATCH) * _UNIT, _why(pos))
+                        charge_alloc(made - charge_at + _BATCH, _why(pos))
                         charge_at = made + _BATCH
                     append(())
                 elif op == 0x65:  # APPENDS
@@ -479,7 +478,7 @@ class _Machine(_Families):
                     if cost[op]:
                         made += cost[op]
                         if made >= charge_at:
-                            charge_alloc((made - charge_at + _BATCH) * _UNIT, _why(pos))
+                            charge_alloc(made - charge_at + _BATCH, _why(pos))
                             charge_at = made + _BATCH
                     self.pos = pos
                     table[op](op)

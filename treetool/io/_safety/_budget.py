@@ -15,14 +15,14 @@ expanded     leaves and edges of the tree, a shared subtree counted at    100,00
 alloc        bytes a reader allocates beyond what it reads: copies made   64 MiB + 16 N
              by reconstructors, memo slots skipped over by a PUT, what a
              deflated record inflates to, and `NODE_COST` (300) bytes
-             for every container or object a pickle makes, half for a
+             for every list, dict or object a pickle makes, 64 for a
              tuple (what it and the node treetool builds for it cost)
 ===========  ===========================================================  =====================
 
 Objects are charged as bytes, to the one allocation budget, not counted against a separate
 limit: a pickle's container costs `NODE_COST` bytes (an empty list is 56 bytes, the tree node
 and row made for it by a view some 250 more; a tuple, as often a dict key or a reconstructor's
-arguments, half), so a 5 MB pickle of 5 million empty lists is refused after some 500,000 of
+arguments, its own 64), so a 5 MB pickle of 5 million empty lists is refused after some 500,000 of
 them, while a checkpoint (arrays of kilobytes, a few containers each) is far inside. Scalars (numbers, strings) are not charged: each costs less than the bytes
 that encode it are allowed. Exceeding a limit raises `BudgetError` (a `LoadError`) with one
 line naming the file, what was exceeded and the limit; readers that salvage (`partial=True`)
