@@ -152,3 +152,36 @@ def test_treetool_diff_opens_on_the_diff_tab_and_no_tui_prints(tmp_path) -> None
     out = treetool("diff", tmp_path / "a.npz", tmp_path / "b.npz", "--no-tui")
     assert out.returncode == 1, out.stderr
     assert "['w']" in out.stdout and "shape" in out.stdout
+
+
+def test_the_jaxpr_tab_details_and_copy_follow_its_equation() -> None:
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    def loss(model, x):
+        return jnp.sum(jax.vmap(model)(x))
+
+    model = eqx.nn.MLP(2, 1, 4, 1, key=jax.random.key(0))
+    view = tt.jaxpr(loss, model, jnp.ones((3, 2)))
+    dots = view.search("dot_general")
+    app = TreetoolApp(view, title="loss")
+
+    async def run():
+        async with app.run_test(size=(160, 44)) as pilot:
+            await settle(pilot)
+            tab = app.query_one("JaxprTab")
+            tab.reveal(dots[0])
+            await settle(pilot)
+            pane = _pane(app)
+            await pilot.press("y")
+            copied = app.clipboard
+            await pilot.press("Y")
+            return pane, copied, app.clipboard
+
+    (path, facts), copied, keystr = asyncio.run(run())
+    assert path.splitlines()[0] == f"equation {dots[0].id} dot_general"
+    assert "dot_general" in facts and ".args[0].layers[0].weight" in facts
+    # the paths of the parameters it reads: the layer's weight and the input x
+    assert keystr == ".args[0].layers[0].weight, .args[1]"
+    assert copied == "loss.args[0].layers[0].weight, loss.args[1]"
