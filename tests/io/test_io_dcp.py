@@ -233,3 +233,13 @@ def test_two_gloo_ranks_dtensor_shards(tmp_path):
     assert tree["step"] == 11
     assert loaded.facts["dcp"]["files"] == ["__0_0.distcp", "__1_0.distcp"]
     assert loaded.facts["dcp"]["chunks"] == 6
+
+
+def test_overlapping_chunks(tmp_path, ckpt):
+    def edit(meta):
+        chunks = meta.state_dict_metadata["ids"].chunks
+        chunks.append(chunks[0])
+
+    path = _hostile(tmp_path, ckpt, edit)
+    with pytest.raises(tt.LoadError, match=r"'ids': chunks at \[0, 0\] and \[0, 0\] overlap"):
+        read(path)
