@@ -158,7 +158,13 @@ def test_metadata_values(model):
     assert meta["tokenizer.ggml.tokens"].startswith("[100 str values: 'tok0', 'tok1'")
     assert set(meta) == set(ref.fields) - {"GGUF.version", "GGUF.tensor_count", "GGUF.kv_count"}
     assert loaded.facts == {
-        "gguf": {"version": 3, "tensors": 5, "alignment": 32, "data_offset": ref.data_offset}
+        "gguf": {
+            "version": 3,
+            "tensors": 5,
+            "files": 1,
+            "alignment": 32,
+            "data_offset": ref.data_offset,
+        }
     }
 
 
@@ -203,3 +209,30 @@ def test_unsupported_quant_type_is_a_leaf_with_one_line_error(tmp_path):
     with pytest.raises(tt.LoadError, match="dequantizing ggml type Q4_K is not supported"):
         np.asarray(leaf)
     assert os.path.getsize(p) >= leaf.offset + 288
+
+
+def test_split_files_are_one_tree(tmp_path):
+    from pathlib import Path
+
+    w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), "llama", split_max_tensors=2)
+    w.add_name("split")
+    arrays = {f"blk.{i}.w": np.full((2, 4), i, np.float32) for i in range(5)}
+    for name, a in arrays.items():
+        w.add_tensor(name, a)
+    w.write_header_to_file(path=Path(tmp_path / "m.gguf"))
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    names = sorted(os.listdir(tmp_path))
+    assert names == [f"m-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
+    for start in (names[0], names[2]):  # from any of its files
+        loaded = read(str(tmp_path / start))
+        assert list(loaded.tree) == list(arrays)
+        assert loaded.facts["gguf"]["files"] == 3
+        assert loaded.metadata["general.name"] == "split"
+        assert loaded.tree["blk.4.w"].file == str(tmp_path / names[2])
+        for name, a in arrays.items():
+            np.testing.assert_array_equal(np.asarray(loaded.tree[name]), a)
+    os.remove(tmp_path / names[1])
+    with pytest.raises(tt.LoadError, match="part 2 of 3 of the split set is missing"):
+        read(str(tmp_path / names[0]))

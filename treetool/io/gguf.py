@@ -35,13 +35,15 @@ Example:
 from __future__ import annotations
 
 import math
+import os
+import re
 import struct
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from treetool._errors import LoadError
 from treetool._leaves._arrays import LazyArray
-from treetool._source import Source
+from treetool._source import Source, source_for
 from treetool.io._formats import Format, Probe, ReadOptions
 from treetool.io._keys import tree_from_keystrs
 from treetool.io._loaded import Loaded
@@ -386,17 +388,58 @@ def _sniff(probe: Probe) -> bool:
     return len(head) >= 8 and head[:4] == MAGIC and struct.unpack("<I", head[4:8])[0] in VERSIONS
 
 
+#: llama.cpp's split files: `NAME-00001-of-00003.gguf` (gguf-py's `SHARD_NAME_FORMAT`)
+_SPLIT_NAME = re.compile(r"(.*)-(\d{5})-of-(\d{5})\.gguf")
+#: the most files of one split model
+MAX_SPLITS = 10_000
+
+
+def _splits(src: Source, header: dict[str, Any]) -> list[tuple[Source, dict[str, Any]]]:
+    """The file and its header, or every file of its split set (`split.count` > 1 and a
+    name `NAME-0000i-of-0000N.gguf`), in order, each header checked to be that part."""
+    meta = header["metadata"]
+    count, no = meta.get("split.count"), meta.get("split.no")
+    m = _SPLIT_NAME.fullmatch(os.path.basename(src.name))
+    if src.remote or type(count) is not int or count <= 1 or m is None or type(no) is not int:
+        return [(src, header)]
+    if count > MAX_SPLITS or int(m.group(3)) != count or int(m.group(2)) != no + 1:
+        raise LoadError(
+            f"{src.name}: split.no {no} of split.count {count} does not match the file name"
+        )
+    folder = os.path.dirname(src.name)
+    parts = []
+    for i in range(count):
+        if i == no:
+            parts.append((src, header))
+            continue
+        name = os.path.join(folder, f"{m.group(1)}-{i + 1:05d}-of-{count:05d}.gguf")
+        if not os.path.isfile(name):
+            raise LoadError(
+                f"{src.name}: part {i + 1} of {count} of the split set is missing: {name}"
+            )
+        part = source_for(name)
+        h = read_header(part)
+        if h["metadata"].get("split.no") != i or h["metadata"].get("split.count") != count:
+            raise LoadError(f"{name}: its split.no/split.count do not say part {i + 1} of {count}")
+        parts.append((part, h))
+    return parts
+
+
 def _read_file(src: Source, opts: ReadOptions) -> Loaded:
-    """`treetool.io.read` for GGUF files."""
-    header = read_header(src)
-    remote = src if src.remote else None
+    """`treetool.io.read` for GGUF files (a split set read from any of its files)."""
+    parts = _splits(src, read_header(src))
+    header = parts[0][1]
     flat: dict[str, Any] = {}
-    for tname, (shape, gtype, start, _nbytes) in header["tensors"].items():
-        np_dtype = GGML_TYPES[gtype][3]
-        if np_dtype is not None:
-            flat[tname] = LazyArray(shape, np_dtype, src.name, start, source=remote)
-        else:
-            flat[tname] = GGMLArray(shape, gtype, src.name, start, source=remote)
+    for part, h in parts:
+        remote = part if part.remote else None
+        for tname, (shape, gtype, start, _nbytes) in h["tensors"].items():
+            if tname in flat:
+                raise LoadError(f"{part.name}: tensor {tname[:120]!r} is also in another part")
+            np_dtype = GGML_TYPES[gtype][3]
+            if np_dtype is not None:
+                flat[tname] = LazyArray(shape, np_dtype, part.name, start, source=remote)
+            else:
+                flat[tname] = GGMLArray(shape, gtype, part.name, start, source=remote)
     if not opts.lazy:
         flat = {
             k: (v.read().copy() if type(v) is LazyArray or v.ggml_type in ("Q8_0", "Q4_0") else v)
@@ -406,7 +449,8 @@ def _read_file(src: Source, opts: ReadOptions) -> Loaded:
     facts = {
         "gguf": {
             "version": header["version"],
-            "tensors": len(header["tensors"]),
+            "tensors": len(flat),
+            "files": len(parts),
             "alignment": header["alignment"],
             "data_offset": header["data_offset"],
         }
