@@ -44,7 +44,10 @@ def test_jax_agrees_with_treetool_model():
 
 
 def test_known_dataclass_static_fields_are_not_children():
-    # equinox marks static fields; they stay in the aux data, as in jax
+    # equinox marks static fields; they stay in the aux data, as in jax. The layout is lent
+    # by the class only because the program imported equinox: a file never imports it
+    import equinox  # noqa: F401
+
     o = Opaque(
         "equinox.nn._linear.Linear",
         state={
@@ -76,8 +79,8 @@ def test_registered_when_jax_is_imported_later(tmp_path):
     code = (
         "import sys, treetool as tt\n"
         f"m = tt.load({str(f)!r})\n"
-        "assert 'jax' not in sys.modules\n"
-        "import jax\n"
+        "assert 'jax' not in sys.modules and 'equinox' not in sys.modules\n"
+        "import jax, equinox\n"
         "print([jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(m)[0]])\n"
     )
     out = subprocess.run(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -147,7 +148,7 @@ def _print_json(data: Any) -> None:
 
     from treetool._text import redact_urls  # URLs' user info and query values hidden, as everywhere
 
-    out = sys.stdout
+    out = _Out(sys.stdout)
     leaves = data.get("leaves") if isinstance(data, dict) else None
     if not isinstance(leaves, _Records):
         out.write(redact_urls(json.dumps(data, indent=2, default=_json_default)))
@@ -158,6 +159,37 @@ def _print_json(data: Any) -> None:
     out.write(text[:-2] + ',\n  "leaves": [')
     out.write(",".join("\n    " + (redact_urls(r) if "://" in r else r) for r in leaves))
     out.write("\n  ]\n}\n" if leaves else "]\n}\n")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def escape_surrogates(text: str) -> str:
+    r"""`text` with every lone surrogate (a name a file made of bytes that are not UTF-8)
+    written as its JSON escape: valid JSON that any UTF-8 stream can carry, and that a JSON
+    reader turns back into the same string.
+
+    Example:
+        >>> import json
+        >>> s = escape_surrogates(json.dumps("a\udc80b", ensure_ascii=False))
+        >>> s, json.loads(s) == "a\udc80b"
+        ('"a\\udc80b"', True)
+    """
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+class _Out:
+    """stdout for JSON: lone surrogates escaped (they occur only inside JSON strings)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> None:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = escape_surrogates(text)
+        self.stream.write(text)
 
 
 def _json_default(x: Any) -> Any:
