@@ -125,6 +125,7 @@ _MIN_INFO = 8 + 4 + 4 + 8
 #: the fewest bytes a key/value takes (empty key, a u8)
 _MIN_KV = 8 + 4 + 1
 _CHUNK = 1 << 20
+_U64 = struct.Struct("<Q")
 
 
 class _Cursor:
@@ -174,7 +175,15 @@ class _Cursor:
         return n
 
     def string(self, what: str) -> str:
-        n = self.unpack("Q", what)
+        at = self.pos - self._at
+        if at + 8 <= len(self._buf):  # the length is in the buffer: no checks of take()
+            n = _U64.unpack_from(self._buf, at)[0]
+            self.pos += 8
+            if at + 8 + n <= len(self._buf):  # and the text too
+                self.pos += n
+                return self._buf[at + 8 : at + 8 + n].decode("utf-8", errors="replace")
+        else:
+            n = self.unpack("Q", what)
         if n > self.left():
             raise LoadError(
                 f"{self.name}: GGUF {what} claims a string of {n} bytes, "
@@ -203,6 +212,8 @@ def _value(cur: _Cursor, vtype: int, what: str, budget: Budget, depth: int = 0) 
     if ecode:  # fixed-size elements: one unpack of the whole array
         raw = cur.take(n * struct.calcsize("<" + ecode), what)
         return list(struct.unpack(f"<{n}{ecode}", raw))
+    if etype == _STRING:  # a vocabulary: one loop, no dispatch per string
+        return [cur.string(what) for _ in range(n)]
     return [_value(cur, etype, what, budget, depth + 1) for _ in range(n)]
 
 
