@@ -236,3 +236,23 @@ def test_split_files_are_one_tree(tmp_path):
     os.remove(tmp_path / names[1])
     with pytest.raises(tt.LoadError, match="part 2 of 3 of the split set is missing"):
         read(str(tmp_path / names[0]))
+
+
+@pytest.mark.parametrize("qtype", [Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0])
+def test_dequantized_bit_for_bit(tmp_path, qtype):
+    x = np.random.default_rng(int(qtype)).standard_normal((6, 128)).astype(np.float32) * 3
+    x[0, :32] = 0.0  # a block of zeros (scale 0)
+    p = str(tmp_path / "q.gguf")
+    w = gguf.GGUFWriter(p, "llama")
+    q = gguf.quants.quantize(x, qtype)
+    w.add_tensor("w", q, raw_shape=q.shape, raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    leaf = read(p).tree["w"]
+    want = gguf.quants.dequantize(gguf.GGUFReader(p).tensors[0].data, qtype)
+    got = np.asarray(leaf)
+    assert (got.shape, got.dtype, leaf.ggml_type) == ((6, 128), np.float32, qtype.name)
+    assert got.tobytes() == np.ascontiguousarray(want, np.float32).tobytes()
+    assert np.concatenate(list(leaf.iter_chunks(max_elems=100))).tobytes() == got.tobytes()

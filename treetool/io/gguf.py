@@ -11,8 +11,9 @@ Every count and length is checked against the bytes left in the file before anyt
 allocated for it. Tensors of plain types become `LazyArray` leaves (shape in numpy order: the
 dims reversed, as gguf-py does); block-quantized ones become `GGMLArray` leaves: their logical
 shape, ggml type, bits per weight and bytes on disk, dequantized on read where treetool knows
-the type (Q8_0, Q4_0; values equal to `gguf.quants.dequantize`). Names (`blk.0.attn_q.weight`)
-are the keys of a flat dict, as safetensors names are.
+the type (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0; values equal to `gguf.quants.dequantize`). Names
+(`blk.0.attn_q.weight`) are the keys of a flat dict, as safetensors names are. A split set
+(`NAME-00001-of-00003.gguf`...) is read as one tree from any of its files.
 
 Example:
     >>> import struct, tempfile, os, numpy as np
@@ -125,6 +126,8 @@ _MIN_INFO = 8 + 4 + 4 + 8
 #: the fewest bytes a key/value takes (empty key, a u8)
 _MIN_KV = 8 + 4 + 1
 _CHUNK = 1 << 20
+#: the block-quantized types `GGMLArray` dequantizes
+DEQUANTIZED = frozenset({"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"})
 _U64 = struct.Struct("<Q")
 
 
@@ -290,7 +293,7 @@ class GGMLArray(LazyArray):
     """A block-quantized ggml tensor: its logical shape, ggml type and bytes in the file.
 
     `dtype` is float32 (what dequantizing gives); `nbytes` and `disk_nbytes` are the bytes on
-    disk; `np.asarray` dequantizes (Q8_0 and Q4_0), a row block at a time for `iter_chunks`.
+    disk; `np.asarray` dequantizes (`DEQUANTIZED`), a row block at a time for `iter_chunks`.
     """
 
     __slots__ = ("block", "disk_nbytes", "ggml_type", "type_size")
@@ -333,22 +336,41 @@ class GGMLArray(LazyArray):
         }
 
     def _dequantize(self, raw: bytes) -> np.ndarray:
+        """Blocks of raw bytes to float32 values, as gguf-py's `dequantize_blocks` computes
+        them (the same operations in the same order: equal bit for bit)."""
         import numpy as np
 
         blocks = np.frombuffer(raw, dtype=np.uint8).reshape(-1, self.type_size)
-        d = blocks[:, :2].view(np.float16).astype(np.float32)
-        if self.ggml_type == "Q8_0":
+        t, half = self.ggml_type, self.block // 2
+        if t not in DEQUANTIZED:
+            raise LoadError(
+                f"{self.file}: dequantizing ggml type {t} is not supported yet "
+                f"({self.disk_nbytes} bytes at offset {self.offset})"
+            )
+        d = blocks[:, :2].view("<f2").astype(np.float32)
+        if t == "Q8_0":
             return (d * blocks[:, 2:].view(np.int8).astype(np.float32)).reshape(-1)
-        if self.ggml_type == "Q4_0":
-            qs = blocks[:, 2:].reshape(-1, 1, self.block // 2) >> np.array(
-                [0, 4], dtype=np.uint8
-            ).reshape(1, 2, 1)
-            q = (qs & 0x0F).reshape(-1, self.block).view(np.int8) - 8
-            return (d * q.astype(np.float32)).reshape(-1)
-        raise LoadError(
-            f"{self.file}: dequantizing ggml type {self.ggml_type} is not supported yet "
-            f"({self.disk_nbytes} bytes at offset {self.offset})"
+        m = blocks[:, 2:4].view("<f2").astype(np.float32) if t in ("Q4_1", "Q5_1") else None
+        start = {"Q4_0": 2, "Q4_1": 4, "Q5_0": 6, "Q5_1": 8}[t]
+        nibbles = blocks[:, start:].reshape(-1, 1, half) >> np.array([0, 4], np.uint8).reshape(
+            1, 2, 1
         )
+        low = (nibbles & np.uint8(0x0F)).reshape(-1, self.block)
+        if t == "Q4_0":
+            out = d * (low.view(np.int8) - np.int8(8)).astype(np.float32)
+        elif t == "Q4_1":
+            out = (d * low.astype(np.float32)) + m
+        else:
+            qh = blocks[:, start - 4 : start].view("<u4").reshape(-1, 1) >> np.arange(
+                32, dtype=np.uint32
+            ).reshape(1, 32)
+            high = (qh & np.uint32(0x01)).astype(np.uint8)
+            q = low | (high << np.uint8(4))
+            if t == "Q5_0":
+                out = d * (q.astype(np.int8) - np.int8(16)).astype(np.float32)
+            else:
+                out = (d * q.astype(np.float32)) + m
+        return out.reshape(-1)
 
     def iter_chunks(self, max_elems: int = 1 << 20) -> Iterator[np.ndarray]:
         """Dequantized elements in file order, whole blocks at a time."""
@@ -364,7 +386,7 @@ class GGMLArray(LazyArray):
     def read(self) -> np.ndarray:
         import numpy as np
 
-        if self.ggml_type not in ("Q8_0", "Q4_0"):
+        if self.ggml_type not in DEQUANTIZED:
             self._dequantize(b"")  # the one-line error
         parts = list(self.iter_chunks())
         flat = np.concatenate(parts) if parts else np.zeros(0, np.float32)
@@ -374,7 +396,7 @@ class GGMLArray(LazyArray):
         return self.read()[index]
 
     def corners(self, edge: int = 3) -> np.ndarray | None:
-        if self.ndim > 4 or self.ggml_type not in ("Q8_0", "Q4_0") or self.size > 1 << 24:
+        if self.ndim > 4 or self.ggml_type not in DEQUANTIZED or self.size > 1 << 24:
             return None
         import numpy as np
 
@@ -453,7 +475,7 @@ def _read_file(src: Source, opts: ReadOptions) -> Loaded:
                 flat[tname] = GGMLArray(shape, gtype, part.name, start, source=remote)
     if not opts.lazy:
         flat = {
-            k: (v.read().copy() if type(v) is LazyArray or v.ggml_type in ("Q8_0", "Q4_0") else v)
+            k: (v.read().copy() if type(v) is LazyArray or v.ggml_type in DEQUANTIZED else v)
             for k, v in flat.items()
         }
     meta = {k: _shown(v) for k, v in header["metadata"].items()}
