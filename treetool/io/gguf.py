@@ -350,7 +350,7 @@ class GGMLArray(LazyArray):
         d = blocks[:, :2].view("<f2").astype(np.float32)
         if t == "Q8_0":
             return (d * blocks[:, 2:].view(np.int8).astype(np.float32)).reshape(-1)
-        m = blocks[:, 2:4].view("<f2").astype(np.float32) if t in ("Q4_1", "Q5_1") else None
+        m = blocks[:, 2:4].view("<f2").astype(np.float32)  # the min (Q4_1, Q5_1)
         start = {"Q4_0": 2, "Q4_1": 4, "Q5_0": 6, "Q5_1": 8}[t]
         nibbles = blocks[:, start:].reshape(-1, 1, half) >> np.array([0, 4], np.uint8).reshape(
             1, 2, 1
