@@ -251,3 +251,19 @@ def test_apply_gives_the_target_leaves_kind_of_array(kind: str) -> None:
     out = tt.port(sd, target).apply()["params"]["Dense_0"]
     assert (type(out["kernel"]).__name__, type(out["bias"]).__name__) == (want, want)
     assert out["kernel"].shape == (3, 4) and np.array_equal(np.asarray(out["bias"]), sd["0.bias"])
+
+
+@pytest.mark.parametrize("ext", ["safetensors", "npz", "eqx"])
+def test_load_like_is_eager_for_every_format_tt_save_writes(tmp_path: Any, ext: str) -> None:
+    model = eqx.nn.MLP(3, 2, 4, 1, key=jax.random.key(0))
+    path = os.path.join(str(tmp_path), f"m.{ext}")
+    tt.save(model, path)
+    x = np.linspace(-1, 1, 3, dtype=np.float32)
+    back = tt.load(path, like=eqx.nn.MLP(3, 2, 4, 1, key=jax.random.key(5)))
+    assert type(back) is eqx.nn.MLP and _kinds(back) == {"ArrayImpl"}
+    assert bool(jnp.array_equal(eqx.filter_jit(back)(x), model(x)))
+    assert (
+        pm.max_err(eqx.filter_vmap(back)(np.stack([x, -x])), jax.vmap(model)(np.stack([x, -x])))
+        == 0
+    )
+    assert _kinds(tt.load(path, like=model, lazy=True)) == {"LazyArray"}
