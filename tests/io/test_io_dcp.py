@@ -243,3 +243,13 @@ def test_overlapping_chunks(tmp_path, ckpt):
     path = _hostile(tmp_path, ckpt, edit)
     with pytest.raises(tt.LoadError, match=r"'ids': chunks at \[0, 0\] and \[0, 0\] overlap"):
         read(path)
+
+
+def test_metadata_that_is_not_torch_metadata(tmp_path):
+    (tmp_path / ".metadata").write_bytes(pickle.dumps({"a": 1}))
+    assert detect(str(tmp_path)) == "dcp"
+    with pytest.raises(tt.LoadError, match=r"\.metadata: expected a Metadata, found dict$"):
+        read(str(tmp_path))
+    (tmp_path / ".metadata").write_bytes(b"\x80\x04garbage")
+    with pytest.raises(tt.LoadError, match=r"\.metadata: truncated pickle"):
+        read(str(tmp_path))
