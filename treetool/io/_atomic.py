@@ -141,7 +141,7 @@ def atomic_write(
     fd, tmp = _create_temp(final)
     try:
         with os.fdopen(fd, "wb") as fh:
-            yield fh  # type: ignore[misc]
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         _commit(tmp, final, overwrite, hint)
