@@ -59,6 +59,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("tui_terminal", [], ["--quick"]),
     ("torch", [], ["--quick"]),
     ("port", [], ["--quick"]),
+    ("apply", [], ["--quick"]),
 ]
 
 COLUMNS = ("work", "anchor", "anchor time", "treetool time", "ratio", "peak MB", "goal", "holds")
