@@ -11,10 +11,10 @@ function leaf (an equinox MLP's `activation`) is its import name, rebuilt as an
 
 One node is one JSON list, its children inline (one level of JSON per level of the tree):
 
-- `["a", name]` an array leaf: the tensor `name`; `["a", name, "int"]` a Python scalar
-  (`bool`, `int`, `float`) stored as a 0-d tensor;
-- `["c", re, im]` a Python complex, `["i", text]` an int past int64, `["s", text]` a str,
-  `["n"]` None, `["f", module, qualname, kind, code]` a function, `["g", module, qualname]` a
+- `["a", name]` an array leaf: the tensor `name` (`["a", name, "int"]`: a Python scalar
+  stored as a 0-d tensor, which `tt.save` does not write but reads);
+- Python scalars by value: `["b", bool]`, `["i", text]` an int, `["r", repr]` a float,
+  `["c", re, im]` a complex; `["s", text]` a str, `["n"]` None, `["f", module, qualname, kind, code]` a function, `["g", module, qualname]` a
   class;
 - `["d", cls, key, child, ...]` a dict (`cls`: "dict", "collections.OrderedDict",
   "collections.defaultdict"); `["l", child, ...]` a list, `["t", child, ...]` a tuple;
@@ -57,11 +57,13 @@ class _Recorder:
     def __init__(self, where: str, names: dict[str, Any]) -> None:
         self.where = where
         self.names = names  # keystr -> (path, leaf), in tree order: the tensors to write
-
-    def node(self, x: Any, keys: tuple[Key, ...], depth: int) -> list:
         from treetool._leaves._facts import is_array, is_key
         from treetool._tree._model import children
 
+        self.is_array, self.is_key, self.children = is_array, is_key, children
+
+    def node(self, x: Any, keys: tuple[Key, ...], depth: int) -> list:
+        is_array, is_key, children = self.is_array, self.is_key, self.children
         if depth > MAX_DEPTH:
             raise SaveError(f"{self.where}: the tree is nested deeper than {MAX_DEPTH} levels")
         p = Path._make(keys)
@@ -109,14 +111,12 @@ class _Recorder:
 
     def scalar(self, x: Any, p: Path) -> list:
         t = type(x)
-        if t is bool or t is float:
-            self.names[str(p)] = (p, x)
-            return ["a", str(p), t.__name__]
+        if t is bool:
+            return ["b", x]
         if t is int:
-            if not _INT64[0] <= x <= _INT64[1]:
-                return ["i", str(x)]
-            self.names[str(p)] = (p, x)
-            return ["a", str(p), "int"]
+            return ["i", str(x)]
+        if t is float:
+            return ["r", repr(x)]
         if t is complex:
             return ["c", repr(x.real), repr(x.imag)]
         if t is str:
@@ -280,7 +280,14 @@ def _build(x: Any, tensors: dict[str, Any], used: set[str], depth: int) -> Any:
         return None
     if tag == "s" and len(x) == 2 and type(x[1]) is str:
         return x[1]
-    if tag == "i" and len(x) == 2 and type(x[1]) is str and len(x[1]) <= 64:
+    if tag == "b" and len(x) == 2 and type(x[1]) is bool:
+        return x[1]
+    if tag == "r" and len(x) == 2 and type(x[1]) is str and len(x[1]) <= 40:
+        try:
+            return float(x[1])
+        except ValueError:
+            raise _Bad("a float is not a float") from None
+    if tag == "i" and len(x) == 2 and type(x[1]) is str and len(x[1]) <= 4000:
         try:
             return int(x[1])
         except ValueError:
