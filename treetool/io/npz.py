@@ -315,7 +315,7 @@ def _read_file(src: Source, opts: ReadOptions) -> Loaded:
         return Loaded(arr, format)
     out = _read_npz(path, trust=trust, lazy=lazy, partial=partial, format="npz")
     if out.error is None:
-        out.tree, out.metadata = _with_record(path, out.tree)
+        out.tree = _with_record(path, out.tree)
     if opts.like is not None:
         from treetool.io._structure import fit_like
 
@@ -328,15 +328,14 @@ def _read_file(src: Source, opts: ReadOptions) -> Loaded:
 _RECORD_MEMBER = "__treetool_tree__"
 
 
-def _with_record(path: str, tree: Any) -> tuple[Any, dict[str, Any] | None]:
+def _with_record(path: str, tree: Any) -> Any:
     """The tree a structure record (`tt.save`'s `__treetool_tree__` member, uint8 JSON)
-    describes, on top of the other members, and the record's summary as metadata; the tree
-    as read when there is no record."""
+    describes, on top of the other members; the tree as read when there is no record."""
     if type(tree) is not dict or _RECORD_MEMBER not in tree:
-        return tree, None
+        return tree
     rec = tree[_RECORD_MEMBER]
     if str(getattr(rec, "dtype", "")) != "uint8" or len(getattr(rec, "shape", ())) != 1:
-        return tree, None
+        return tree
     import numpy as np
 
     from treetool.io import _structure
@@ -344,10 +343,7 @@ def _with_record(path: str, tree: Any) -> tuple[Any, dict[str, Any] | None]:
     text = np.asarray(rec).tobytes()
     node = _structure.parse(path, text)
     rest = {k: v for k, v in tree.items() if k != _RECORD_MEMBER}
-    rebuilt = _structure.rebuild(path, node, rest)
-    return rebuilt, {
-        _structure.RECORD_KEY: _structure.summary(node, text.decode("utf-8", "replace"))
-    }
+    return _structure.rebuild(path, node, rest)
 
 
 def _sniff_npy(probe: Probe) -> bool:
