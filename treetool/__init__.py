@@ -18,7 +18,7 @@ also at `tt.*`, and each object's `__module__` is its namespace's (`tt.placement
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from treetool._errors import LoadError as LoadError
 from treetool._errors import PathError as PathError
@@ -90,8 +90,6 @@ if TYPE_CHECKING:
     from treetool.transforms import autojit as autojit
     from treetool.transforms import batch_axes as batch_axes
     from treetool.transforms import split_keys as split_keys
-
-__version__ = "0.1.0"
 
 #: name -> the module it is imported from, on first use (PEP 562); the one table of these names:
 #: the `if TYPE_CHECKING:` block above is generated from it (tests/project/test_typecheck.py)
@@ -177,5 +175,17 @@ __all__ = [
 ]
 
 
+#: the installed distribution's version (its metadata, read on first use)
+__version__: str
+
 if not TYPE_CHECKING:  # hidden from type checkers, so that `tt.misspelt` is an error there
-    __getattr__, __dir__ = lazy_names(__name__, _LAZY)
+    _lazy_getattr, __dir__ = lazy_names(__name__, _LAZY)
+
+    def __getattr__(name: str) -> Any:
+        # the installed distribution's version, read from its metadata on first use
+        # (importlib.metadata costs ~50 ms of import: not paid by `import treetool`)
+        if name == "__version__":
+            from treetool._version import version
+
+            return version()
+        return _lazy_getattr(name)

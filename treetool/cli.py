@@ -101,7 +101,7 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "or a function/class called with no arguments).",
     )
     p.add_argument("--debug", action="store_true", help="show tracebacks")
-    p.add_argument("--version", action="version", version="treetool 0.1.0")
+    p.add_argument("--version", action=_Version, help="show treetool's version and exit")
     # `prog` given: argparse would otherwise format the usage to find it (and import shutil)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", prog="treetool")
     wanted = _command_named(sys.argv[1:] if argv is None else argv)
@@ -116,6 +116,20 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         if wanted is None or wanted == name:
             _ARGUMENTS[name](sp)
     return p
+
+
+class _Version(argparse.Action):
+    """`--version`: the installed version, read from the package metadata only when asked for
+    (importlib.metadata costs ~50 ms of start-up)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        from treetool._version import version
+
+        print(f"treetool {version()}")
+        parser.exit()
 
 
 class _Formatter(argparse.HelpFormatter):
