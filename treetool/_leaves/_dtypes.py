@@ -10,7 +10,6 @@ a file's structure does not import numpy; numpy is imported where values or a re
 
 from __future__ import annotations
 
-import math
 import re
 import sys
 from typing import TYPE_CHECKING, Any
@@ -213,10 +212,6 @@ def name_bits(name: str, itemsize: int) -> int:
 
 
 _bits_cache: dict[tuple[str, int], int] = {}
-
-
-def _nbytes(shape: tuple[int, ...], dtype: Any) -> int:
-    return (math.prod(shape) * dtype_bits(dtype) + 7) // 8
 
 
 def scalar_value(x: Any) -> Any:

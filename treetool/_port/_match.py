@@ -242,7 +242,7 @@ class _Matcher:
                         sources=tuple(s.name for s in srcs),
                         steps=steps,
                         source_shape=_real_shape(srcs[0]),
-                        target_shape=t.shape if t.part is None else _real_part_shape(t),
+                        target_shape=t.shape if t.part is None else _real_shape(t),
                         how=row_how,
                         part=t.part,
                         group=group,
@@ -416,24 +416,11 @@ def _compatible(sm: list[_Module], tm: list[_Module]) -> bool:
     return all(_pair_modules(a, b) is not None for a, b in zip(sm, tm))
 
 
-def _drop_one_star(with_star: tuple[Tok, ...], without: tuple[Tok, ...]) -> bool:
-    if len(with_star) != len(without) + 1:
-        return False
-    return any(
-        with_star[k] == "*" and with_star[:k] + with_star[k + 1 :] == without
-        for k in range(len(with_star))
-    )
-
-
 def _real_shape(lf: Leaf) -> tuple[int, ...]:
     if lf.part is None:
         return lf.shape
     axis, _, n = lf.part
     return tuple(d * n if k == axis else d for k, d in enumerate(lf.shape))
-
-
-def _real_part_shape(lf: Leaf) -> tuple[int, ...]:
-    return _real_shape(lf)
 
 
 def match(src: list[Leaf], dst: list[Leaf]) -> Match:

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from treetool._lowering._labels import devices_text as devices_text
 from treetool._lowering._labels import fmt_bytes
-from treetool._sharding._layout import device_name, layout_label, mesh_text
+from treetool._sharding._layout import layout_label, mesh_text
 from treetool._text import safe
 
 if TYPE_CHECKING:  # the result module imports this one, never the other way round
@@ -345,8 +345,3 @@ class PlacementView:
         for w in p.warnings:
             parts.append(Text(f"⚠ {safe(w.message)}", style="yellow"))
         yield Group(*parts)
-
-
-def device_label(device: Any) -> str:
-    """`cpu:0` (re-exported for the TUI)."""
-    return device_name(device)

@@ -165,19 +165,6 @@ class LeavesTable(ScrollView, can_focus=True):
         self._widths_cache = self._natural_widths()
         self._apply_order()
 
-    def set_filter(self, paths: list[str] | None) -> None:
-        """Show only these leaf paths (None: every leaf)."""
-        if self.index is None:
-            return
-        if paths is None:
-            self.filter_rows = None
-        else:
-            wanted = set(paths)
-            self.filter_rows = np.asarray(
-                [i for i, p in enumerate(self.index.paths) if p in wanted], dtype=np.int64
-            )
-        self._apply_order()
-
     def set_filter_rows(self, rows: np.ndarray | None) -> None:
         """Show only these rows of the index (None: every leaf); computed by the search worker."""
         if self.index is None:
