@@ -66,7 +66,7 @@ def _write_safetensors(plan: Plan, path: str, cast: bool, fh: Any) -> None:
     """The header from shapes and dtypes alone, then each leaf read, transformed, written and
     let go: peak memory is about one leaf (two while a transform copies it)."""
     from treetool._paths._path import Path
-    from treetool.io._save import dotted_names
+    from treetool.io._structure import dotted_names
     from treetool.io.safetensors import DTYPES, PATHS_KEY
 
     names_by_dtype = {v: k for k, v in DTYPES.items()}

@@ -23,7 +23,7 @@ from treetool._leaves._callables import OpaqueFunction
 from treetool._leaves._prng import KeyArray
 from treetool._paths._path import DictKey
 from treetool.io._opaque import GlobalRef, Opaque
-from treetool.io._structure import RECORD_KEY
+from treetool.io._structure import RECORD_KEY, dotted_names
 
 __all__ = ["save"]
 
@@ -78,19 +78,6 @@ def _flat_paths(tree: Any, path: str, arrays_only: bool) -> list[tuple[Any, Any]
             )
         out.append((p, leaf))
     return out
-
-
-def dotted_names(paths: list[Any]) -> list[str]:
-    """The names `tt.save` gives tensors in safetensors: `encoder.layers.0.weight`.
-
-    That is the form other tools (Hugging Face, `safetensors.flax`) write and expect. When two
-    paths would get one name (`{"a.b": x, "a": {"b": y}}`) or a name would be empty (a lone
-    leaf), every name is the key path itself (`['a.b']`).
-    """
-    names = [".".join(str(k.text) for k in p) for p in paths]
-    if len(set(names)) != len(names) or not all(names):
-        return [str(p) for p in paths]
-    return names
 
 
 def _check_no_opaque(tree: Any, path: str) -> None:

@@ -37,6 +37,7 @@ from typing import Any
 from treetool._errors import LoadError, SaveError
 from treetool._leaves._callables import OpaqueFunction, callable_identity
 from treetool._paths._path import DictKey, GetAttrKey, Key, Path, SequenceKey
+from treetool._typetests import is_shape_struct
 from treetool.io._safety._limits import MAX_DEPTH, check_json_text
 
 __all__ = ["RECORD_KEY", "fit_like", "rebuild", "record", "summary"]
@@ -401,7 +402,6 @@ def fit_like(where: str, like: Any, tree: Any, names: dict[str, Any] | None = No
 
     from treetool._leaves._facts import is_array
     from treetool._tree._views import leaves_with_path
-    from treetool.io._save import dotted_names
 
     have: dict[str, Any] = {}
     for p, leaf in leaves_with_path(tree):
@@ -418,7 +418,7 @@ def fit_like(where: str, like: Any, tree: Any, names: dict[str, Any] | None = No
     shapes: list[str] = []
     for p, dot, (_, leaf) in zip(paths, dotted, flat):
         scalar = type(leaf) in (bool, int, float, complex)
-        if not (scalar or is_array(leaf) or _is_struct(leaf)):
+        if not (scalar or is_array(leaf) or is_shape_struct(leaf)):
             out.append(leaf)
             continue
         key = str(p)
@@ -458,8 +458,17 @@ def fit_like(where: str, like: Any, tree: Any, names: dict[str, Any] | None = No
     return jax.tree_util.tree_unflatten(treedef, out)
 
 
-def _is_struct(x: Any) -> bool:
-    return type(x).__name__ == "ShapeDtypeStruct"
+def dotted_names(paths: list[Any]) -> list[str]:
+    """The names `tt.save` gives tensors in safetensors: `encoder.layers.0.weight`.
+
+    That is the form other tools (Hugging Face, `safetensors.flax`) write and expect. When two
+    paths would get one name (`{"a.b": x, "a": {"b": y}}`) or a name would be empty (a lone
+    leaf), every name is the key path itself (`['a.b']`).
+    """
+    names = [".".join(str(k.text) for k in p) for p in paths]
+    if len(set(names)) != len(names) or not all(names):
+        return [str(p) for p in paths]
+    return names
 
 
 def _few_paths(items: list[str], n: int = 3) -> str:
