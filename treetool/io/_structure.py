@@ -32,7 +32,7 @@ import collections
 import dataclasses
 import json
 import math
-from typing import Any
+from typing import Any, cast
 
 from treetool._errors import LoadError, SaveError
 from treetool._leaves._callables import OpaqueFunction, callable_identity
@@ -45,7 +45,7 @@ __all__ = ["RECORD_KEY", "fit_like", "rebuild", "record", "summary"]
 #: the safetensors `__metadata__` key (and npz member name) of the record
 RECORD_KEY = "treetool_tree"
 _VERSION = 1
-_DICTS = {dict: "dict", collections.OrderedDict: "collections.OrderedDict"}
+_DICTS: dict[type, str] = {dict: "dict", collections.OrderedDict: "collections.OrderedDict"}
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _STATIC_TYPES = (bool, int, float, str, type(None))
 
@@ -89,7 +89,7 @@ class _Recorder:
             cls = _DICTS.get(t, "collections.defaultdict")
             out: list = ["d", cls]
             for (k, _), c in zip(kids, kid):
-                out += [_json_key(self.where, p, k.key), c]
+                out += [_json_key(self.where, p, cast(DictKey, k).key), c]
             return out
         if kind == "list" and t is list:
             return ["l", *kid]
