@@ -428,3 +428,51 @@ def match(src: list[Leaf], dst: list[Leaf]) -> Match:
     result = _Matcher(src, dst).run()
     flag_flatten(result, src, dst)
     return result
+
+
+def _likeness(a: Leaf, b: Leaf) -> tuple[int, int]:
+    """How alike two leaves' names are: (shared tokens, the same role)."""
+    ta, tb = a.tokens, b.tokens
+    shared = len(set(ta[:-1]) & set(tb[:-1]))
+    return shared, int(bool(ta) and bool(tb) and ta[-1] == tb[-1])
+
+
+def suggest(
+    targets: list[str], sources: list[str], src: list[Leaf], dst: list[Leaf]
+) -> dict[str, tuple[str, tuple[str, ...]] | None]:
+    """A candidate rule for each unmatched target: `(source, steps)` from the unmatched
+    sources whose shape a transform of the catalogue turns into the target's (the layout
+    conventions choosing, as for any row), the most alike by name first, each source
+    proposed once; None where no unmatched source fits. Fused parts are not proposed.
+
+    Example:
+        >>> s = [Leaf("prelu1.weight", ("prelu1", "weight"), (10,), "float32", "plain")]
+        >>> t = [Leaf(".act1.a", ("act1", "a"), (1, 1, 10), "float32", "plain")]
+        >>> suggest([".act1.a"], ["prelu1.weight"], s, t)
+        {'.act1.a': ('prelu1.weight', ('reshape(1,1,10)',))}
+    """
+    by_src = {lf.name: lf for lf in src if lf.part is None}
+    by_dst = {lf.name: lf for lf in dst if lf.part is None}
+    free = [by_src[n] for n in sources if n in by_src]
+    options: list[tuple[tuple[int, int], int, int, str, tuple[str, ...]]] = []
+    for j, name in enumerate(targets):
+        t = by_dst.get(name)
+        if t is None:
+            continue
+        for i, s in enumerate(free):
+            if math.prod(s.shape) != math.prod(t.shape):
+                continue
+            d = _decide(s, t, t.shape)
+            if d is None:
+                continue
+            steps = d[0]  # the decided steps, or the first of several candidates
+            like = _likeness(s, t)
+            options.append(((-like[0], -like[1]), j, i, s.name, tuple(steps)))
+    out: dict[str, tuple[str, tuple[str, ...]] | None] = dict.fromkeys(targets)
+    taken: set[str] = set()
+    for _, j, _, s_name, steps in sorted(options, key=lambda o: (o[0], o[1], o[2])):
+        name = targets[j]
+        if out[name] is None and s_name not in taken:
+            out[name] = (s_name, steps)
+            taken.add(s_name)
+    return out

@@ -49,6 +49,15 @@ SYNONYMS: dict[str, str] = {
     "tok": "emb",
 }
 
+#: a whole last key -> the role it plays: learned-activation parameters (torch `PReLU.weight`
+#: is flax / equinox `PReLU.negative_slope`, elsewhere `alpha` or `slope`)
+ROLE_KEYS: dict[str, str] = {
+    "negative_slope": "weight",
+    "alpha": "weight",
+    "slope": "weight",
+    "prelu_alpha": "weight",
+}
+
 #: words that carry no meaning across frameworks
 FILLER = frozenset({"proj", "self", "running", "moving", "to", "c", "attention"})
 
@@ -106,10 +115,17 @@ def tokens(keys: tuple[str, ...]) -> tuple[str | int, ...]:
         ('dense', 1, 'weight')
         >>> tokens(("blocks", "0", "fc1", "weight"))
         ('layers', 0, 'fc', 1, 'weight')
+        >>> tokens(("prelu1", "negative_slope")), tokens(("prelu1", "weight"))
+        (('prelu', 1, 'weight'), ('prelu', 1, 'weight'))
     """
     keys = strip_wrappers(keys)
     out: list[str | int] = []
-    for key in keys:
+    last = len(keys) - 1
+    for n, key in enumerate(keys):
+        role = ROLE_KEYS.get(key.lower()) if n == last and n > 0 else None
+        if role is not None:
+            out.append(role)
+            continue
         for t in _split(key):
             if isinstance(t, str):
                 t = SYNONYMS.get(t, t)

@@ -8,8 +8,10 @@ One line per target leaf (or part of a fused one), names quoted as JSON strings:
     drop "bn.num_batches_tracked"                  # why
 
 Lines starting with `#` are comments; an ambiguous target is written as commented-out
-candidate lines, one of which can be uncommented. A rule line replaces the automatic decision
-for its target; targets the file does not name keep theirs.
+candidate lines, one of which can be uncommented, and so is a target left unfilled when an
+unused source fits its shape (`_match.suggest`: the transform it needs, the most alike name).
+A rule line replaces the automatic decision for its target; targets the file does not name
+keep theirs.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from treetool._port._error import PortError
-from treetool._port._match import Ambiguity, Row
+from treetool._port._match import Ambiguity, Row, suggest
 from treetool._port._transforms import StepError, parse_steps, steps_shape
 
 if TYPE_CHECKING:
@@ -62,8 +64,14 @@ def write_rules(plan: Plan) -> str:
         lines.append(f"# ambiguous: {', '.join(a.targets)}: {a.reason}; uncomment one:")
         for t, s, steps in a.proposals:
             lines.append(f"# {_line(t, None, (s,), steps)}")
+    proposed = suggest(
+        plan.unmatched_target, plan.unmatched_source, plan._source.leaves, plan._target_side.leaves
+    )
     for t in plan.unmatched_target:
         lines.append(f"# target not filled: {_q(t)}")
+        got = proposed.get(t)
+        if got is not None:  # a rule that works when uncommented (check that the names agree)
+            lines.append(f"# {_line(t, None, (got[0],), got[1])}   # candidate: the shape fits")
     for s in plan.unmatched_source:
         lines.append(f"# source not used: {_q(s)}")
     return "\n".join(lines) + "\n"
