@@ -24,11 +24,16 @@ __all__ = ["all_printable", "redact_urls", "safe", "safe_text"]
 _PRINTABLE_ASCII = bytes(range(0x20, 0x7F))
 
 #: a URL in running text: its scheme, user info (`user:password@`), the rest of its authority
-#: and path, its query (`?a=1&b=2`) and fragment; a query value stops at `&`, `#`, a space, a
+#: and path, its query (`?a=1&b=2`) and fragment. User info is what precedes the last `@`
+#: of the authority, or, after a `user:`, of the text up to the query: a password may hold a
+#: `/` (`http://me:pa/ss@host/`, which RFC 3986 reads as host `me`, port `pa`: refused), and
+#: all of it is hidden (at the price of hiding a host in `http://host:80/a@b`). A query
+#: value stops at `&`, `#`, a space, a
 #: quote or a colon that ends the text or is followed by a space (the `: ` after a URL in an
 #: error line). Compiled on first use (`re` is not imported until a URL is shown).
 _URL_PATTERN = (
-    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/?#\s'\"<>]*@)?"
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)"
+    r"(?P<user>[^/?#\s'\"<>]*@|[^/?#\s'\"<>@]*:[^?#\s'\"<>]*@)?"
     r"(?P<path>[^?#\s'\"<>]*)(?P<query>\?(?:[^#\s'\"<>:]|:(?![\s'\"]|$))*)?"
     r"(?P<fragment>#(?:[^\s'\"<>:]|:(?![\s'\"]|$))*)?"
 )
@@ -60,6 +65,8 @@ def redact_urls(text: str) -> str:
         'http://***@host:8000/m.safetensors?token=***&v=***: not found'
         >>> redact_urls("s3://bucket/key and plain text")
         's3://bucket/key and plain text'
+        >>> redact_urls("http://me:pa/ss@host/m.bin: bad"), redact_urls("hf://org/repo@main/m")
+        ('http://***@host/m.bin: bad', 'hf://org/repo@main/m')
     """
     global _URL
     if "://" not in text:
