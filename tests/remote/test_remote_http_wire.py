@@ -546,9 +546,9 @@ def test_kept_connection_the_server_closed_is_not_reused(
 
 
 def test_host_name_past_ascii_goes_by_idna_or_is_one_line() -> None:
-    """An internationalised host name is sent as IDNA (the doctest of `_ascii_host`); one
+    """An internationalised host name is sent as IDNA (UTS-46: the doctests of `_url.parse`); one
     that IDNA cannot encode (an empty label) is one line, before any connection."""
     url = "http://a..b.bücher/m.safetensors"
     with pytest.raises(LoadError) as info:
         tt.load(url)
-    assert str(info.value) == f"{url}: the URL's host name is not a valid domain name"
+    assert str(info.value) == f"{url}: the URL's host name is not a valid domain name or address"

@@ -34,6 +34,7 @@ from treetool.io._sources._remote import (
     _timeout,
     _Transient,
 )
+from treetool.io._sources._url import Url, parse
 from treetool.io._sources._wire import BadHttp, Connection, _digits, tls_context
 
 __all__ = ["HttpSource"]
@@ -82,23 +83,20 @@ def follow_redirects() -> bool:
     return os.environ.get("TREETOOL_FOLLOW_REDIRECTS", "").lower() in ("1", "true", "yes", "on")
 
 
-def _origin(u: Any) -> tuple[str, str, int]:
-    """(scheme, host, port) of a split URL, the port defaulted by the scheme."""
-    try:
-        port = u.port
-    except ValueError:
-        port = -1
-    return u.scheme, (u.hostname or "").lower(), port or (443 if u.scheme == "https" else 80)
+def _basic_auth(u: Url) -> str:
+    """The `Authorization` header of a URL's user info (`user:password@`), or "".
 
-
-def _basic_auth(u: Any) -> str:
-    """The `Authorization` header of a URL's user info (`user:password@`), or ""."""
-    if not u.username and not u.password:
+    Example:
+        >>> _basic_auth(parse("http://me:p%40ss@h/")), _basic_auth(parse("http://h/"))
+        ('Basic bWU6cEBzcw==', '')
+    """
+    if not u.userinfo:
         return ""
     import base64
     import urllib.parse
 
-    pair = f"{urllib.parse.unquote(u.username or '')}:{urllib.parse.unquote(u.password or '')}"
+    user, _, password = u.userinfo.partition(":")
+    pair = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
     return "Basic " + base64.b64encode(pair.encode()).decode()
 
 
@@ -108,11 +106,11 @@ _UNSENDABLE = frozenset(chr(c) for c in [*range(0x21), 0x7F])
 _DELETED = frozenset("\t\r\n")
 
 
-def _target(name: str, u: Any) -> str:
-    """The request target of a split URL: its path and query, characters past ASCII
+def _target(name: str, u: Url) -> str:
+    """The request target of a parsed URL: its path and query, characters past ASCII
     percent-encoded (as UTF-8, as browsers send them); spaces or control characters, which
     no request line may hold, are one line naming the URL."""
-    target = (u.path or "/") + (f"?{u.query}" if u.query else "")
+    target = u.target
     if not target.isascii():
         import urllib.parse
 
@@ -122,27 +120,13 @@ def _target(name: str, u: Any) -> str:
     return target
 
 
-def _ascii_host(name: str, u: Any) -> str:
-    """The URL's host name as it goes on the wire: internationalised names by IDNA
-    (`bücher.example` is `xn--bcher-kva.example`), as `http.client` sent them; one that IDNA
-    cannot encode is one line naming the URL.
-
-    Example:
-        >>> import urllib.parse
-        >>> _ascii_host("u", urllib.parse.urlsplit("https://bücher.example/m.safetensors"))
-        'xn--bcher-kva.example'
-    """
-    host = u.hostname or ""
-    if host.isascii():
-        return host
-    try:
-        return host.encode("idna").decode("ascii")
-    except UnicodeError:
-        raise LoadError(f"{name}: the URL's host name is not a valid domain name") from None
-
-
 class HttpSource(SizedByFirstGet):
-    """A file served over HTTP(S), read by `Range` requests (the server must honour them)."""
+    """A file served over HTTP(S), read by `Range` requests (the server must honour them).
+    Its URL is parsed once, here, strictly (`_url.parse`): a bad one is one line at once."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self._url = parse(url)
 
     def _request(
         self, headers: dict[str, str], method: str = "GET", limit: int = 0
@@ -163,13 +147,12 @@ class HttpSource(SizedByFirstGet):
 
         deadline = time.monotonic() + _timeout()
         url = self.name
-        first = urllib.parse.urlsplit(url)
+        first = u = self._url
         seen = {url}
         auth = _basic_auth(first)
         for _ in range(6):
-            u = urllib.parse.urlsplit(url)
             sent = dict(headers)
-            if auth and _origin(u) == _origin(first):
+            if auth and u.origin == first.origin:
                 sent["Authorization"] = auth
             status, resp_headers, body, location = self._one(u, sent, method, limit, deadline)
             if location is None:
@@ -183,7 +166,13 @@ class HttpSource(SizedByFirstGet):
                 )
             if nxt in seen:
                 raise LoadError(f"{self.name}: redirect loop (back to {nxt})")
-            if _origin(n) != _origin(first) and not follow_redirects():
+            try:
+                u = parse(nxt)
+            except LoadError:
+                raise LoadError(
+                    f"{self.name}: redirected to a URL that is not valid ({nxt})"
+                ) from None
+            if u.origin != first.origin and not follow_redirects():
                 raise LoadError(
                     f"{self.name}: redirected to another scheme, host or port ({nxt}); "
                     "pass --follow-redirects (or set TREETOOL_FOLLOW_REDIRECTS=1) to follow it"
@@ -193,10 +182,10 @@ class HttpSource(SizedByFirstGet):
         raise LoadError(f"{self.name}: too many redirects (more than 5)")
 
     def _one(
-        self, u: Any, headers: dict[str, str], method: str, limit: int, deadline: float
+        self, u: Url, headers: dict[str, str], method: str, limit: int, deadline: float
     ) -> tuple[int, dict, bytes, str | None]:
         """One HTTP exchange before `deadline`: (status, headers, body, redirect location)."""
-        key = (u.scheme, u.hostname, u.port)
+        key = u.origin
         target = _target(self.name, u)
         left = deadline - time.monotonic()
         if left <= 0:
@@ -217,7 +206,7 @@ class HttpSource(SizedByFirstGet):
         keep = False
         try:
             if conn is None:
-                conn = Connection(u.scheme, _ascii_host(self.name, u), _origin(u)[2], left)
+                conn = Connection(u.scheme, u.host, u.port, left)
                 held.append(conn)
                 if expired.is_set():
                     raise TimeoutError
@@ -280,9 +269,7 @@ class HttpSource(SizedByFirstGet):
         it on another); whether it may be sent early (a directory URL has no first GET)."""
         if self.is_dir():
             return False
-        import urllib.parse
-
-        if urllib.parse.urlsplit(self.name).scheme == "https":
+        if self._url.scheme == "https":
             tls_context()  # (the system's certificates, loaded here)
         return True
 
@@ -345,12 +332,10 @@ class HttpSource(SizedByFirstGet):
     def join(self, name: str) -> Source:
         """The file `name` in this URL's directory, on its server (its query is not kept:
         a signed URL's signature is for one object)."""
-        import urllib.parse
-
-        u = urllib.parse.urlsplit(self.name)
+        u = self._url
         path = u.path or "/"
         folder = path if path.endswith("/") else path.rsplit("/", 1)[0] + "/"
-        return source_for(f"{u.scheme}://{u.netloc}{folder}{name}")  # shared with the read
+        return source_for(f"{u.scheme}://{u.authority}{folder}{name}")  # shared with the read
 
     def list(self) -> list[str]:
         return []  # HTTP has no listing

@@ -9,14 +9,23 @@ into one buffer (`Content-Length`), by chunks, or to the close, never more than 
 bytes. The limits are `http.client`'s: a line of at most 65,536 bytes, at most 100 headers;
 informational (1xx) answers are skipped, at most 8.
 
+Framing follows RFC 9112 section 6: `Content-Length` headers (repeated, or a comma list) must
+all say the same number, `Transfer-Encoding` must be exactly `chunked` (no other coding, and
+not beside a `Content-Length`), or the answer is refused (`BadHttp`): a server may not make
+treetool read one answer's bytes as the next one's. A connection is kept for another request
+only when its answer was read to the end and nothing is left unread after it: not in the
+socket file's buffer, not in TLS's, not on the socket (`Connection.unread`).
+
 Example (a server that answers one request):
     >>> import socket, threading
     >>> srv = socket.create_server(("127.0.0.1", 0))
+    >>> done = threading.Event()
     >>> def answer():
     ...     c, _ = srv.accept()
     ...     _ = c.recv(1024)
     ...     c.sendall(b"HTTP/1.1 206 Partial Content\\r\\nContent-Range: bytes 0-1/9\\r\\n"
     ...               b"Content-Length: 2\\r\\n\\r\\nab")
+    ...     done.wait(5)
     ...     c.close()
     >>> threading.Thread(target=answer).start()
     >>> conn = Connection("http", "127.0.0.1", srv.getsockname()[1], timeout=5)
@@ -24,7 +33,7 @@ Example (a server that answers one request):
     >>> status, reason, headers = conn.head()
     >>> status, reason, headers["content-range"], conn.body("GET", headers, limit=2)
     (206, 'Partial Content', 'bytes 0-1/9', (b'ab', True))
-    >>> conn.close(); srv.close()
+    >>> done.set(); conn.close(); srv.close()
 """
 
 from __future__ import annotations
@@ -66,6 +75,38 @@ class BadHttp(Exception):
 class Dropped(ConnectionError):
     """The connection ended before the answer's status line (worth a retry: a kept-alive
     connection the server had closed, a server that restarted)."""
+
+
+def _framing(headers: dict[str, str]) -> None:
+    """Check an answer's framing headers (RFC 9112 section 6) in place: a `Content-Length`
+    repeated or listed with one value is that value; lengths that differ, a
+    `Transfer-Encoding` other than exactly `chunked`, or both headers at once, are
+    `BadHttp` (never the last one wins: the rest would be read as the next answer).
+
+    Example:
+        >>> h = {"content-length": "5, 5"}; _framing(h); h
+        {'content-length': '5'}
+        >>> _framing({"content-length": "5, 6"})
+        Traceback (most recent call last):
+        ...
+        treetool.io._sources._wire.BadHttp: conflicting Content-Length headers
+        >>> _framing({"transfer-encoding": "gzip, chunked"})
+        Traceback (most recent call last):
+        ...
+        treetool.io._sources._wire.BadHttp: a Transfer-Encoding other than chunked
+    """
+    length = headers.get("content-length")
+    if length is not None and "," in length:
+        values = {v.strip() for v in length.split(",")}
+        if len(values) != 1:
+            raise BadHttp("conflicting Content-Length headers")
+        headers["content-length"] = values.pop()
+    coding = headers.get("transfer-encoding")
+    if coding is not None:
+        if coding.lower() != "chunked":
+            raise BadHttp("a Transfer-Encoding other than chunked")
+        if length is not None:
+            raise BadHttp("both Transfer-Encoding and Content-Length")
 
 
 def tls_context() -> Any:
@@ -130,6 +171,7 @@ class Connection:
             headers = self._headers()
             if status >= 200:
                 self.version = version
+                _framing(headers)
                 return status, reason.strip(), headers
             if status == 101:
                 raise BadHttp("the server switched protocols")
@@ -146,7 +188,11 @@ class Connection:
                 raise BadHttp(f"a header line over {MAX_LINE} bytes")
             name, sep, value = line.decode("iso-8859-1").partition(":")
             if sep and name and name == name.strip():  # (else not a header: ignored)
-                headers[name.lower()] = value.strip()
+                key = name.lower()
+                # a repeated field is one comma list (RFC 9110 5.3): a second Content-Length
+                # or Content-Range is seen, never silently replaced by the last one
+                before = headers.get(key)
+                headers[key] = value.strip() if before is None else f"{before}, {value.strip()}"
         raise BadHttp(f"more than {MAX_HEADERS} headers")
 
     def body(self, method: str, headers: dict[str, str], limit: int) -> tuple[bytes, bool]:
@@ -156,7 +202,7 @@ class Connection:
         if method == "HEAD":
             complete = True
             data = b""
-        elif "chunked" in headers.get("transfer-encoding", "").lower():
+        elif "transfer-encoding" in headers:  # exactly `chunked` (`_framing`)
             data, complete = self._chunks(limit)
         elif "content-length" in headers:
             text = headers["content-length"]
@@ -170,7 +216,7 @@ class Connection:
             complete = False
         said = headers.get("connection", "").lower()
         closes = "close" in said or (self.version == "HTTP/1.0" and "keep-alive" not in said)
-        return data, complete and not closes
+        return data, complete and not closes and not self.unread()
 
     def _chunks(self, limit: int) -> tuple[bytes, bool]:
         rfile = self.rfile
@@ -198,19 +244,43 @@ class Connection:
                 raise BadHttp("a chunk that does not end its line")
 
     def quiet(self) -> bool:
-        """Whether this kept connection may carry another request: its socket has nothing
-        to read. A server that closed it while it was idle (its keep-alive timeout) has sent
-        its FIN, which makes it readable; bytes that no request asked for do too. A poll, no
-        wait (~2 us): a request sent on a closed connection would fail and spend a try."""
+        """Whether this kept connection may carry another request: nothing is left to read
+        on it (`unread`). A server that closed it while it was idle (its keep-alive timeout)
+        has sent its FIN, which makes it readable; bytes that no request asked for do too.
+        No wait (a few us): a request sent on a closed connection would fail and spend a try."""
+        return not self.unread()
+
+    def unread(self) -> bool:
+        """Whether anything is waiting to be read that no request asked for: bytes in the
+        socket file's buffer (a server that sent more than its answer in one packet), in
+        TLS's decrypted buffer, or on the socket (more bytes, or the server's FIN), without
+        waiting. A closed connection has (True: it cannot be used again)."""
+        sock = self.sock
         try:
-            fd = self.sock.fileno()
+            pending = getattr(sock, "pending", None)  # (an SSLSocket's decrypted bytes)
+            if pending is not None and pending():
+                return True
+            fd = sock.fileno()
             if not hasattr(select, "poll"):  # (Windows)
-                return not select.select([fd], [], [], 0)[0]
-            poller = select.poll()
-            poller.register(fd, select.POLLIN)
-            return not poller.poll(0)
+                if select.select([fd], [], [], 0)[0]:
+                    return True
+            else:
+                poller = select.poll()
+                poller.register(fd, select.POLLIN)
+                if poller.poll(0):
+                    return True
+            # the file's buffer: `peek` returns what it holds without reading the socket,
+            # or (empty) makes one read, which a timeout of 0 makes return at once
+            timeout = sock.gettimeout()
+            sock.settimeout(0)
+            try:
+                return bool(self.rfile.peek(1))
+            except OSError:  # (nothing to read: TLS's SSLWantReadError)
+                return False
+            finally:
+                sock.settimeout(timeout)
         except (OSError, ValueError):  # (closed: fileno() is -1)
-            return False
+            return True
 
     def close(self) -> None:
         try:
