@@ -57,15 +57,24 @@ def test_http_first_get_is_sent_before_the_source_is_asked(http: Any, files: dic
         assert _early.start(src) is False  # its size is known: nothing to send
 
 
-def test_switch_interval_is_short_only_while_the_get_is_in_flight(http: Any) -> None:
+def test_switch_interval_is_never_changed_even_when_the_read_is_interrupted(http: Any) -> None:
+    """Issue 39 point 8: the early GET leaves the interpreter as it found it, while in flight
+    and after a read abandoned by an exception."""
     before = sys.getswitchinterval()
-    assert before > 0.001  # (the interpreter's default, 5 ms)
-    with session():
-        src = source_for(f"{http.url}/ckpt.pkl")
-        assert _early.start(src) is True
-        _ = src.size
-    _until(lambda: _early._in_flight == 0, "the early GET's thread ended")
+    started: list[Any] = []
+
+    def interrupted_read() -> None:
+        with session():
+            src = source_for(f"{http.url}/ckpt.pkl")
+            started.append(_early.start(src))
+            started.append(sys.getswitchinterval())  # (in flight)
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        interrupted_read()
+    assert started == [True, before]
     assert sys.getswitchinterval() == before
+    _until(lambda: http.log.count == 1, "the abandoned GET reached the server")
 
 
 def test_http_missing_file_is_one_line_after_one_request(http: Any) -> None:

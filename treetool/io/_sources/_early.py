@@ -12,11 +12,9 @@ thread runs in: an S3 key that may name a prefix (an orbax checkpoint) gets its 
 the GET, as in the read itself. Nothing is sent early for a directory URL, a bucket, or a
 source that already knows its size.
 
-While the GET is in flight the interpreter's switch interval is 1 ms (not 5): the reader's
-thread is busy importing, and the GET's thread needs the GIL at each step of its request
-(connect, send, each part of the answer), and at 5 ms a step a 21 ms exchange ended 13-26 ms
-after a 60 ms busy stretch of that thread (HTTP and S3 on the 20 ms link), where at 1 ms it
-was mostly already done. It is restored when the last early GET ends.
+The process is left as it was found (no switch-interval change: an interrupted read, its
+GET abandoned, must not leave the interpreter tuned; the remote rows of bench_remote.py did not
+move when the 1 ms interval was removed).
 
 Example (a local file has no first GET to send):
     >>> from treetool._source import source_for
@@ -27,19 +25,12 @@ Example (a local file has no first GET to send):
 from __future__ import annotations
 
 import contextvars
-import sys
 import threading
 from typing import Any
 
 from treetool._source import Source
 
 __all__ = ["start"]
-
-#: the switch interval while an early GET is in flight (seconds)
-_SWITCH = 0.001
-_lock = threading.Lock()
-_in_flight = 0
-_saved = 0.005  # the interval to restore when the last early GET ends
 
 
 def start(src: Source) -> bool:
@@ -64,7 +55,6 @@ def start(src: Source) -> bool:
             outcome[:] = [None, e]
         finally:
             done.set()
-            _switch(-1)
 
     def first_block() -> bytes:
         done.wait()
@@ -76,22 +66,7 @@ def start(src: Source) -> bool:
     src._first_block = first_block  # type: ignore[method-assign]
     # the read's context (its session, its stop event) goes with the request
     context = contextvars.copy_context()
-    _switch(+1)
     threading.Thread(
         target=context.run, args=(fetch,), name="treetool-first-get", daemon=True
     ).start()
     return True
-
-
-def _switch(delta: int) -> None:
-    """Count an early GET in (+1) or out (-1): the first in sets the short switch interval,
-    the last out restores the one before (unless someone changed it meanwhile)."""
-    global _in_flight, _saved
-    with _lock:
-        if delta > 0 and _in_flight == 0:
-            _saved = sys.getswitchinterval()
-            if _saved > _SWITCH:
-                sys.setswitchinterval(_SWITCH)
-        _in_flight += delta
-        if _in_flight == 0 and abs(sys.getswitchinterval() - _SWITCH) < 1e-7 < _saved - _SWITCH:
-            sys.setswitchinterval(_saved)
