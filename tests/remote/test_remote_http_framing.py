@@ -7,8 +7,10 @@ authority and a `/` in a password are one redacted line; `faß.example` stays `�
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -146,3 +148,12 @@ def test_idna_is_uts46_nontransitional() -> None:
     assert parse("https://faß.example/m").host == "xn--fa-hia.example"
     assert parse("https://FASS.example/m").host == "fass.example"
     assert np.asarray([parse("http://[::1]:8/").port]).tolist() == [8]
+
+
+@pytest.mark.parametrize("shard", ["%2e%2e/secret.safetensors", "a%2f..%2fsecret.safetensors"])
+def test_percent_encoded_shard_name_cannot_leave_the_folder(tmp_path: Any, shard: str) -> None:
+    index = tmp_path / "m.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {}, "weight_map": {"w": shard}}))
+    with pytest.raises(LoadError) as info:
+        tt.load(str(index))
+    assert "expected a shard file name next to the index" in str(info.value)

@@ -94,10 +94,26 @@ def _relative_name(name: str) -> bool:
         [True, True]
         >>> [_relative_name(n) for n in ("../x", "/etc/passwd", "//h/x", "http://h/x", "a//b")]
         [False, False, False, False, False]
+        >>> [_relative_name(n) for n in ("%2e%2e/x", "a%2f..%2fb", "%252e%252e/x", "m%201.bin")]
+        [False, False, False, True]
+
+    A name is checked as written and percent-decoded (again while that changes it, at most
+    4 times): a server that decodes paths must not read `%2e%2e/` as `../`.
     """
-    if not 0 < len(name) <= 1024 or not name.isprintable() or any(c in name for c in "\\:"):
-        return False
-    return all(0 < len(part) <= 255 and part not in (".", "..") for part in name.split("/"))
+    for _ in range(5):
+        if not 0 < len(name) <= 1024 or not name.isprintable() or any(c in name for c in "\\:"):
+            return False
+        if not all(0 < len(part) <= 255 and part not in (".", "..") for part in name.split("/")):
+            return False
+        if "%" not in name:
+            return True
+        import urllib.parse
+
+        decoded = urllib.parse.unquote(name)
+        if decoded == name:
+            return True
+        name = decoded
+    return False
 
 
 def _check_inside(index: Source, shard: Source, name: str) -> None:
