@@ -52,6 +52,9 @@ class Record:
     size: int
     header: int
     data: int = -1  # the data's offset, from the local header (-1 until read)
+    #: where the record must end: the next record's local header, or the central directory
+    limit: int = -1
+    after: str = ""  # what lies at `limit`: the next record's name ("" for the directory)
 
 
 @dataclass
@@ -156,6 +159,7 @@ def _read_zip_dir(src: Source, name: str, size: int, tail: bytes | None) -> ZipD
     if cd is None:
         cd = src.read(cd_off, cd_size)
     records = _central(cd, count, name, size)
+    _bound(records, cd_off)
     _locate(src, records, size, (base, tail))
     return ZipDir(src, records, (base, tail))
 
@@ -227,6 +231,25 @@ def _zip64(extra: bytes, usize: int, csize: int, header: int) -> tuple[int, int,
     return usize, csize, header
 
 
+def _bound(records: dict[str, Record], cd_off: int) -> None:
+    """Each record's `limit`: the next record's local header (by offset), or the directory."""
+    recs = sorted(records.values(), key=lambda r: r.header)
+    for r, nxt in itertools.zip_longest(recs, recs[1:]):
+        r.limit, r.after = (nxt.header, nxt.name) if nxt is not None else (cd_off, "")
+
+
+def _extent(src: Source, rec: Record, data: int) -> None:
+    """Refuse a record whose data (found from its local header) runs past the file, into the
+    next record or into the central directory: the same check for a local and a remote file."""
+    where = f"{src.name}[{rec.name}]"
+    if data + rec.csize > src.size:
+        raise LoadError(f"{where}: record data lies outside the file")
+    if 0 <= rec.limit < data + rec.csize:
+        if rec.after:
+            raise LoadError(f"{src.name}: zip records {rec.name!r} and {rec.after!r} overlap")
+        raise LoadError(f"{where}: record data runs into the zip directory")
+
+
 def _locate(src: Source, records: dict[str, Record], size: int, tail: tuple[int, bytes]) -> None:
     """Each record's data offset from its local header; records may not overlap.
 
@@ -255,9 +278,8 @@ def _locate(src: Source, records: dict[str, Record], size: int, tail: tuple[int,
         if b[:4] != _LOCAL or len(b) < 30:
             raise LoadError(f"{where}: bad zip local header at byte {r.header}")
         nlen, xlen = _u16(b, 26), _u16(b, 28)
+        _extent(src, r, r.header + 30 + nlen + xlen)
         r.data = r.header + 30 + nlen + xlen
-        if r.data + r.csize > size:
-            raise LoadError(f"{where}: record data lies outside the file")
     if not src.remote:
         _no_overlap(src, sorted((r.header, r.data + r.csize, r.name) for r in recs))
 
@@ -281,8 +303,7 @@ def local_data_offset(src: Source, rec: Record, tail: tuple[int, bytes] = (0, b"
         if b[:4] != _LOCAL or len(b) < 30:
             raise LoadError(f"{where}: bad zip local header at byte {rec.header}")
         data = rec.header + 30 + _u16(b, 26) + _u16(b, 28)
-        if data + rec.csize > src.size:
-            raise LoadError(f"{where}: record data lies outside the file")
+        _extent(src, rec, data)
         rec.data = data
     return rec.data
 
