@@ -48,11 +48,9 @@ def test_materialize_gives_numpy(pt: str) -> None:
 
 def test_totals_count_a_tie_once(pt: str) -> None:
     out = tt.summary(tt.load(pt)).to_dict()
-    # head.weight is layers.0.weight, t its transpose: one storage of 12 floats
+    # head.weight is layers.0.weight (tied), t its transpose (a view, not tied): 12 floats
     assert out["totals"]["params"] == 12 + 4 and out["totals"]["bytes"] == 48 + 8
-    assert out["tied"] == [
-        {"paths": ["['head.weight']", "['layers.0.weight']", "['t']"], "params": 12}
-    ]
+    assert out["tied"] == [{"paths": ["['head.weight']", "['layers.0.weight']"], "params": 12}]
 
 
 def test_read_facts(pt: str) -> None:

@@ -121,10 +121,7 @@ def test_summary(d: str) -> None:
     total = next(line for line in r.stdout.splitlines() if line.startswith("total"))
     # col is a view of layers.0.weight's storage: counted once (6 + 3 params, 24 + 6 bytes)
     assert total.split() == ["total", "dict", "3", "9", "100%", "30", "B", "float32,", "bfloat16"]
-    assert (
-        "tied: 2 paths share memory (['col'], ['layers.0.weight']), 6 params counted once in "
-        "the total"
-    ) in " ".join(r.stdout.split())  # the line may wrap
+    assert "tied" not in r.stdout and "share memory" not in r.stdout  # a view is not a tie
     js = run("inspect", "--json", "model.pt", cwd=d)
     assert json.loads(js.stdout)["totals"] == {"leaves": 3, "params": 9, "bytes": 30}
 

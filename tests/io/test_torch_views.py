@@ -1,5 +1,5 @@
 """Views of one torch storage (a slice and its base, `view`, `.T`, columns, ties), written by
-real torch in both formats: shown as tied and counted once, as the union of the elements they
+real torch in both formats: not tied (only the same tensor is) but counted once, as the union of the elements they
 cover, by every totals pass (`tt.summary`, `totals`, the `--json` listing's `Tally`)."""
 
 from __future__ import annotations
@@ -30,14 +30,14 @@ def _cases() -> dict[str, tuple[Callable[[], dict[str, Any]], int, int, int, dic
     return {
         # a slice and its base: the slice lies inside the base
         "slice": (
-            lambda: {"a": t, "b": t[2:]}, 24, 96, 1, {}, [{"['a']": [0, 96], "['b']": [48, 96]}]
+            lambda: {"a": t, "b": t[2:]}, 24, 96, 0, {}, [{"['a']": [0, 96], "['b']": [48, 96]}]
         ),
         # view and transpose of the same 24 elements, and the same tensor twice (a tie)
         "view_T": (
             lambda: {"a": t, "v": t.view(6, 4), "T": t.T, "tie": t},
             24,
             96,
-            3,
+            1,
             {"['tie']": "same tensor as ['a']"},
             [{"['a']": [0, 96], "['v']": [0, 96], "['T']": [0, 96]}],
         ),
@@ -46,7 +46,7 @@ def _cases() -> dict[str, tuple[Callable[[], dict[str, Any]], int, int, int, dic
             lambda: {"c0": t[:, 0], "c1": t[:, 1]},
             8,
             32,
-            1,
+            0,
             {},
             [{"['c0']": [0, 76], "['c1']": [4, 80]}],
         ),
@@ -55,7 +55,7 @@ def _cases() -> dict[str, tuple[Callable[[], dict[str, Any]], int, int, int, dic
             lambda: {"x": t[:1], "y": t[3:]},
             12,
             48,
-            1,
+            0,
             {},
             [{"['x']": [0, 24], "['y']": [72, 96]}],
         ),
@@ -64,7 +64,7 @@ def _cases() -> dict[str, tuple[Callable[[], dict[str, Any]], int, int, int, dic
             lambda: {"p": b[:6], "q": b[4:]},
             10,
             20,
-            1,
+            0,
             {},
             [{"['p']": [0, 12], "['q']": [8, 20]}],
         ),
@@ -118,16 +118,16 @@ def test_views_of_one_storage_count_once(
         np.testing.assert_array_equal(v.astype(np.float32), want[k].float().numpy())
 
 
-def test_summary_lists_every_path_of_a_storage(files: dict[tuple[str, str], str]) -> None:
+def test_summary_lists_only_the_same_tensor_as_tied(files: dict[tuple[str, str], str]) -> None:
     s = tt.summary(tt.load(files["view_T", "zip"])).to_dict()
-    assert s["tied"] == [{"paths": ["['T']", "['a']", "['tie']", "['v']"], "params": 24}]
+    assert s["tied"] == [{"paths": ["['a']", "['tie']"], "params": 24}]  # v, T: views
 
 
 def test_two_files_with_the_same_keys_are_not_merged(files: dict[tuple[str, str], str]) -> None:
     # storage "0" of one file is not storage "0" of another
     tree = {"one": tt.load(files["slice", "zip"]), "two": tt.load(files["slice", "legacy"])}
     agg = totals(tree)
-    assert (agg.params, agg.nbytes, agg.tied) == (48, 192, 2)
+    assert (agg.params, agg.nbytes, agg.tied, agg.arrays) == (48, 192, 0, 2)
 
 
 def test_hf_style_tie_and_module_state_dict(tmp_path: os.PathLike) -> None:
@@ -204,6 +204,6 @@ def test_many_strided_views_are_bounded(tmp_path: os.PathLike) -> None:
     agg = totals(tree)
     # exact: column 0 from row 0 and column 1 from row 1 (7999); the windows of views past
     # the budget may add column 1's first element
-    assert agg.params in (7999, 8000) and agg.tied == 99
+    assert agg.params in (7999, 8000) and agg.tied == 0
     assert len(_spans(tree["c0"], [_TREE_RUNS])) == 4000  # within the budget: every run
     assert _spans(tree["c0"], [0]) == [(0, 4 * 7999)]  # past it: the window

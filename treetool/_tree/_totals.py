@@ -13,8 +13,10 @@ Every count of a whole tree comes from here: `Node.aggregates`, `tt.summary`'s t
 
 An array is counted once however many paths hold it (same object: tied weights); `tied` counts
 the extra paths. Different views of one buffer of a file (`LazyArray.view_of`: torch tensors
-viewing one storage, a slice and its base, a transpose) are one array too: they count the bytes
-of the buffer they cover together, once (`treetool._tree._shared_views`). Devices are bytes per place: each jax device holding a shard of the array
+viewing one storage, a slice and its base, a transpose, an LSTM's flat weights) count the bytes
+of the buffer they cover together, once (`treetool._tree._shared_views`), but they are not tied:
+a tie is the same array (for torch: the same storage, offset, shape and strides, which the
+reader makes one leaf object). Devices are bytes per place: each jax device holding a shard of the array
 (its shard's bytes; a replicated array counts in full on each device), `"host"` for numpy
 arrays and `"file"` for arrays still in a file; nothing is read from a file, and a deleted jax
 array keeps its shape and dtype but has no device.
@@ -125,7 +127,8 @@ class Tally:
     """
 
     __slots__ = (
-        "_arrays", "_first", "_jax", "_ties", "_views", "agg", "leaves", "nbytes", "params", "tied",
+        "_arrays", "_first", "_jax", "_tie_params", "_ties", "_views", "agg", "leaves", "nbytes",
+        "params", "tied",
     )  # fmt: skip
 
     def __init__(self, paths: bool = False) -> None:
@@ -137,6 +140,8 @@ class Tally:
         self._jax: list[tuple[Any, LeafInfo]] = []
         self._first: dict[int, Any] | None = {} if paths else None
         self._ties: dict[int, list[Any]] = {}
+        #: the params of each tied array, as it was met (before views of its buffer merge)
+        self._tie_params: dict[int, int] = {}
         self._views: list[Any] = []  # the lazy arrays among them that are views of a buffer
 
     def add(self, x: Any, info: LeafInfo, path: Any = None) -> None:
@@ -148,6 +153,7 @@ class Tally:
                 self.tied += 1
                 if self._first is not None:
                     self._ties.setdefault(i, []).append(path)
+                    self._tie_params.setdefault(i, self._arrays[i].params)
             else:
                 self._arrays[i] = info
                 if self._first is not None:
@@ -179,10 +185,10 @@ class Tally:
     def finish(self, complete: bool = True, breakdown: bool = True) -> Aggregates:
         """The totals of everything added; `breakdown=False` (after `add_sized`): without
         `dtypes`, `dtype_bytes` and `devices`."""
-        if self._views:  # views of one buffer: one array
+        if self._views:  # views of one buffer: its bytes once (not tied)
             views, self._views = self._views, []
             before = {id(x): self._arrays[id(x)] for x in views}
-            self.tied += views_once(self._arrays, views, self._merge_paths)
+            views_once(self._arrays, views)
             for i, info in before.items():
                 now = self._arrays.get(i)
                 if now is not info:
@@ -196,23 +202,14 @@ class Tally:
             agg.arrays, agg.params, agg.nbytes = len(self._arrays), self.params, self.nbytes
         return agg
 
-    def _merge_paths(self, into: int, other: int) -> None:
-        """The paths of array `other` are now paths of `into` (views of one buffer)."""
-        if self._first is not None:
-            ties = self._ties.setdefault(into, [])
-            ties.append(self._first.pop(other))
-            ties.extend(self._ties.pop(other, ()))
-
     def tied_paths(self) -> list[tuple[list[str], int]]:
-        """`(paths, params)` of each array met at more than one path, in order of first
-        appearance (only with `paths=True`)."""
+        """`(paths, params)` of each array met at more than one path (the same object), in
+        order of first appearance (only with `paths=True`); views of one buffer are not."""
         if not self._ties or self._first is None:
             return []
-        order = {i: n for n, i in enumerate(self._arrays)}
-        first, arrays = self._first, self._arrays
+        first, ties = self._first, self._ties
         return [
-            ([str(first[i]), *map(str, self._ties[i])], arrays[i].params)
-            for i in sorted(self._ties, key=order.__getitem__)
+            ([str(first[i]), *map(str, ties[i])], self._tie_params[i]) for i in first if i in ties
         ]
 
 
@@ -402,8 +399,8 @@ def _fast(
                 jax_arrays.append((x, info))
             elif isinstance(x, LazyArray) and getattr(x, "view_of", None) is not None:
                 views.append(x)
-    if views:
-        tied += views_once(arrays, views)
+    if views:  # views of one buffer: its bytes once (not tied)
+        views_once(arrays, views)
     agg = Aggregates(leaves=leaves, tied=tied, complete=complete)
     if arrays:
         _sum_arrays(agg, arrays.values(), jax_arrays)
