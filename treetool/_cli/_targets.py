@@ -31,7 +31,7 @@ def report_loaded(spec: str, loaded: Any) -> None:
             file=sys.stderr,
         )
     if loaded.blocked:
-        _print_blocked(spec, loaded.blocked, loaded.format)
+        _print_blocked(spec, loaded.blocked, loaded.format, loaded.facts)
     keep(loaded)
 
 
@@ -211,16 +211,53 @@ def _select(tree: Any, pattern: str | None) -> list[tuple[Any, Any]] | None:
     return glob_matches(tree, pattern)  # as the TUI's search: no `None` fields
 
 
-def _print_blocked(spec: str, blocked: list[str], fmt: str = "") -> None:
-    shown = ", ".join(blocked[:8]) + (f" and {len(blocked) - 8} more" if len(blocked) > 8 else "")
-    how = (
-        "treetool reads torch files without torch and never runs their code"
-        if fmt == "torch"
-        else "pass --trust to run the file's code"
-    )
-    print(
-        safe(
-            f"treetool: note: {spec}: not executed (shown as opaque placeholders): {shown}; {how}"
-        ),
-        file=sys.stderr,
-    )
+#: up to this many globals (not torch): the note is one line
+_ONE_LINE = 3
+
+
+def _print_blocked(spec: str, blocked: list[str], fmt: str = "", facts: Any = None) -> None:
+    """The note on stderr naming every global the file references that was not executed.
+
+    A few (not torch): one line. Otherwise a line saying what the tree shows in their place,
+    then the globals grouped by package as the torch reader's report is (`_grouped`); for a
+    torch file each with what it is. Whole nn.Modules of a torch file (`facts["torch"]
+    ["modules"]`) are read under their state_dict() names, so the note says so.
+    """
+    from treetool.io._torch._weights_only import _grouped, describe
+
+    names = list(blocked)
+    if fmt != "torch" and len(names) <= _ONE_LINE:
+        print(
+            safe(
+                f"treetool: note: {spec}: not executed (shown as opaque placeholders): "
+                f"{', '.join(names)}; pass --trust to run the file's code"
+            ),
+            file=sys.stderr,
+        )
+        return
+    n = f"{len(names)} global{'s' if len(names) != 1 else ''}"
+    if fmt == "torch":
+        modules = list(((facts or {}).get("torch") or {}).get("modules") or ())
+        many = len(modules) != 1
+        shown = (
+            f"the whole nn.Module{'s' if many else ''} {', '.join(modules)} "
+            f"{'are' if many else 'is'} shown by {'their' if many else 'its'} state_dict() "
+            "names (the modules inside included), any other object as an opaque placeholder "
+            "of its saved attributes"
+            if modules
+            else "each object is shown as an opaque placeholder of its saved attributes"
+        )
+        head = (
+            f"treetool: note: {spec}: {n} not executed (treetool reads torch files without "
+            f"torch and never runs their code); {shown}:"
+        )
+        lines = _grouped([{"global": g, "what": describe(g)} for g in names])
+    else:
+        head = (
+            f"treetool: note: {spec}: {n} not executed (shown as opaque placeholders); pass "
+            "--trust to run the file's code:"
+        )
+        lines = _grouped([{"global": g, "what": "not executed"} for g in names])
+    print(safe(head), file=sys.stderr)
+    for line in lines:  # already through the sanitiser
+        print(line, file=sys.stderr)
