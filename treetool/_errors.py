@@ -64,7 +64,8 @@ class LoadError(TreetoolError):
 @set_module("treetool")
 class SaveError(TreetoolError):
     """A tree that `tt.save` cannot write as asked: an opaque node or function loaded without
-    running its code, a typed PRNG key or a non-array leaf in safetensors/npz, a dtype the
+    running its code (pickle), a typed PRNG key, a leaf that is neither an array nor a number,
+    string, None, function or class (safetensors/npz record those), a dtype the
     format cannot store, an unknown format. A sibling of `LoadError`, not a kind of it.
 
     The message is one line, naming the file and the path in the tree.
@@ -73,10 +74,10 @@ class SaveError(TreetoolError):
         >>> import numpy as np, tempfile, os, treetool as tt
         >>> p = os.path.join(tempfile.mkdtemp(), "w.safetensors")
         >>> try:
-        ...     tt.save({"name": "w"}, p)
+        ...     tt.save({"lock": object()}, p)
         ... except tt.SaveError as e:
         ...     print(str(e).replace(p, "w.safetensors"))
-        w.safetensors: ['name'] is a str; only arrays and numbers can be saved here
+        w.safetensors: ['lock'] is a object; tt.save writes arrays and records numbers, strings, None, functions and classes (replace it with tt.tree_at)
     """
 
     def __str__(self) -> str:

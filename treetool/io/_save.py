@@ -145,7 +145,10 @@ def save(tree: Any, path: str, format: str | None = None, *, overwrite: bool = T
     if os.path.isdir(path):
         raise SaveError(f"{path}: is a folder; not replaced")
     if fmt == "pickle":
-        data = _materialize(tree, path)
+        try:
+            data = _materialize(tree, path)
+        except RecursionError:
+            raise SaveError(_TOO_DEEP_TO_PICKLE.format(path=path)) from None
         with atomic_write(path, overwrite=overwrite) as fh:
             _pickle(data, fh, path)
         return
@@ -170,15 +173,18 @@ def save(tree: Any, path: str, format: str | None = None, *, overwrite: bool = T
             raise SaveError(f"{path}: npz cannot store the tree: {e}") from None
 
 
+_TOO_DEEP_TO_PICKLE = (
+    "{path}: the tree is nested too deeply to pickle (Python's recursion limit); save it as "
+    "safetensors, which stores flat key paths"
+)
+
+
 def _pickle(data: Any, fh: Any, path: str) -> None:
     try:
         pickle.dump(data, fh, protocol=pickle.HIGHEST_PROTOCOL)
     except RecursionError:
         # both the walk here and the pickler recurse once per level
-        raise SaveError(
-            f"{path}: the tree is nested too deeply to pickle (Python's recursion limit); "
-            "save it as safetensors or npz, which store flat key paths"
-        ) from None
+        raise SaveError(_TOO_DEEP_TO_PICKLE.format(path=path)) from None
     except (pickle.PicklingError, TypeError, AttributeError) as e:
         msg = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
         raise SaveError(
@@ -192,16 +198,39 @@ def _tensors_and_record(tree: Any, path: str, npz: bool) -> tuple[dict[str, Any]
     (key paths where two would collide), the record naming them."""
     from treetool.io._structure import record, rename
 
-    pairs, node = record(tree, path)
-    names = dotted_names([p for p, _ in pairs])
-    if npz and NPZ_RECORD in names:
-        names = [str(p) for p, _ in pairs]
-    by_keystr = {str(p): n for (p, _), n in zip(pairs, names)}
     try:
-        text = json.dumps({"version": 1, "tree": rename(node, by_keystr)}, separators=(",", ":"))
+        pairs, node = record(tree, path)
+        names = dotted_names([p for p, _ in pairs])
+        if npz and NPZ_RECORD in names:
+            names = [str(p) for p, _ in pairs]
+        by_keystr = {str(p): n for (p, _), n in zip(pairs, names)}
+        tree_record = rename(node, by_keystr)
+        text = json.dumps({"version": 1, "tree": tree_record}, separators=(",", ":"))
     except RecursionError:
-        raise SaveError(f"{path}: the tree is nested too deeply to record") from None
+        if npz:
+            raise SaveError(f"{path}: the tree is nested too deeply to record") from None
+        return _flat_paths(tree, path)
     return {n: leaf for n, (_, leaf) in zip(names, pairs)}, {RECORD_KEY: text}
+
+
+def _flat_paths(tree: Any, path: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """A tree too deep for the structure record (Python's recursion limit) whose leaves are
+    all arrays: the tensors under their dotted names and the key path of each
+    (`PATHS_KEY`), from which `tt.load` nests them again (walked without recursion)."""
+    from treetool._leaves._facts import is_array
+    from treetool._tree._views import leaves_with_path
+    from treetool.io.safetensors import PATHS_KEY
+
+    pairs = leaves_with_path(tree)
+    bad = [str(p) for p, x in pairs if not is_array(x)]
+    if bad:
+        raise SaveError(
+            f"{path}: the tree is nested too deeply to record its non-array leaves "
+            f"({bad[0]}{', ...' if len(bad) > 1 else ''})"
+        )
+    names = dotted_names([p for p, _ in pairs])
+    paths = {n: str(p) for (p, _), n in zip(pairs, names)}
+    return {n: x for n, (_, x) in zip(names, pairs)}, {PATHS_KEY: json.dumps(paths)}
 
 
 def _eqx_leaves(tree: Any, path: str) -> list[Any]:

@@ -180,10 +180,8 @@ def record(tree: Any, where: str) -> tuple[list[tuple[Path, Any]], list]:
     of the tree naming them by keystr (`rename` gives them the names written); `SaveError`,
     one line naming the path, for what cannot be recorded."""
     names: dict[str, tuple[Path, Any]] = {}
-    try:
-        node = _Recorder(where, names).node(tree, (), 0)
-    except RecursionError:
-        raise SaveError(f"{where}: the tree is nested too deeply to record") from None
+    # a RecursionError goes to the caller: `tt.save` writes a too-deep tree of arrays by paths
+    node = _Recorder(where, names).node(tree, (), 0)
     return list(names.values()), node
 
 

@@ -64,10 +64,10 @@ def bindings_table(groups: list[tuple[str, list[BindingType]]]) -> Table:
             fresh = [k for k in keys if k not in seen]
             if not fresh:
                 continue
-            seen.update(fresh)
+            seen |= set(fresh)
             rows.append((", ".join(key_display(k) for k in fresh), b.tooltip or b.description))
         if numbered and numbered[0].key not in seen:
-            seen.update(b.key for b in numbered)
+            seen |= {b.key for b in numbered}
             tip = "Show the Nth tab (1 Tree, 2 Leaves, then Diff, Jaxpr, Devices, Port when shown)"
             rows.insert(0, (f"{numbered[0].key}…{numbered[-1].key}", tip))
         if not rows:
