@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import importlib
 import importlib.util
 import sys
 import threading
@@ -59,6 +60,10 @@ __all__ = ["GlobalRef", "Opaque"]
 
 #: top-level packages whose classes lend their field layout when already imported (never imported)
 KNOWN_PACKAGES = frozenset({"jax", "jaxlib", "equinox", "flax", "optax", "haiku", "chex"})
+#: the ones imported for their layouts when not imported yet (chex only lends one when loaded)
+_IMPORTABLE = frozenset({"jax", "equinox", "flax", "optax", "haiku"})
+#: submodules that importing their package does not load, also imported for their layouts
+_IMPORTABLE_SUBMODULES = ("flax.nnx", "flax.training.train_state")
 
 
 @set_module("treetool.io")
@@ -215,8 +220,24 @@ def _import_known(class_path: str) -> Any:
     # other is read by the generic layout. Never a test module. The qualname may be nested
     # (Outer.Inner): find the longest loaded module prefix.
     names = module.split(".")
-    if any(_is_test_module(n) for n in names) or names[0] not in sys.modules:
+    if any(_is_test_module(n) for n in names):
         return None
+    # the model libraries themselves (jax, equinox, flax, optax, haiku) may be imported for
+    # their layouts, as a program using the file would, and the two flax submodules that
+    # importing flax does not load; never a test helper library (chex imports absl, unittest
+    # and jax.test_util: 1.5 s), never another submodule
+    subs = (m for m in _IMPORTABLE_SUBMODULES if (module + ".").startswith(m + "."))
+    for pkg in (names[0], *subs):
+        if pkg in sys.modules:
+            continue
+        if names[0] not in _IMPORTABLE:
+            return None
+        try:
+            if importlib.util.find_spec(names[0]) is None:
+                return None
+            importlib.import_module(pkg)
+        except Exception:
+            return None
     for i in range(len(names), 0, -1):
         obj: Any = sys.modules.get(".".join(names[:i]))
         if obj is None:

@@ -209,11 +209,11 @@ def _tensors_and_record(tree: Any, path: str, npz: bool) -> tuple[dict[str, Any]
     except RecursionError:
         if npz:
             raise SaveError(f"{path}: the tree is nested too deeply to record") from None
-        return _flat_paths(tree, path)
+        return _by_key_paths(tree, path)
     return {n: leaf for n, (_, leaf) in zip(names, pairs)}, {RECORD_KEY: text}
 
 
-def _flat_paths(tree: Any, path: str) -> tuple[dict[str, Any], dict[str, str]]:
+def _by_key_paths(tree: Any, path: str) -> tuple[dict[str, Any], dict[str, str]]:
     """A tree too deep for the structure record (Python's recursion limit) whose leaves are
     all arrays: the tensors under their dotted names and the key path of each
     (`PATHS_KEY`), from which `tt.load` nests them again (walked without recursion)."""

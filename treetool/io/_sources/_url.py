@@ -167,8 +167,8 @@ def parse(url: str) -> Url:
         port_text = port_text[1:]
         has_port = bool(hostport[close + 1 :])
     else:
-        host_text, has_port, port_text = hostport.partition(":")
-        has_port = bool(has_port)
+        host_text, colon, port_text = hostport.partition(":")
+        has_port = bool(colon)
     host = _host(host_text, url)
     default = 443 if scheme == "https" else 80
     if has_port and port_text:
