@@ -50,6 +50,15 @@ def _holds_leaves(x: Any, is_leaf: Callable[[Any], bool] | None) -> bool:
         return True
 
 
+def _leaf_paths(x: Any, is_leaf: Callable[[Any], bool] | None) -> list[str]:
+    """The leaf paths under `x`, relative to it; none for a node that fails to open (it is
+    an error entry at its own path, matched as `find` matches it)."""
+    try:
+        return [str(p) for p, _ in iter_leaves_with_paths(x, is_leaf)]
+    except Exception:
+        return []
+
+
 def glob_matches(
     tree: Any, pattern: str, is_leaf: Callable[[Any], bool] | None = None
 ) -> list[tuple[Any, Any]]:
@@ -125,9 +134,7 @@ def search(
         rows = index.rows_of(found)
         if len(rows) < len(found):  # nodes named: the Leaves filter and ls list their leaves
             under = [
-                f"{at}{sub}"
-                for at, (_, x) in zip(found, pairs)
-                for sub, _ in iter_leaves_with_paths(x, is_leaf)
+                f"{at}{sub}" for at, (_, x) in zip(found, pairs) for sub in _leaf_paths(x, is_leaf)
             ]
             rows = np.union1d(rows, index.rows_of(under)).astype(np.int64)
         return found, rows
