@@ -59,8 +59,12 @@ def test_ls_prints_one_escaped_line_per_leaf(files, name):
     if name == "names.pkl":  # the attribute names, escaped as well as the keys
         assert "['a\\nb\\tc'].a\\nb\\tc\t[3]\tfloat32" in lines
         assert "['\\u202eevil'].\\u202eevil\t[3]\tfloat32" in lines
-        # the class names are in the note on stderr, escaped; the note is one line
-        assert run.stderr.count("\n") == 1
+        # the class names are in the note on stderr, escaped: its head, then every global
+        # on a line of its own (none cut off, none able to break the note into other lines)
+        err = run.stderr.splitlines()
+        assert err[0].startswith("treetool: note: names.pkl: 10 globals not executed")
+        assert len(err) == 11 and all(line.startswith("  evil") for line in err[1:]), err
+        assert not any(c in run.stderr for c in "\x1b\x07\x9b\u202e")
         assert "evil\\x1b]0;t\\x07mod4.\\x1b[2J\\x1b]0;pwned\\x07" in run.stderr
 
 
